@@ -1,0 +1,154 @@
+"""Plain data types shared by the engine and its callers (CLI, Qt workers, benchmarks)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+FinishReason = Literal["eos", "stop", "length", "max_tokens", "cancelled"]
+ContextPolicy = Literal["stop", "truncate_oldest", "sliding_window"]
+Layout = Literal["genai", "optimum"]
+DecodePath = Literal["rebind", "shared", "none"]
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message: role is "system", "user" or "assistant"."""
+
+    role: str
+    content: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How the next token is picked. ``temperature == 0`` means greedy."""
+
+    temperature: float = 0.7
+    top_k: int = 0  # 0 = off
+    top_p: float = 1.0  # 1.0 = off
+    min_p: float = 0.0  # 0.0 = off
+    repetition_penalty: float = 1.0  # 1.0 = off
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    seed: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Everything that shapes one reply."""
+
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    max_new_tokens: int = 512
+    stop_strings: tuple[str, ...] = ()
+    context_policy: ContextPolicy = "stop"
+
+
+@dataclass
+class GenerationStats:
+    """Measured figures of one reply. Times in milliseconds, rates in tokens per second."""
+
+    prompt_tokens: int = 0
+    reused_tokens: int = 0
+    prefilled_tokens: int = 0
+    generated_tokens: int = 0
+    ttft_ms: float = 0.0
+    decode_tok_s: float = 0.0
+    total_ms: float = 0.0
+    provider: str = "cpu"
+    context_used: int = 0
+    context_max: int = 0
+    reuse_refused: str | None = None  # why the prefix cache could not be reused, if it could not
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class GenerationChunk:
+    """One streamed step. ``text`` is the new text (may be empty while a UTF-8 character or
+    a possible stop string is held back). The last chunk of a reply has ``finish_reason``
+    and ``stats`` set."""
+
+    text: str
+    token_id: int | None = None
+    finish_reason: FinishReason | None = None
+    stats: GenerationStats | None = None
+
+
+@dataclass(frozen=True)
+class KVLayer:
+    """One layer's KV tensors as named in the graph, with geometry read from the graph."""
+
+    past_key: str
+    past_value: str
+    present_key: str
+    present_value: str
+    kv_heads: int
+    head_dim: int
+    dtype: str  # "float32" | "float16" | "bfloat16"
+
+
+@dataclass(frozen=True)
+class GraphInfo:
+    """What the decoder graph takes and returns, read from the ONNX session."""
+
+    input_ids: str
+    attention_mask: str | None
+    position_ids: str | None
+    logits: str
+    kv_layers: tuple[KVLayer, ...]
+    uses_group_query_attention: bool
+    decode_path: DecodePath
+    logits_dtype: str = "float32"
+    vocab_size: int | None = None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model folder normalised from either layout (onnxruntime-genai or Optimum)."""
+
+    root: Path
+    layout: Layout
+    name: str
+    model_path: Path  # the .onnx file chosen
+    variant: str  # e.g. "model", "model_q4", "genai"
+    tokenizer_path: Path  # tokenizer.json
+    chat_template: str | None
+    bos_token: str | None
+    eos_token: str | None
+    eos_token_ids: tuple[int, ...]
+    pad_token_id: int | None
+    context_length: int
+    add_bos_token: bool = False
+    generation_defaults: dict = field(default_factory=dict)
+    session_options: dict = field(default_factory=dict)  # from genai_config (threads etc.)
+    provider_options: tuple[dict, ...] = ()  # from genai_config, in order
+    sliding_window: int | None = None
+    extra_special_tokens: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProviderReport:
+    """Which execution provider runs the model and why the others do not."""
+
+    chosen: str  # "cpu" | "dml" | "cuda" | "coreml"
+    ort_providers: tuple[str, ...]  # session.get_providers()
+    requested: str | None
+    fell_back: bool
+    reasons: dict[str, str]  # provider -> why it was not chosen
+    nodes_on_chosen: int | None = None
+    nodes_total: int | None = None
+
+    def summary(self) -> str:
+        text = self.chosen.upper()
+        if self.fell_back:
+            text += f" (fell back from {self.requested})"
+        return text

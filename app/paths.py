@@ -1,0 +1,53 @@
+"""Where Hearth keeps user data.
+
+Everything (models, chats, settings, caches) lives under one root: platformdirs' user data
+dir, or ``$HEARTH_HOME`` when set. Tests and checks set ``HEARTH_HOME`` to a temp folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+APP_NAME = "Hearth"
+HOME_ENV = "HEARTH_HOME"
+
+
+def data_root() -> Path:
+    """The root of all user data; created on first use."""
+    override = os.environ.get(HOME_ENV)
+    root = Path(override) if override else Path(platformdirs.user_data_dir(APP_NAME, False))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _sub(name: str) -> Path:
+    path = data_root() / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def models_dir() -> Path:
+    """Installed models, one folder each."""
+    return _sub("models")
+
+
+def staging_dir() -> Path:
+    """Partial downloads and conversions; moved into models_dir() by atomic rename."""
+    return _sub("staging")
+
+
+def cache_dir() -> Path:
+    """Caches that can be deleted at any time (KV snapshots, wheels)."""
+    return _sub("cache")
+
+
+def history_db_path() -> Path:
+    """The SQLite database holding all conversations."""
+    return data_root() / "history.sqlite3"
+
+
+def settings_path() -> Path:
+    return data_root() / "settings.json"
