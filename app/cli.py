@@ -1,0 +1,59 @@
+"""Command line: ``python -m app [COMMAND]``.
+
+With no command the desktop window opens. Each command family lives in its own module that
+exposes ``register(subparsers)``; the parser sets ``func`` on the namespace it returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from app import __version__
+from app.errors import HearthError
+
+# Modules that add subcommands. Each has register(subparsers) -> None.
+COMMAND_MODULES = (
+    "app.engine.cli",  # chat, generate
+    "app.models.cli",  # models list|catalog|download|rm|import, import-gguf, setup-starter
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hearth",
+        description="Hearth: private, offline chat with local language models.",
+    )
+    parser.add_argument("--version", action="version", version=f"Hearth {__version__}")
+    parser.add_argument(
+        "--smoke-test",
+        metavar="OUT.png",
+        help="start the app offscreen, send one message, save a screenshot and exit",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # a command family not built yet
+            if exc.name != name:
+                raise
+            continue
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command is None:
+            from app.ui.launch import run_app
+
+            return run_app(smoke_test=args.smoke_test)
+        return int(args.func(args) or 0)
+    except HearthError as exc:
+        print(f"hearth: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
