@@ -66,6 +66,8 @@ class GenerationStats:
     context_used: int = 0
     context_max: int = 0
     reuse_refused: str | None = None  # why the prefix cache could not be reused, if it could not
+    dropped_messages: int = 0  # oldest messages left out to fit the context
+    context_note: str | None = None  # what the context policy did, in words
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -109,6 +111,7 @@ class GraphInfo:
     decode_path: DecodePath
     logits_dtype: str = "float32"
     vocab_size: int | None = None
+    logits_last_only: bool = False  # the graph returns logits for the last position only
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,8 @@ class ModelSpec:
     provider_options: tuple[dict, ...] = ()  # from genai_config, in order
     sliding_window: int | None = None
     extra_special_tokens: dict = field(default_factory=dict)
+    io_names: dict = field(default_factory=dict)  # role -> graph name (genai_config renames)
+    kv_geometry: tuple[int, int] | None = None  # (kv_heads, head_dim) from the config
 
 
 @dataclass(frozen=True)

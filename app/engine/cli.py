@@ -1,0 +1,257 @@
+"""Terminal commands over the engine: ``chat`` and ``generate``.
+
+Their flags and JSON output are a contract that benchmarks and checks rely on: keep them stable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+from app.engine.types import GenerationSettings, Message, SamplingSettings
+from app.errors import HearthError
+
+PROVIDERS = ("cpu", "dml", "cuda", "coreml")
+
+
+def _add_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model_dir", type=Path, help="model folder (either ONNX layout)")
+    parser.add_argument("--provider", choices=PROVIDERS, help="execution provider to use")
+    parser.add_argument("--variant", help="Optimum graph variant, e.g. model_q4 or fp16")
+    parser.add_argument("--threads", type=int, help="CPU threads for ONNX Runtime")
+    parser.add_argument("--max-new-tokens", type=int, default=None)
+    parser.add_argument("--temperature", type=float)
+    parser.add_argument("--top-k", type=int)
+    parser.add_argument("--top-p", type=float)
+    parser.add_argument("--min-p", type=float)
+    parser.add_argument("--repetition-penalty", type=float)
+    parser.add_argument("--presence-penalty", type=float)
+    parser.add_argument("--frequency-penalty", type=float)
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    parser.add_argument("--json", action="store_true", help="print JSON results")
+
+
+def register(subparsers) -> None:
+    gen = subparsers.add_parser("generate", help="complete a prompt and print the result")
+    _add_model_options(gen)
+    source = gen.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompt", help="prompt text")
+    source.add_argument("--prompt-tokens", help="raw token ids, comma separated")
+    gen.add_argument("--chat", action="store_true",
+                     help="wrap the prompt as a user message with the chat template")
+    gen.add_argument("--system", help="system prompt (with --chat)")
+    gen.set_defaults(func=run_generate)
+
+    chat = subparsers.add_parser("chat", help="chat with a model in the terminal")
+    _add_model_options(chat)
+    chat.add_argument("--system", help="system prompt")
+    chat.add_argument("--script", type=Path,
+                      help='scripted chat: JSON {"system", "turns": [...], "max_new_tokens"}')
+    chat.add_argument("--no-cache", action="store_true",
+                      help="prefill every turn from scratch (for comparison)")
+    chat.set_defaults(func=run_chat)
+
+
+def sampling_from_args(args: argparse.Namespace, defaults: dict,
+                       overrides: dict | None = None) -> GenerationSettings:
+    """Settings from the model's generation defaults, then a script's, then the flags."""
+    values = {
+        "temperature": defaults.get("temperature", 0.7) if defaults.get("do_sample", True)
+        else 0.0,
+        "top_k": defaults.get("top_k", 0) or 0,
+        "top_p": defaults.get("top_p", 1.0),
+        "min_p": defaults.get("min_p", 0.0),
+        "repetition_penalty": defaults.get("repetition_penalty", 1.0),
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+        "seed": None,
+    }
+    max_new = 512
+    for source in (overrides or {}), vars(args):
+        for key in values:
+            if source.get(key) is not None:
+                values[key] = source[key]
+        if source.get("max_new_tokens") is not None:
+            max_new = int(source["max_new_tokens"])
+    return GenerationSettings(
+        sampling=SamplingSettings(**values), max_new_tokens=max_new,
+        stop_strings=tuple(args.stop or (overrides or {}).get("stop", ())),
+    )
+
+
+def _load(args: argparse.Namespace):
+    from app.engine.engine import Engine
+
+    return Engine.load(args.model_dir, provider=args.provider, variant=args.variant,
+                       threads=args.threads)
+
+
+@contextmanager
+def _interrupt_sets(cancel: threading.Event):
+    """While active, the first Ctrl-C sets ``cancel``; a second one raises KeyboardInterrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        cancel.set()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stream(chunks, *, echo: bool):
+    """Print a reply as it streams; return (tokens, text, finish_reason, stats)."""
+    tokens, parts = [], []
+    final = None
+    for chunk in chunks:
+        if chunk.token_id is not None:
+            tokens.append(chunk.token_id)
+        if chunk.text:
+            parts.append(chunk.text)
+            if echo:
+                sys.stdout.write(chunk.text)
+                sys.stdout.flush()
+        if chunk.finish_reason is not None:
+            final = chunk
+    return tokens, "".join(parts), final.finish_reason, final.stats
+
+
+def _summary(stats, engine) -> str:
+    return (
+        f"[{stats.prompt_tokens} prompt tokens ({stats.reused_tokens} reused), "
+        f"{stats.generated_tokens} generated, TTFT {stats.ttft_ms:.0f} ms, "
+        f"{stats.decode_tok_s:.1f} tok/s, {engine.provider_report.summary()}, "
+        f"context {stats.context_used}/{stats.context_max}]"
+    )
+
+
+def _result_json(tokens, text, finish, stats, *, turn: int | None = None) -> str:
+    record = {
+        "tokens": tokens, "text": text, "finish_reason": finish,
+        "stats": {
+            "prompt_tokens": stats.prompt_tokens, "reused_tokens": stats.reused_tokens,
+            "prefilled_tokens": stats.prefilled_tokens,
+            "generated_tokens": stats.generated_tokens,
+            "ttft_ms": round(stats.ttft_ms, 3), "decode_tok_s": round(stats.decode_tok_s, 3),
+            "provider": stats.provider, "context_used": stats.context_used,
+            "context_max": stats.context_max, "reuse_refused": stats.reuse_refused,
+        },
+    }
+    if turn is not None:
+        record = {"turn": turn, **record}
+    return json.dumps(record, ensure_ascii=False)
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    engine = _load(args)
+    settings = sampling_from_args(args, engine.spec.generation_defaults)
+    if args.prompt_tokens is not None:
+        try:
+            ids = [int(t) for t in args.prompt_tokens.split(",") if t.strip()]
+        except ValueError as exc:
+            raise HearthError("--prompt-tokens takes comma-separated integers.") from exc
+    elif args.chat:
+        messages = [Message("system", args.system)] if args.system else []
+        ids = engine.encode_chat([*messages, Message("user", args.prompt)])
+    else:
+        ids = engine.tokenizer.encode(args.prompt, add_special_tokens=True)
+    cancel = threading.Event()
+    with _interrupt_sets(cancel):
+        result = _stream(engine.generate(ids, settings, cancel=cancel), echo=not args.json)
+    if args.json:
+        print(_result_json(*result))
+    else:
+        print()
+        print(_summary(result[3], engine), file=sys.stderr)
+    return 0
+
+
+def run_chat(args: argparse.Namespace) -> int:
+    engine = _load(args)
+    if args.script is not None:
+        return _run_script(engine, args)
+    settings = sampling_from_args(args, engine.spec.generation_defaults)
+    system = args.system
+    messages: list[Message] = []
+    last_stats = None
+    print(f"Chatting with {engine.spec.name} on {engine.provider_report.summary()}. "
+          "Commands: /system TEXT, /reset, /stats, /quit. Ctrl-C stops a reply.",
+          file=sys.stderr)
+    while True:
+        try:
+            line = input("> ")
+        except (EOFError, KeyboardInterrupt):
+            print(file=sys.stderr)
+            return 0
+        text = line.strip()
+        if not text:
+            continue
+        if text in ("/quit", "/exit"):
+            return 0
+        if text == "/reset":
+            messages.clear()
+            print("(conversation cleared)", file=sys.stderr)
+            continue
+        if text.startswith("/system"):
+            system = text[len("/system"):].strip() or None
+            print(f"(system prompt {'set' if system else 'cleared'})", file=sys.stderr)
+            continue
+        if text == "/stats":
+            print(_summary(last_stats, engine) if last_stats else "(no reply yet)",
+                  file=sys.stderr)
+            continue
+        messages.append(Message("user", text))
+        convo = ([Message("system", system)] if system else []) + messages
+        cancel = threading.Event()
+        try:
+            with _interrupt_sets(cancel):
+                _, reply, finish, last_stats = _stream(
+                    engine.chat(convo, settings, cancel=cancel, reuse=not args.no_cache),
+                    echo=True)
+        except HearthError as exc:
+            messages.pop()
+            print(f"\n{exc}", file=sys.stderr)
+            continue
+        except KeyboardInterrupt:
+            print(file=sys.stderr)
+            return 130
+        messages.append(Message("assistant", reply))
+        note = " (stopped)" if finish == "cancelled" else ""
+        print(f"\n{_summary(last_stats, engine)}{note}", file=sys.stderr)
+
+
+def _run_script(engine, args: argparse.Namespace) -> int:
+    try:
+        script = json.loads(args.script.read_text(encoding="utf-8"))
+        turns = list(script["turns"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise HearthError(
+            f"Cannot read the chat script {args.script}: {exc}.",
+            hint='It must be JSON like {"system": "...", "turns": ["..."], '
+                 '"max_new_tokens": 64}.',
+        ) from exc
+    settings = sampling_from_args(args, engine.spec.generation_defaults, script)
+    system = script.get("system") or args.system
+    messages = [Message("system", system)] if system else []
+    for number, turn in enumerate(turns, start=1):
+        messages.append(Message("user", turn))
+        result = _stream(engine.chat(messages, settings, reuse=not args.no_cache),
+                         echo=False)
+        messages.append(Message("assistant", result[1]))
+        if args.json:
+            print(_result_json(*result, turn=number), flush=True)
+        else:
+            print(f"user: {turn}\nassistant: {result[1]}\n{_summary(result[3], engine)}\n")
+    return 0

@@ -1,0 +1,146 @@
+"""Run a decoder graph one step at a time over a KV cache, through IOBinding.
+
+``Decoder.feed(ids)`` runs the new token ids (in chunks when there are many) and returns the
+logits of the last one as a float32 vector. Inputs are bound straight from preallocated numpy
+buffers and the decode-step logits are written by ORT into a buffer we own, so the per-token
+host work is a handful of binding calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import onnxruntime as ort
+
+from app.engine.kv_cache import (
+    KVCache,
+    RebindCache,
+    SharedBufferCache,
+    SlidingWindowCache,
+    TokenOnlyCache,
+)
+from app.engine.kv_ops import KVOps
+from app.engine.types import GraphInfo
+from app.errors import ContextOverflowError
+
+_NP_LOGITS = {"float32": np.float32, "float16": np.float16}
+# Graphs that return logits for every position make a [chunk, vocab] array per prefill chunk:
+# keep it under this many bytes (1024 tokens x 152k vocab would be 622 MB).
+LOGITS_CHUNK_BYTES = 64 * 1024 * 1024
+MAX_PREFILL_CHUNK = 512
+
+
+class Decoder:
+    """One ORT session plus the cache it decodes over. Not thread-safe: one owner thread."""
+
+    def __init__(self, session: ort.InferenceSession, graph: GraphInfo, *,
+                 context_length: int, device: str = "cpu",
+                 prefill_chunk: int | None = None) -> None:
+        self.session = session
+        self.graph = graph
+        self.context_length = context_length
+        self.device = device
+        self._ops = KVOps(session.get_providers(), device)
+        vocab = graph.vocab_size or 1
+        if prefill_chunk is None:
+            if graph.logits_last_only or graph.decode_path == "none":
+                prefill_chunk = MAX_PREFILL_CHUNK
+            else:
+                prefill_chunk = LOGITS_CHUNK_BYTES // (vocab * 4)
+        self.prefill_chunk = max(16, min(MAX_PREFILL_CHUNK, prefill_chunk))
+        self._mask = np.ones((1, context_length + MAX_PREFILL_CHUNK), dtype=np.int64)
+        self._positions = np.arange(context_length + MAX_PREFILL_CHUNK, dtype=np.int64)[None, :]
+        self._logits_dtype = _NP_LOGITS.get(graph.logits_dtype, np.float32)
+        self._step_logits: np.ndarray | None = None
+        self._step_logits_value: ort.OrtValue | None = None
+        self.cache: KVCache = self.new_cache()
+
+    @property
+    def supports_sliding_window(self) -> bool:
+        """Sliding windows need absolute position ids fed from outside and a growing cache."""
+        return self.graph.decode_path == "rebind" and self.graph.position_ids is not None
+
+    def new_cache(self, *, sliding_window: int | None = None, sink: int = 4) -> KVCache:
+        """An empty cache of the kind this graph's decode path needs.
+
+        ``sliding_window`` (positions kept, sinks included) asks for a StreamingLLM cache."""
+        path = self.graph.decode_path
+        if sliding_window is not None:
+            if not self.supports_sliding_window:
+                raise ValueError("this graph cannot run a sliding window")
+            return SlidingWindowCache(self.graph.kv_layers, self._ops, self.device,
+                                      sink=sink, capacity=min(sliding_window,
+                                                              self.context_length))
+        if path == "shared":
+            return SharedBufferCache(self.graph.kv_layers, self._ops, self.device,
+                                     max_length=self.context_length)
+        if path == "rebind":
+            return RebindCache(self.graph.kv_layers, self._ops, self.device)
+        return TokenOnlyCache()
+
+    # -- running -------------------------------------------------------------------------
+
+    def feed(self, ids: Sequence[int]) -> np.ndarray:
+        """Run ``ids`` after what the cache holds; return the last position's logits."""
+        if not ids:
+            raise ValueError("feed() needs at least one token")
+        if isinstance(self.cache, TokenOnlyCache):
+            return self._run(list(ids))
+        chunk = self.prefill_chunk
+        if isinstance(self.cache, SlidingWindowCache):
+            chunk = min(chunk, self.cache.max_step)
+        logits = None
+        for start in range(0, len(ids), chunk):
+            logits = self._run(list(ids[start:start + chunk]))
+        return logits
+
+    def _logits_target(self, rows: int) -> ort.OrtValue | None:
+        """A reusable buffer for single-row logits, so decode steps allocate nothing."""
+        vocab = self.graph.vocab_size
+        if rows != 1 or vocab is None or self.device != "cpu":
+            return None
+        if self._step_logits_value is None:
+            self._step_logits = np.empty((1, 1, vocab), dtype=self._logits_dtype)
+            self._step_logits_value = ort.OrtValue.ortvalue_from_numpy(self._step_logits)
+        return self._step_logits_value
+
+    def _run(self, new: list[int]) -> np.ndarray:
+        cache, graph = self.cache, self.graph
+        if isinstance(cache, TokenOnlyCache):
+            feed_ids = cache.tokens + new
+            past = 0
+        else:
+            feed_ids = new
+            past = cache.kv_length
+        count = len(feed_ids)
+        total = past + count
+        if total > self.context_length:
+            raise ContextOverflowError(
+                f"The model's context holds {self.context_length} tokens; this step needs "
+                f"{total}.", hint="Start a new chat or shorten the conversation.",
+            )
+        io = self.session.io_binding()
+        io.bind_cpu_input(graph.input_ids, np.asarray([feed_ids], dtype=np.int64))
+        if graph.attention_mask:
+            io.bind_cpu_input(graph.attention_mask, self._mask[:, :total])
+        if graph.position_ids:
+            start = cache.next_position
+            if start + count <= self._positions.shape[1]:
+                positions = self._positions[:, start:start + count]
+            else:  # sliding windows keep absolute positions past the context length
+                positions = np.arange(start, start + count, dtype=np.int64)[None, :]
+            io.bind_cpu_input(graph.position_ids, positions)
+        rows = 1 if graph.logits_last_only else count
+        target = self._logits_target(rows)
+        if target is not None:
+            io.bind_ortvalue_output(graph.logits, target)
+        else:
+            io.bind_output(graph.logits, "cpu")
+        cache.bind(io, count)
+        self.session.run_with_iobinding(io)
+        outputs = io.get_outputs()
+        cache.commit(outputs[1:], new)
+        if target is not None:
+            return self._step_logits[0, -1].astype(np.float32, copy=False)
+        return np.asarray(outputs[0].numpy()[0, -1], dtype=np.float32)

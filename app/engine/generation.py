@@ -1,0 +1,119 @@
+"""The decode loop as a plain generator: no threads, no Qt.
+
+``stream_generate`` reuses the longest valid prefix of the decoder's cache, prefills the rest,
+then loops: logits → sampler → token → streaming detokenizer → text delta, checking the cancel
+flag, EOS ids, stop strings, the token budget and the context on every step. The last chunk
+carries the finish reason and the measured stats.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+from app.engine.decoder import Decoder
+from app.engine.detokenizer import StreamingDetokenizer
+from app.engine.kv_cache import CacheRewindError
+from app.engine.sampling import make_sampler
+from app.engine.tokenizer import Tokenizer
+from app.engine.types import FinishReason, GenerationChunk, GenerationSettings, GenerationStats
+
+
+def reuse_prefix(decoder: Decoder, prompt_ids: Sequence[int], *,
+                 reuse: bool) -> tuple[int, str | None]:
+    """Rewind the decoder's cache to the longest prefix it shares with ``prompt_ids``.
+
+    At least one prompt token is always left to feed (its logits start the reply). Returns
+    the number of reused tokens and, when reuse was refused or cut short, why.
+    """
+    cache = decoder.cache
+    if not reuse:
+        cache.reset()
+        return 0, "reuse disabled"
+    held = len(cache)
+    common = min(cache.common_prefix(prompt_ids), len(prompt_ids) - 1)
+    reason = None
+    if held and common == 0:
+        reason = "the conversation differs from the first token on"
+    try:
+        cache.trim_to(common)
+    except CacheRewindError as exc:
+        # Validated before mutating: the cache is unchanged. Start over rather than keep a
+        # stale tail.
+        cache.reset()
+        return 0, f"rewind refused ({exc}); prefilled from scratch"
+    return common, reason
+
+
+def stream_generate(
+    decoder: Decoder,
+    tokenizer: Tokenizer,
+    prompt_ids: Sequence[int],
+    settings: GenerationSettings,
+    *,
+    eos_ids: Sequence[int],
+    cancel: threading.Event | None = None,
+    reuse: bool = True,
+    provider: str = "cpu",
+) -> Iterator[GenerationChunk]:
+    """Generate a reply to ``prompt_ids``, yielding one chunk per token."""
+    start = time.perf_counter()
+    prompt_ids = list(prompt_ids)
+    if not prompt_ids:
+        raise ValueError("the prompt is empty")
+    context = decoder.context_length
+    stats = GenerationStats(prompt_tokens=len(prompt_ids), provider=provider,
+                            context_max=context)
+    reused, stats.reuse_refused = reuse_prefix(decoder, prompt_ids, reuse=reuse)
+    stats.reused_tokens = reused
+    stats.prefilled_tokens = len(prompt_ids) - reused
+
+    sampler = make_sampler(settings.sampling)
+    detok = StreamingDetokenizer(tokenizer, stop_strings=settings.stop_strings)
+    eos = frozenset(eos_ids)
+    history = list(prompt_ids)
+    generated: list[int] = []
+    finish: FinishReason | None = None
+    first_token_at = None
+
+    logits = decoder.feed(prompt_ids[reused:])
+    while True:
+        if cancel is not None and cancel.is_set():
+            finish = "cancelled"
+            break
+        token = int(sampler(logits, history))
+        if first_token_at is None:
+            first_token_at = time.perf_counter()
+        generated.append(token)
+        history.append(token)
+        if token in eos:
+            finish = "eos"
+            break
+        text = detok.add(token)
+        if detok.stop_hit is not None:
+            if text:
+                yield GenerationChunk(text=text, token_id=token)
+            finish = "stop"
+            break
+        yield GenerationChunk(text=text, token_id=token)
+        if len(generated) >= settings.max_new_tokens:
+            finish = "max_tokens"
+            break
+        if decoder.cache.bounded_by_context and len(history) >= context:
+            finish = "length"
+            break
+        if cancel is not None and cancel.is_set():
+            finish = "cancelled"
+            break
+        logits = decoder.feed([token])
+
+    tail = detok.finish() if finish != "stop" else ""
+    end = time.perf_counter()
+    stats.generated_tokens = len(generated)
+    stats.total_ms = (end - start) * 1000
+    stats.ttft_ms = ((first_token_at or end) - start) * 1000
+    if first_token_at is not None and len(generated) > 1:
+        stats.decode_tok_s = (len(generated) - 1) / max(end - first_token_at, 1e-9)
+    stats.context_used = len(history)
+    yield GenerationChunk(text=tail, token_id=None, finish_reason=finish, stats=stats)

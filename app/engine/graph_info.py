@@ -1,0 +1,198 @@
+"""Read what a decoder graph takes and returns, and pick its decode path.
+
+The KV cache geometry comes from the graph itself, as onnxruntime-genai's reference design
+does: ``present.*`` outputs are paired with ``past_key_values.*`` inputs by name, each layer's
+KV heads and head size are read from the tensor shapes (head size is the last axis), and the KV
+dtype from the past input. Layers may differ in geometry.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from app.engine.types import DecodePath, GraphInfo, KVLayer
+from app.errors import ModelLoadError
+
+_ORT_TYPES = {
+    "tensor(float)": "float32",
+    "tensor(float16)": "float16",
+    "tensor(bfloat16)": "bfloat16",
+}
+
+# (past pattern, present template): the first group is the layer index, the second the kind.
+_KV_NAME_PATTERNS = (
+    (re.compile(r"^past_key_values\.(\d+)\.(key|value)$"), "present.{i}.{kind}"),
+    (re.compile(r"^past_key_values_(\d+)_(key|value)$"), "present_{i}_{kind}"),
+    (re.compile(r"^past_(key|value)_(\d+)$"), "present_{kind}_{i}"),
+    (re.compile(r"^past\.(\d+)\.(key|value)$"), "present.{i}.{kind}"),
+)
+
+_KNOWN_INPUTS = {"input_ids", "attention_mask", "position_ids"}
+# Inputs some exports carry that we can feed with a constant.
+_OPTIONAL_INPUTS = {"num_logits_to_keep", "use_cache_branch"}
+
+
+class IOSpec:
+    """The minimum we need of an ORT NodeArg: name, shape and type string."""
+
+    def __init__(self, name: str, shape: Sequence, type_: str) -> None:
+        self.name = name
+        self.shape = list(shape)
+        self.type = type_
+
+
+def _split_kv_name(name: str) -> tuple[int, str, str] | None:
+    """``past_key_values.3.key`` -> (3, "key", "present.3.key")."""
+    for pattern, template in _KV_NAME_PATTERNS:
+        match = pattern.match(name)
+        if not match:
+            continue
+        first, second = match.groups()
+        if first.isdigit():
+            index, kind = int(first), second
+        else:
+            index, kind = int(second), first
+        return index, kind, template.format(i=index, kind=kind)
+    return None
+
+
+def _dim(value: object) -> int | None:
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def inspect_graph(
+    inputs: Iterable[IOSpec],
+    outputs: Iterable[IOSpec],
+    *,
+    op_types: set[str],
+    model_path: Path,
+    name_overrides: dict[str, str] | None = None,
+    kv_geometry_hint: tuple[int, int] | None = None,
+) -> GraphInfo:
+    """Describe a decoder graph from its I/O and the set of op types it uses.
+
+    ``name_overrides`` maps our role names (``input_ids``, ``attention_mask``,
+    ``position_ids``, ``logits``) to the graph's names (genai_config.json may rename them).
+    ``kv_geometry_hint`` is (kv_heads, head_dim) from the config, used only when the graph
+    leaves those dimensions symbolic.
+    """
+    names = {"input_ids": "input_ids", "attention_mask": "attention_mask",
+             "position_ids": "position_ids", "logits": "logits"}
+    names.update(name_overrides or {})
+    by_input = {i.name: i for i in inputs}
+    by_output = {o.name: o for o in outputs}
+    where = f"{model_path}"
+
+    if names["input_ids"] not in by_input:
+        raise ModelLoadError(
+            f"{where} has no '{names['input_ids']}' input, so it is not a text decoder Hearth "
+            f"can run (its inputs are: {', '.join(sorted(by_input))})."
+        )
+    if names["logits"] not in by_output:
+        raise ModelLoadError(
+            f"{where} has no '{names['logits']}' output "
+            f"(its outputs are: {', '.join(sorted(by_output))})."
+        )
+
+    layers: dict[int, dict[str, tuple[IOSpec, IOSpec]]] = {}
+    unknown: list[str] = []
+    for spec in by_input.values():
+        if spec.name in (names["input_ids"], names["attention_mask"], names["position_ids"]):
+            continue
+        parsed = _split_kv_name(spec.name)
+        if parsed is None:
+            if spec.name not in _OPTIONAL_INPUTS:
+                unknown.append(spec.name)
+            continue
+        index, kind, present_name = parsed
+        present = by_output.get(present_name)
+        if present is None:
+            raise ModelLoadError(
+                f"{where}: KV input '{spec.name}' has no matching output '{present_name}'. "
+                "The graph's cache inputs and outputs do not pair up; re-export the model "
+                "with its KV cache outputs (optimum: --task text-generation-with-past)."
+            )
+        layers.setdefault(index, {})[kind] = (spec, present)
+    if unknown:
+        raise ModelLoadError(
+            f"{where} needs inputs Hearth does not know how to feed: {', '.join(sorted(unknown))}."
+        )
+
+    kv_layers: list[KVLayer] = []
+    for index in sorted(layers):
+        pair = layers[index]
+        if set(pair) != {"key", "value"}:
+            missing = ({"key", "value"} - set(pair)).pop()
+            raise ModelLoadError(f"{where}: layer {index} has no past {missing} input.")
+        (past_k, present_k), (past_v, present_v) = pair["key"], pair["value"]
+        dtype = _ORT_TYPES.get(past_k.type)
+        if dtype is None:
+            raise ModelLoadError(f"{where}: KV cache type {past_k.type} is not supported.")
+        heads = _dim(present_k.shape[1]) or _dim(past_k.shape[1])
+        head_dim = _dim(present_k.shape[-1]) or _dim(past_k.shape[-1])
+        if (heads is None or head_dim is None) and kv_geometry_hint:
+            heads = heads or kv_geometry_hint[0]
+            head_dim = head_dim or kv_geometry_hint[1]
+        if heads is None or head_dim is None or len(past_k.shape) != 4:
+            raise ModelLoadError(
+                f"{where}: cannot read the KV geometry of layer {index} "
+                f"(shape {past_k.shape}); expected [batch, kv_heads, sequence, head_dim]."
+            )
+        kv_layers.append(
+            KVLayer(
+                past_key=past_k.name, past_value=past_v.name,
+                present_key=present_k.name, present_value=present_v.name,
+                kv_heads=heads, head_dim=head_dim, dtype=dtype,
+            )
+        )
+    if kv_layers and sorted(layers) != list(range(len(kv_layers))):
+        raise ModelLoadError(f"{where}: KV layers are not numbered 0..{len(kv_layers) - 1}.")
+
+    uses_gqa = "GroupQueryAttention" in op_types
+    path: DecodePath = "none" if not kv_layers else ("shared" if uses_gqa else "rebind")
+    logits = by_output[names["logits"]]
+    logits_dtype = _ORT_TYPES.get(logits.type, "float32")
+    return GraphInfo(
+        input_ids=names["input_ids"],
+        attention_mask=names["attention_mask"] if names["attention_mask"] in by_input else None,
+        position_ids=names["position_ids"] if names["position_ids"] in by_input else None,
+        logits=logits.name,
+        kv_layers=tuple(kv_layers),
+        uses_group_query_attention=uses_gqa,
+        decode_path=path,
+        logits_dtype=logits_dtype,
+        vocab_size=_dim(logits.shape[-1]) if logits.shape else None,
+        logits_last_only=len(logits.shape) == 3 and logits.shape[1] == 1,
+    )
+
+
+def graph_op_types(model_path: Path) -> set[str]:
+    """The op types used in the graph (weights are not loaded)."""
+    import onnx
+
+    try:
+        model = onnx.load(str(model_path), load_external_data=False)
+    except Exception as exc:  # protobuf raises a zoo of types on garbage
+        raise ModelLoadError(
+            f"{model_path} is not a readable ONNX file ({type(exc).__name__}: {exc}). "
+            "It may be truncated: download or convert it again."
+        ) from exc
+    ops = {node.op_type for node in model.graph.node}
+    for function in model.functions:
+        ops.update(node.op_type for node in function.node)
+    return ops
+
+
+def describe_session(
+    session, spec_model_path: Path, *, name_overrides: dict[str, str] | None = None,
+    kv_geometry_hint: tuple[int, int] | None = None,
+) -> GraphInfo:
+    """GraphInfo for a live ``onnxruntime.InferenceSession``."""
+    inputs = [IOSpec(i.name, i.shape, i.type) for i in session.get_inputs()]
+    outputs = [IOSpec(o.name, o.shape, o.type) for o in session.get_outputs()]
+    return inspect_graph(
+        inputs, outputs, op_types=graph_op_types(spec_model_path), model_path=spec_model_path,
+        name_overrides=name_overrides, kv_geometry_hint=kv_geometry_hint,
+    )
