@@ -18,3 +18,77 @@ def hearth_home(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("hearth_home")
     monkeypatch.setenv("HEARTH_HOME", str(home))
     return home
+
+
+# --- Tiny real ONNX decoders (tests/fixtures/tiny_models.py), built once per test run. ---
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer_path(tmp_path_factory):
+    """Path of a trained byte-level BPE tokenizer.json; tokenizer_config.json (ChatML
+    template, bos <|im_start|>=1, eos <|im_end|>=2) lies next to it."""
+    from tests.fixtures.tiny_tokenizer import build_tokenizer_files
+
+    folder = tmp_path_factory.mktemp("tiny_tokenizer")
+    build_tokenizer_files(folder)
+    return folder / "tokenizer.json"
+
+
+@pytest.fixture(scope="session")
+def plain_model_dir(tmp_path_factory):
+    """Optimum layout, float32 KV, graph at onnx/model.onnx."""
+    from tests.fixtures.tiny_models import build_plain_kv_model
+
+    return build_plain_kv_model(tmp_path_factory.mktemp("plain_model"))
+
+
+@pytest.fixture(scope="session")
+def plain_model_root_dir(tmp_path_factory):
+    """Optimum layout as `optimum-cli export onnx` writes it: model.onnx at the root."""
+    from tests.fixtures.tiny_models import build_plain_kv_model
+
+    return build_plain_kv_model(tmp_path_factory.mktemp("plain_root_model"), onnx_subfolder=False)
+
+
+@pytest.fixture(scope="session")
+def plain_fp16_model_dir(tmp_path_factory):
+    """Optimum layout, float16 KV, graph at onnx/model_fp16.onnx (the only variant)."""
+    from tests.fixtures.tiny_models import build_plain_kv_model
+
+    return build_plain_kv_model(
+        tmp_path_factory.mktemp("plain_fp16_model"), variant_name="model_fp16", kv_dtype="float16"
+    )
+
+
+@pytest.fixture(scope="session")
+def plain_bf16_model_dir(tmp_path_factory):
+    """Optimum layout, bfloat16 KV, graph at onnx/model_bf16.onnx (the only variant)."""
+    from tests.fixtures.tiny_models import build_plain_kv_model
+
+    return build_plain_kv_model(
+        tmp_path_factory.mktemp("plain_bf16_model"), variant_name="model_bf16", kv_dtype="bfloat16"
+    )
+
+
+@pytest.fixture(scope="session")
+def gqa_model_dir(tmp_path_factory):
+    """onnxruntime-genai layout (genai_config.json), GroupQueryAttention, float32 KV."""
+    from tests.fixtures.tiny_models import build_gqa_model
+
+    return build_gqa_model(tmp_path_factory.mktemp("gqa_model"))
+
+
+@pytest.fixture(scope="session")
+def gqa_fp16_model_dir(tmp_path_factory):
+    """onnxruntime-genai layout, GroupQueryAttention computing in float16, float16 KV."""
+    from tests.fixtures.tiny_models import build_gqa_model
+
+    return build_gqa_model(tmp_path_factory.mktemp("gqa_fp16_model"), kv_dtype="float16")
+
+
+@pytest.fixture(scope="session")
+def nokv_model_dir(tmp_path_factory):
+    """Optimum layout without past/present (the re-feed-everything decode path)."""
+    from tests.fixtures.tiny_models import build_nokv_model
+
+    return build_nokv_model(tmp_path_factory.mktemp("nokv_model"))
