@@ -21,7 +21,7 @@ from app.engine.generation import stream_generate
 from app.engine.graph_info import describe_session
 from app.engine.kv_cache import KVCache, SlidingWindowCache
 from app.engine.package import read_model_folder
-from app.engine.providers import create_session
+from app.engine.providers import create_session, machine_provider
 from app.engine.tokenizer import Tokenizer
 from app.engine.types import (
     GenerationChunk,
@@ -69,7 +69,8 @@ class Engine:
     def load(cls, model_dir: Path | str, *, provider: str | None = None,
              variant: str | None = None, threads: int | None = None) -> Engine:
         """Load a model folder (either layout). Raises ModelLoadError with a readable reason."""
-        spec = read_model_folder(Path(model_dir), variant=variant, provider=provider or "cpu")
+        spec = read_model_folder(Path(model_dir), variant=variant,
+                                 provider=provider or machine_provider())
         tokenizer = Tokenizer.from_files(
             spec.tokenizer_path, bos_token=spec.bos_token, eos_token=spec.eos_token,
             add_bos_token=spec.add_bos_token,

@@ -169,20 +169,10 @@ def inspect_graph(
 
 
 def graph_op_types(model_path: Path) -> set[str]:
-    """The op types used in the graph (weights are not loaded)."""
-    import onnx
+    """The op types used in the graph, read without loading weights."""
+    from app.engine.onnx_file import inspect_onnx
 
-    try:
-        model = onnx.load(str(model_path), load_external_data=False)
-    except Exception as exc:  # protobuf raises a zoo of types on garbage
-        raise ModelLoadError(
-            f"{model_path} is not a readable ONNX file ({type(exc).__name__}: {exc}). "
-            "It may be truncated: download or convert it again."
-        ) from exc
-    ops = {node.op_type for node in model.graph.node}
-    for function in model.functions:
-        ops.update(node.op_type for node in function.node)
-    return ops
+    return {op for _domain, op in inspect_onnx(model_path).op_types}
 
 
 def describe_session(

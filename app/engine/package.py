@@ -1,0 +1,553 @@
+"""Read a model folder (onnxruntime-genai or Optimum / transformers.js layout) into a ModelSpec.
+
+Two layouts are recognised:
+
+- **genai**: ``genai_config.json`` names the decoder graph, its I/O names, the context length,
+  EOS ids, search defaults and session options (microsoft/*-onnx repos, onnxruntime-genai's
+  model builder).
+- **optimum**: ``config.json`` (+ ``generation_config.json``) with the graphs in
+  ``onnx/model*.onnx`` (fp32, fp16, q4, q4f16, int8, quantized, uint8, bnb4 …) as in the
+  onnx-community repos, or ``model.onnx`` at the root as ``optimum-cli export onnx`` writes it.
+  The variant is chosen for the execution provider and can be overridden.
+
+Both share the tokenizer files (``tokenizer.json``, ``tokenizer_config.json``) and the chat
+template (``chat_template.jinja``, else ``tokenizer_config.json``'s ``chat_template``).
+
+Every problem is a :class:`~app.errors.ModelLoadError` naming the file, the problem and what to
+do. The chosen ``.onnx`` file is checked without loading its weights
+(:func:`inspect_onnx`): a truncated or garbage file, a Git LFS pointer or a
+missing / short external data file is reported before ONNX Runtime sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
+
+from app.engine.onnx_file import OnnxSummary, inspect_onnx
+from app.engine.types import ModelSpec, SamplingSettings
+from app.errors import ModelLoadError, ProviderError
+
+GENAI_CONFIG = "genai_config.json"
+HF_CONFIG = "config.json"
+GENERATION_CONFIG = "generation_config.json"
+TOKENIZER = "tokenizer.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+CHAT_TEMPLATE_FILE = "chat_template.jinja"
+CHAT_TEMPLATE_JSON = "chat_template.json"
+
+PROVIDERS = ("cpu", "dml", "cuda", "coreml")
+
+# Optimum / transformers.js graph names: "<base>[_<precision>].onnx".
+_BASES = ("model", "decoder_model_merged")
+_VARIANT_RE = re.compile(r"^(model|decoder_model_merged)(?:_([A-Za-z0-9]+))?$")
+# Precision preference per provider, best first ("fp32" is the bare base name). CPU avoids
+# fp16 (slow on most CPUs); GPUs like fp16 activations; CoreML only runs standard ops well.
+_PRECISION_ORDER: dict[str, tuple[str, ...]] = {
+    "cpu": ("q4", "int8", "quantized", "uint8", "bnb4", "fp32", "bf16", "fp16", "q4f16"),
+    "dml": ("q4f16", "fp16", "q4", "fp32", "bf16", "int8", "quantized", "uint8", "bnb4"),
+    "cuda": ("q4f16", "fp16", "bf16", "q4", "fp32", "int8", "quantized", "uint8", "bnb4"),
+    "coreml": ("fp32", "fp16", "q4", "q4f16", "int8", "quantized", "uint8", "bnb4"),
+}
+_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "n_ctx",
+                 "seq_length", "max_seq_len")
+_GENAI_SEARCH_KEYS = ("do_sample", "temperature", "top_k", "top_p", "repetition_penalty",
+                      "max_length", "min_length")
+_HF_GENERATION_KEYS = ("do_sample", "temperature", "top_k", "top_p", "min_p",
+                       "repetition_penalty", "max_new_tokens", "max_length")
+_GENAI_IO_ROLES = {
+    "inputs": ("input_ids", "attention_mask", "position_ids", "past_key_names",
+               "past_value_names"),
+    "outputs": ("logits", "present_key_names", "present_value_names"),
+}
+_GENAI_PROVIDER_NAMES = {"cpu": "cpu", "cuda": "cuda", "dml": "dml", "coreml": "coreml",
+                         "qnn": "qnn", "webgpu": "webgpu", "openvino": "openvino"}
+_SPECIAL_TOKEN_KEYS = ("pad_token", "unk_token", "sep_token", "cls_token", "mask_token")
+
+
+def read_model_folder(path: Path, *, variant: str | None = None,
+                      provider: str = "cpu") -> ModelSpec:
+    """Normalise a model folder into a :class:`ModelSpec`.
+
+    Args:
+        path: the model folder.
+        variant: Optimum graph to use, as a file stem (``"model_q4"``) or precision (``"q4"``,
+            ``"fp32"``); ``None`` picks the best one for ``provider``. In the genai layout only
+            ``"genai"`` or the decoder file's stem are accepted.
+        provider: the execution provider the model will run on (``cpu``, ``dml``, ``cuda``,
+            ``coreml``); it only steers the Optimum variant choice.
+
+    Raises:
+        ModelLoadError: the folder is missing, of an unknown layout, or has a missing, malformed
+            or corrupt file.
+        ProviderError: ``provider`` is not one Hearth knows.
+    """
+    if provider not in PROVIDERS:
+        raise ProviderError(f"Unknown execution provider '{provider}'.",
+                            hint=f"Choose one of: {', '.join(PROVIDERS)}.")
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise ModelLoadError(f"The model folder {root} does not exist.",
+                             hint="Check the path, or install the model again.")
+    if not root.is_dir():
+        hint = ("Import it with: hearth import-gguf." if root.suffix.lower() == ".gguf"
+                else "Give the folder that holds the model, not a file.")
+        raise ModelLoadError(f"{root} is a file, not a model folder.", hint=hint)
+    if (root / GENAI_CONFIG).is_file():
+        return _read_genai(root, variant)
+    if (root / HF_CONFIG).is_file() and _optimum_candidates(root):
+        return _read_optimum(root, variant, provider)
+    raise _unknown_layout(root)
+
+
+# ---------------------------------------------------------------- onnxruntime-genai layout
+
+
+def _read_genai(root: Path, variant: str | None) -> ModelSpec:
+    config_path = root / GENAI_CONFIG
+    config = load_json(config_path)
+    model = _section(config, "model", config_path)
+    decoder = _section(model, "decoder", config_path, where="model.")
+    filename = decoder.get("filename")
+    if not isinstance(filename, str) or not filename:
+        raise ModelLoadError(f"{config_path} has no model.decoder.filename, so Hearth cannot "
+                             "tell which graph to run.",
+                             hint="Download the model folder again.")
+    model_path = root / filename
+    if not model_path.resolve().is_relative_to(root.resolve()):
+        raise ModelLoadError(f"{config_path} names a model file outside its folder "
+                             f"('{filename}'); Hearth refuses to load it.",
+                             hint="Use a model from a trusted source.")
+    if variant not in (None, "genai", Path(filename).stem):
+        raise ModelLoadError(
+            f"{root} is an onnxruntime-genai model with one graph ({filename}); it has no "
+            f"variant '{variant}'.", hint="Leave the variant unset, or use 'genai'.")
+    if not model_path.is_file():
+        raise ModelLoadError(
+            f"{config_path} names the model file '{filename}' (model.decoder.filename), but it "
+            f"is not in {root}.", hint="Download the model folder again.")
+    check_onnx_file(model_path)
+
+    search = config.get("search") if isinstance(config.get("search"), dict) else {}
+    context = _positive_int(model.get("context_length")) or _positive_int(
+        search.get("max_length"))
+    if context is None:
+        raise ModelLoadError(f"{config_path} gives no context length (model.context_length).",
+                             hint="Add model.context_length, or download the folder again.")
+    tokens = _read_tokenizer_files(root)
+    eos_ids = _token_ids(model.get("eos_token_id")) or _eos_from_tokenizer(root, tokens)
+    session_options, provider_options = _genai_session_options(decoder, config_path)
+    hf_config = _optional_json(root / HF_CONFIG)
+    sliding = decoder.get("sliding_window")
+    heads, head_size = decoder.get("num_key_value_heads"), decoder.get("head_size")
+    return ModelSpec(
+        root=root, layout="genai",
+        name=_model_name(root, config.get("_name_or_path") or hf_config.get("_name_or_path")),
+        model_path=model_path, variant="genai", tokenizer_path=root / TOKENIZER,
+        chat_template=tokens["chat_template"], bos_token=tokens["bos_token"],
+        eos_token=tokens["eos_token"], eos_token_ids=eos_ids,
+        pad_token_id=_first_id(model.get("pad_token_id")), context_length=context,
+        add_bos_token=tokens["add_bos_token"],
+        generation_defaults={k: search[k] for k in _GENAI_SEARCH_KEYS if k in search},
+        session_options=session_options, provider_options=provider_options,
+        sliding_window=_positive_int(sliding.get("window_size"))
+        if isinstance(sliding, dict) else None,
+        extra_special_tokens=tokens["extra_special_tokens"],
+        io_names=_genai_io_names(decoder),
+        kv_geometry=(heads, head_size) if _positive_int(heads) and _positive_int(head_size)
+        else None,
+    )
+
+
+def _genai_session_options(decoder: dict, config_path: Path) -> tuple[dict, tuple[dict, ...]]:
+    """``model.decoder.session_options`` → (plain options, provider options in order).
+
+    Provider options keep genai's shape, one ``{name: {option: value}}`` dict per provider, with
+    the name lower-cased to Hearth's short names (``"DML"`` → ``"dml"``). Keys genai passes to
+    ``AddConfigEntry`` are kept under ``"config_entries"``.
+    """
+    raw = decoder.get("session_options") or {}
+    if not isinstance(raw, dict):
+        raise ModelLoadError(f"{config_path}: model.decoder.session_options is not an object.",
+                             hint="Fix the file, or download the model folder again.")
+    known = {"intra_op_num_threads", "inter_op_num_threads", "enable_cpu_mem_arena",
+             "enable_mem_pattern", "graph_optimization_level", "log_severity_level",
+             "log_id", "enable_profiling", "log_verbosity_level", "custom_ops_library"}
+    options: dict[str, Any] = {k: v for k, v in raw.items() if k in known}
+    entries = {k: str(v) for k, v in raw.items() if k not in known and k != "provider_options"
+               and isinstance(v, (str, int, float))}
+    if entries:
+        options["config_entries"] = entries
+    providers: list[dict] = []
+    for item in raw.get("provider_options") or []:
+        if not isinstance(item, dict):
+            continue
+        for name, values in item.items():
+            short = name.lower().removesuffix("executionprovider")
+            short = _GENAI_PROVIDER_NAMES.get(short, short)
+            opts = values if isinstance(values, dict) else {}
+            providers.append({short: {k: v for k, v in opts.items() if not isinstance(v, dict)}})
+    return options, tuple(providers)
+
+
+def _genai_io_names(decoder: dict) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for section, roles in _GENAI_IO_ROLES.items():
+        block = decoder.get(section)
+        if isinstance(block, dict):
+            names.update({r: block[r] for r in roles if isinstance(block.get(r), str)})
+    return names
+
+
+# ---------------------------------------------------------------- Optimum / transformers.js
+
+
+def _optimum_candidates(root: Path) -> dict[str, Path]:
+    """Graph variants by stem; ``onnx/`` wins over the root when both hold the same name."""
+    found: dict[str, Path] = {}
+    for folder in (root, root / "onnx"):
+        if folder.is_dir():
+            for file in sorted(folder.glob("*.onnx")):
+                if _VARIANT_RE.match(file.stem) and file.is_file():
+                    found[file.stem] = file
+    return found
+
+
+def _precision(stem: str) -> str:
+    match = _VARIANT_RE.match(stem)
+    return (match.group(2) or "fp32").lower() if match else stem
+
+
+def choose_variant(stems: list[str], provider: str, requested: str | None = None) -> str:
+    """Pick the Optimum graph stem for ``provider`` (or the one ``requested``).
+
+    ``requested`` may be a stem (``"model_q4"``) or a precision (``"q4"``, ``"fp32"``). Raises
+    KeyError naming the available stems when nothing matches.
+    """
+    if requested:
+        wanted = requested.removesuffix(".onnx")
+        if wanted in stems:
+            return wanted
+        precision = "fp32" if wanted in _BASES else wanted.lower()
+        matches = [s for s in stems if _precision(s) == precision]
+        if matches:
+            return min(matches, key=lambda s: _BASES.index(_VARIANT_RE.match(s).group(1)))
+        raise KeyError(requested)
+    order = _PRECISION_ORDER[provider]
+
+    def rank(stem: str) -> tuple[int, int, str]:
+        precision = _precision(stem)
+        base = _VARIANT_RE.match(stem).group(1)
+        prec_rank = order.index(precision) if precision in order else len(order)
+        return prec_rank, _BASES.index(base), stem
+
+    return min(stems, key=rank)
+
+
+def _read_optimum(root: Path, variant: str | None, provider: str) -> ModelSpec:
+    config_path = root / HF_CONFIG
+    config = load_json(config_path)
+    generation = _optional_json(root / GENERATION_CONFIG)
+    candidates = _optimum_candidates(root)
+    try:
+        stem = choose_variant(sorted(candidates), provider, variant)
+    except KeyError:
+        raise ModelLoadError(
+            f"{root} has no model variant '{variant}'.",
+            hint=f"Available variants: {', '.join(sorted(candidates))}.") from None
+    model_path = candidates[stem]
+    check_onnx_file(model_path)
+
+    text_config = config.get("text_config") if isinstance(config.get("text_config"),
+                                                           dict) else {}
+    context = _first_positive(config, _CONTEXT_KEYS) or _first_positive(text_config,
+                                                                        _CONTEXT_KEYS)
+    if context is None:
+        raise ModelLoadError(
+            f"{config_path} gives no context length ({', '.join(_CONTEXT_KEYS[:3])}).",
+            hint="Add max_position_embeddings to config.json, or download the folder again.")
+    tokens = _read_tokenizer_files(root)
+    eos_ids = (_token_ids(generation.get("eos_token_id"))
+               or _token_ids(config.get("eos_token_id"))
+               or _token_ids(text_config.get("eos_token_id"))
+               or _eos_from_tokenizer(root, tokens))
+    pad = generation.get("pad_token_id", config.get("pad_token_id"))
+    return ModelSpec(
+        root=root, layout="optimum", name=_model_name(root, config.get("_name_or_path")),
+        model_path=model_path, variant=stem, tokenizer_path=root / TOKENIZER,
+        chat_template=tokens["chat_template"], bos_token=tokens["bos_token"],
+        eos_token=tokens["eos_token"], eos_token_ids=eos_ids, pad_token_id=_first_id(pad),
+        context_length=context, add_bos_token=tokens["add_bos_token"],
+        generation_defaults={k: generation[k] for k in _HF_GENERATION_KEYS
+                             if generation.get(k) is not None},
+        sliding_window=_sliding_window(config) or _sliding_window(text_config),
+        extra_special_tokens=tokens["extra_special_tokens"],
+        kv_geometry=_hf_kv_geometry(config) or _hf_kv_geometry(text_config),
+    )
+
+
+def _sliding_window(config: dict) -> int | None:
+    if config.get("use_sliding_window") is False:  # Qwen2 sets a window but turns it off
+        return None
+    return _positive_int(config.get("sliding_window"))
+
+
+def _hf_kv_geometry(config: dict) -> tuple[int, int] | None:
+    heads = _positive_int(config.get("num_attention_heads") or config.get("n_head"))
+    hidden = _positive_int(config.get("hidden_size") or config.get("n_embd"))
+    kv_heads = _positive_int(config.get("num_key_value_heads")) or heads
+    head_dim = _positive_int(config.get("head_dim")) or (
+        hidden // heads if hidden and heads and hidden % heads == 0 else None)
+    return (kv_heads, head_dim) if kv_heads and head_dim else None
+
+
+# ---------------------------------------------------------------- tokenizer and template
+
+
+def _read_tokenizer_files(root: Path) -> dict[str, Any]:
+    if not (root / TOKENIZER).is_file():
+        hint = ("It only has a SentencePiece tokenizer.model; Hearth needs the Hugging Face "
+                "tokenizer.json, which the model's repository usually also provides."
+                if (root / "tokenizer.model").is_file()
+                else "Download tokenizer.json from the model's repository into this folder.")
+        raise ModelLoadError(f"{root} has no {TOKENIZER}.", hint=hint)
+    config = _optional_json(root / TOKENIZER_CONFIG)
+    specials = {key: _token_text(config.get(key), config) for key in _SPECIAL_TOKEN_KEYS}
+    extra: dict[str, Any] = {k: v for k, v in specials.items() if v is not None}
+    additional = config.get("additional_special_tokens")
+    if isinstance(additional, list):
+        texts = [t for t in (_token_text(a, config) for a in additional) if t]
+        if texts:
+            extra["additional_special_tokens"] = texts
+    named = config.get("extra_special_tokens")
+    if isinstance(named, dict):
+        extra.update({k: t for k, v in named.items() if (t := _token_text(v, config))})
+    return {
+        "bos_token": _token_text(config.get("bos_token"), config),
+        "eos_token": _token_text(config.get("eos_token"), config),
+        "add_bos_token": bool(config.get("add_bos_token", False)),
+        "chat_template": _chat_template(root, config),
+        "extra_special_tokens": extra,
+    }
+
+
+def _token_text(value: Any, tokenizer_config: dict) -> str | None:
+    """A special token as text: a string, an AddedToken dict, or an id in added_tokens_decoder."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return value["content"]
+    if isinstance(value, int) and not isinstance(value, bool):
+        entry = (tokenizer_config.get("added_tokens_decoder") or {}).get(str(value))
+        if isinstance(entry, dict) and isinstance(entry.get("content"), str):
+            return entry["content"]
+    return None
+
+
+def _chat_template(root: Path, tokenizer_config: dict) -> str | None:
+    jinja = root / CHAT_TEMPLATE_FILE
+    if jinja.is_file():
+        try:
+            return jinja.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ModelLoadError(f"{jinja} cannot be read ({exc}).",
+                                 hint="Download the model folder again.") from exc
+    template = tokenizer_config.get("chat_template")
+    if template is None:
+        template = _optional_json(root / CHAT_TEMPLATE_JSON).get("chat_template")
+    if isinstance(template, list):  # [{"name": "default", "template": "…"}, {"name": …}]
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default") or next(iter(named.values()), None)
+    return template if isinstance(template, str) and template.strip() else None
+
+
+def _eos_from_tokenizer(root: Path, tokens: dict) -> tuple[int, ...]:
+    """Last resort when no config gives EOS ids: look the eos_token text up in tokenizer.json."""
+    text = tokens["eos_token"]
+    if text:
+        tokenizer = load_json(root / TOKENIZER)
+        for added in tokenizer.get("added_tokens") or []:
+            if isinstance(added, dict) and added.get("content") == text:
+                return (int(added["id"]),)
+        vocab = (tokenizer.get("model") or {}).get("vocab")
+        if isinstance(vocab, dict) and isinstance(vocab.get(text), int):
+            return (vocab[text],)
+    raise ModelLoadError(
+        f"{root} does not say which token ends a reply (no eos_token_id in its config files).",
+        hint="Add eos_token_id to generation_config.json or genai_config.json.")
+
+
+# ---------------------------------------------------------------- shared helpers
+
+
+def check_onnx_file(path: Path) -> OnnxSummary:
+    """Check an ``.onnx`` file and its external data without loading weights.
+
+    Returns the file's :class:`OnnxSummary`; raises :class:`ModelLoadError` for a file that is
+    unreadable, not ONNX, truncated, or whose external data is missing, short or outside the
+    model folder.
+    """
+    summary = inspect_onnx(path)
+    folder = path.parent.resolve()
+    for location, needed in sorted(summary.external_data.items()):
+        pure = PurePosixPath(location.replace("\\", "/"))
+        data = (path.parent / pure).resolve()
+        if pure.is_absolute() or PureWindowsPath(location).drive or not data.is_relative_to(
+                folder):
+            raise ModelLoadError(
+                f"{path} points its weights at '{location}', outside its own folder; Hearth "
+                "refuses to read it.", hint="Use a model from a trusted source.")
+        if not data.is_file():
+            raise ModelLoadError(
+                f"{path} keeps its weights in '{location}', which is missing from "
+                f"{path.parent}.", hint="Download the model folder again.")
+        size = data.stat().st_size
+        if size < needed:
+            raise ModelLoadError(
+                f"{data} is truncated: {_size(size)} on disk, but {path.name} needs at least "
+                f"{_size(needed)}.", hint="The download was cut short; download it again.")
+    return summary
+
+
+def load_json(path: Path) -> dict:
+    """Read a JSON object; a malformed file is a ModelLoadError with line and column."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise ModelLoadError(f"{path} is missing.",
+                             hint="Download the model folder again.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModelLoadError(f"{path} cannot be read ({exc}).",
+                             hint="Download the model folder again.") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ModelLoadError(
+            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.",
+            hint="Fix the file, or download the model folder again.") from exc
+    if not isinstance(data, dict):
+        raise ModelLoadError(f"{path} should hold a JSON object, not {type(data).__name__}.",
+                             hint="Fix the file, or download the model folder again.")
+    return data
+
+
+def _optional_json(path: Path) -> dict:
+    return load_json(path) if path.is_file() else {}
+
+
+def _section(data: dict, key: str, path: Path, where: str = "") -> dict:
+    value = data.get(key)
+    if not isinstance(value, dict):
+        raise ModelLoadError(f"{path} has no '{where}{key}' section.",
+                             hint="Fix the file, or download the model folder again.")
+    return value
+
+
+def _positive_int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return int(value) if value > 0 and int(value) == value else None
+
+
+def _first_positive(config: dict, keys: tuple[str, ...]) -> int | None:
+    for key in keys:
+        if (value := _positive_int(config.get(key))) is not None:
+            return value
+    return None
+
+
+def _token_ids(value: Any) -> tuple[int, ...]:
+    """An id or list of ids → a tuple without duplicates, order kept."""
+    values = value if isinstance(value, list) else [value]
+    ids = [int(v) for v in values if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
+    return tuple(dict.fromkeys(ids))
+
+
+def _first_id(value: Any) -> int | None:
+    ids = _token_ids(value)
+    return ids[0] if ids else None
+
+
+def _model_name(root: Path, name_or_path: Any) -> str:
+    if isinstance(name_or_path, str) and name_or_path.strip():
+        base = PurePosixPath(name_or_path.strip().replace("\\", "/").rstrip("/")).name
+        if base and base not in (".", ".."):
+            return base
+    return root.resolve().name
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+def _unknown_layout(root: Path) -> ModelLoadError:
+    files = [p for p in root.rglob("*") if p.is_file() and len(p.relative_to(root).parts) <= 3]
+    ggufs = [p for p in files if p.suffix.lower() == ".gguf"]
+    if ggufs:
+        return ModelLoadError(
+            f"{root} holds a GGUF file ({ggufs[0].name}), which Hearth does not run directly.",
+            hint=f"Import it with: hearth import-gguf {ggufs[0]}")
+    nested = sorted(p.parent.relative_to(root).as_posix() for p in files
+                    if p.name == GENAI_CONFIG)
+    if nested:
+        return ModelLoadError(
+            f"{root} holds several model builds in subfolders, not one model.",
+            hint=f"Open one of them: {', '.join(nested[:6])}.")
+    onnx_files = [p.relative_to(root).as_posix() for p in files if p.suffix == ".onnx"]
+    if (root / HF_CONFIG).is_file():
+        if onnx_files:
+            return ModelLoadError(
+                f"{root} has ONNX files ({', '.join(onnx_files[:4])}) but none is a text "
+                "decoder Hearth recognises (onnx/model*.onnx, model.onnx or "
+                "decoder_model_merged*.onnx).", hint="Use an ONNX export of a chat model.")
+        return ModelLoadError(
+            f"{root} has {HF_CONFIG} but no ONNX graph (looked for onnx/model*.onnx and "
+            "model.onnx); it looks like a PyTorch / safetensors checkout.",
+            hint="Download the ONNX version of the model (for example from onnx-community).")
+    if onnx_files:
+        return ModelLoadError(
+            f"{root} has {onnx_files[0]} but neither {GENAI_CONFIG} nor {HF_CONFIG}, so Hearth "
+            "cannot tell its context length, tokens or template.",
+            hint="Download the whole model repository, not only the .onnx file.")
+    if not files:
+        return ModelLoadError(f"{root} is empty.", hint="Download or install the model again.")
+    return ModelLoadError(
+        f"{root} is not a model folder Hearth knows: it has neither {GENAI_CONFIG} nor "
+        f"{HF_CONFIG} with an ONNX graph.",
+        hint="Use an onnxruntime-genai or Optimum / transformers.js ONNX model folder.")
+
+
+def default_sampling(spec: ModelSpec, base: SamplingSettings | None = None) -> SamplingSettings:
+    """Sampling settings from the model's defaults, over ``base`` (Hearth's defaults).
+
+    ``do_sample: false`` in the model's config means greedy (temperature 0); other keys replace
+    the matching fields of ``base``.
+    """
+    base = base or SamplingSettings()
+    defaults = spec.generation_defaults
+    fields: dict[str, Any] = {}
+    for key in ("temperature", "top_p", "min_p", "repetition_penalty"):
+        if isinstance(defaults.get(key), (int, float)) and not isinstance(defaults[key], bool):
+            fields[key] = float(defaults[key])
+    if isinstance(defaults.get("top_k"), int) and not isinstance(defaults["top_k"], bool):
+        fields["top_k"] = max(0, defaults["top_k"])
+    if defaults.get("do_sample") is False:
+        fields["temperature"] = 0.0
+    return SamplingSettings(**{**_settings_dict(base), **fields})
+
+
+def _settings_dict(settings: SamplingSettings) -> dict[str, Any]:
+    return {name: getattr(settings, name) for name in SamplingSettings.__dataclass_fields__}
+
+
+# ---------------------------------------------------------------- ONNX file check (no weights)
+#
+# A protobuf wire-format walk over the memory-mapped file: it visits the model, its graph(s),
+# nodes and initializers and skips every payload (raw_data, float_data …) by its length, so a
+# 2 GB file costs what its structure costs, not its weights. Field numbers are onnx.proto's.

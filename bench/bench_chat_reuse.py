@@ -1,0 +1,148 @@
+"""Prefix-cache benchmark: an 8-turn chat with and without KV reuse.
+
+    python bench/bench_chat_reuse.py MODEL_DIR [--turns 8] [--reply 32] [--threads N]
+
+Each turn adds a user message of the same length. Prints TTFT per turn, reused / prefilled
+tokens, and TTFT(last turn) / TTFT(turn 1) with reuse (target ≤ 1.3) and without (grows with
+the history). When onnxruntime-genai is installed and the folder is in its layout, the same
+token sequences are driven through it too: continuing one generator (rewind to len − 1, then
+append the pending token and the new turn) and re-creating the generator every turn.
+Never asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.engine.engine import Engine
+from app.engine.types import GenerationSettings, Message, SamplingSettings
+
+QUESTIONS = [
+    "Tell me one fact about lighthouses and the people who kept them running at night.",
+    "Now tell me one fact about ships and the sailors who steered them through the fog.",
+    "What is one thing about harbours that surprises most people who visit them today?",
+    "Describe the sound of the sea on a calm evening in two short and simple sentences.",
+    "Which birds live near the coast, and what do they usually eat during the winter?",
+    "How did people find their way at sea before satellites and radio were invented?",
+    "Give me a short piece of advice for someone who is walking along the cliffs today.",
+    "Finally, summarise what we talked about in this conversation in a single sentence.",
+]
+
+
+def run_hearth(engine: Engine, turns: int, reply: int, reuse: bool):
+    settings = GenerationSettings(sampling=SamplingSettings(temperature=0.0),
+                                  max_new_tokens=reply)
+    messages = [Message("system", "You are a friendly assistant. Answer briefly.")]
+    rows, transcript = [], []
+    for turn in range(turns):
+        messages.append(Message("user", QUESTIONS[turn % len(QUESTIONS)]))
+        chunks = list(engine.chat(messages, settings, conversation_id="bench", reuse=reuse))
+        text = "".join(c.text for c in chunks)
+        stats = chunks[-1].stats
+        rows.append(stats)
+        transcript.append(engine.encode_chat(messages))
+        messages.append(Message("assistant", text))
+    return rows, transcript
+
+
+def run_genai(model_dir: Path, prompts: list[list[int]], reply: int, threads: int,
+              continue_generator: bool) -> list[float] | None:
+    try:
+        import onnxruntime_genai as og
+    except ImportError:
+        return None
+    if not (model_dir / "genai_config.json").exists():
+        return None
+    workdir = Path(tempfile.mkdtemp(prefix="hearth-genai-"))
+    try:
+        for item in model_dir.iterdir():
+            (workdir / item.name).symlink_to(item.resolve())
+        config = json.loads((model_dir / "genai_config.json").read_text())
+        config["model"]["decoder"].setdefault("session_options", {})[
+            "intra_op_num_threads"] = threads
+        (workdir / "genai_config.json").unlink()
+        (workdir / "genai_config.json").write_text(json.dumps(config))
+        model = og.Model(str(workdir))
+        ttfts = []
+        generator, held = None, []
+        for prompt in prompts:
+            params = og.GeneratorParams(model)
+            params.set_search_options(max_length=len(prompt) + reply + 8, do_sample=False)
+            start = time.perf_counter()
+            if continue_generator and generator is not None:
+                common = 0
+                while (common < min(len(held), len(prompt)) - 1
+                       and held[common] == prompt[common]):
+                    common += 1
+                # The last generated token is pending (its KV is not computed yet).
+                generator.rewind_to(common)
+                generator.append_tokens(prompt[common:])
+            else:
+                params.set_search_options(max_length=prompt_len_cap(prompt, reply))
+                generator = og.Generator(model, params)
+                generator.append_tokens(prompt)
+            generator.generate_next_token()
+            ttfts.append((time.perf_counter() - start) * 1000)
+            for _ in range(reply - 1):
+                if generator.is_done():
+                    break
+                generator.generate_next_token()
+            held = list(generator.get_sequence(0))
+        return ttfts
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def prompt_len_cap(prompt: list[int], reply: int) -> int:
+    return len(prompt) + reply + 2048  # room for later turns when continuing
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model_dir", type=Path)
+    parser.add_argument("--turns", type=int, default=8)
+    parser.add_argument("--reply", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args()
+
+    engine = Engine.load(args.model_dir, threads=args.threads)
+    print(f"model {engine.spec.name}  path {engine.decode_path}  "
+          f"{engine.provider_report.summary()}")
+    with_reuse, prompts = run_hearth(engine, args.turns, args.reply, reuse=True)
+    engine.decoder.cache.reset()
+    without, _ = run_hearth(engine, args.turns, args.reply, reuse=False)
+    threads = args.threads or engine.decoder.session.get_session_options().intra_op_num_threads
+    genai_cont = run_genai(args.model_dir, prompts, args.reply, threads, True)
+    genai_new = run_genai(args.model_dir, prompts, args.reply, threads, False)
+
+    header = (f"{'turn':>4} {'prompt':>7} {'reused':>7} {'prefill':>8} {'TTFT ms':>9} "
+              f"{'no-reuse TTFT':>14}")
+    if genai_cont:
+        header += f" {'genai cont.':>12} {'genai new':>10}"
+    print(header)
+    for turn, (a, b) in enumerate(zip(with_reuse, without, strict=True)):
+        line = (f"{turn + 1:>4} {a.prompt_tokens:>7} {a.reused_tokens:>7} "
+                f"{a.prefilled_tokens:>8} {a.ttft_ms:>9.1f} {b.ttft_ms:>14.1f}")
+        if genai_cont:
+            line += f" {genai_cont[turn]:>12.1f} {genai_new[turn]:>10.1f}"
+        print(line)
+    ratio = with_reuse[-1].ttft_ms / with_reuse[0].ttft_ms
+    ratio_no = without[-1].ttft_ms / without[0].ttft_ms
+    print(f"TTFT(turn {args.turns}) / TTFT(turn 1): with reuse {ratio:.2f} (target <= 1.3), "
+          f"without reuse {ratio_no:.2f}")
+    if genai_cont:
+        print(f"onnxruntime-genai: continuing {genai_cont[-1] / genai_cont[0]:.2f}, "
+              f"re-created {genai_new[-1] / genai_new[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
