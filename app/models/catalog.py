@@ -1,0 +1,324 @@
+"""The curated model catalog (``resources/catalog.json``) and the "fits this machine" hint.
+
+The catalog is data: each entry names a Hub repo, a pinned revision and one variant per
+execution provider (a subfolder, or file patterns). This module reads it, picks the variant
+for the machine's provider and says whether a variant fits the machine's RAM, GPU memory and
+free disk.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from app.errors import HearthError
+
+Provider = Literal["cpu", "dml", "cuda"]
+PROVIDERS: tuple[str, ...] = ("cpu", "dml", "cuda")
+CATALOG_PATH = Path(__file__).resolve().parents[2] / "resources" / "catalog.json"
+# Disk headroom kept free after a download (the OS, the chat history, other apps).
+DISK_MARGIN_BYTES = 1 << 30
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One downloadable form of a model, meant for one execution provider.
+
+    Either ``subfolder`` (every file under it, installed at the model root) or ``include``
+    (glob patterns over repo paths; a pattern without "/" matches top-level files only).
+    """
+
+    name: str
+    provider: str
+    subfolder: str | None = None
+    include: tuple[str, ...] = ()
+    size_bytes: int = 0
+    ram_bytes: int = 0
+    vram_bytes: int | None = None
+
+    def selects(self, repo_path: str) -> bool:
+        """Whether ``repo_path`` belongs to this variant."""
+        if self.subfolder is not None:
+            return repo_path.startswith(self.subfolder.rstrip("/") + "/")
+        return any(_match(repo_path, pattern) for pattern in self.include)
+
+    def local_path(self, repo_path: str) -> str:
+        """Where ``repo_path`` goes inside the installed model folder."""
+        if self.subfolder is not None:
+            return repo_path[len(self.subfolder.rstrip("/")) + 1 :]
+        return repo_path
+
+    def as_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "provider": self.provider,
+            "subfolder": self.subfolder,
+            "include": list(self.include),
+            "size_bytes": self.size_bytes,
+            "ram_bytes": self.ram_bytes,
+            "vram_bytes": self.vram_bytes,
+        }
+
+
+def _match(path: str, pattern: str) -> bool:
+    if "/" not in pattern and "/" in path:
+        return False
+    return fnmatch.fnmatchcase(path, pattern)
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """A curated model: where it lives on the Hub and how to get it for each provider."""
+
+    id: str
+    name: str
+    repo: str
+    revision: str
+    license: str
+    context_length: int
+    parameters: int
+    format: str
+    description: str
+    variants: tuple[Variant, ...]
+
+    def variant(self, name_or_provider: str) -> Variant:
+        """The variant with this name, or the one for this provider."""
+        for variant in self.variants:
+            if variant.name == name_or_provider:
+                return variant
+        for variant in self.variants:
+            if variant.provider == name_or_provider:
+                return variant
+        names = ", ".join(v.name for v in self.variants)
+        raise HearthError(
+            f"{self.name} has no variant '{name_or_provider}'.", hint=f"Choose one of: {names}."
+        )
+
+    def as_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "repo": self.repo,
+            "revision": self.revision,
+            "license": self.license,
+            "context_length": self.context_length,
+            "parameters": self.parameters,
+            "format": self.format,
+            "description": self.description,
+            "variants": [v.as_dict() for v in self.variants],
+        }
+
+
+@dataclass(frozen=True)
+class Catalog:
+    entries: tuple[CatalogEntry, ...]
+
+    def get(self, key: str) -> CatalogEntry:
+        """The entry whose id or repo id is ``key`` (case-insensitive)."""
+        wanted = key.lower()
+        for entry in self.entries:
+            if wanted in (entry.id.lower(), entry.repo.lower()):
+                return entry
+        raise HearthError(
+            f"'{key}' is not in the model catalog.",
+            hint="Run 'hearth models catalog' to see the models you can download.",
+        )
+
+    def __iter__(self):
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+def _parse_variant(raw: dict) -> Variant:
+    provider = raw["provider"]
+    if provider not in PROVIDERS:
+        raise ValueError(f"unknown provider {provider!r}")
+    if bool(raw.get("subfolder")) == bool(raw.get("include")):
+        raise ValueError(f"variant {raw['name']!r} needs exactly one of subfolder / include")
+    return Variant(
+        name=raw["name"],
+        provider=provider,
+        subfolder=raw.get("subfolder"),
+        include=tuple(raw.get("include") or ()),
+        size_bytes=int(raw.get("size_bytes", 0)),
+        ram_bytes=int(raw.get("ram_bytes", 0)),
+        vram_bytes=raw.get("vram_bytes"),
+    )
+
+
+def parse_catalog(data: dict) -> Catalog:
+    """Build a Catalog from the JSON document; raises ValueError on a malformed entry."""
+    entries = []
+    seen: set[str] = set()
+    for raw in data["models"]:
+        if raw["id"] in seen:
+            raise ValueError(f"duplicate catalog id {raw['id']!r}")
+        seen.add(raw["id"])
+        variants = tuple(_parse_variant(v) for v in raw["variants"])
+        if len({v.name for v in variants}) != len(variants):
+            raise ValueError(f"duplicate variant names in {raw['id']!r}")
+        entries.append(
+            CatalogEntry(
+                id=raw["id"],
+                name=raw["name"],
+                repo=raw["repo"],
+                revision=raw.get("revision") or "main",
+                license=raw.get("license", "unknown"),
+                context_length=int(raw["context_length"]),
+                parameters=int(raw["parameters"]),
+                format=raw["format"],
+                description=raw.get("description", ""),
+                variants=variants,
+            )
+        )
+    return Catalog(tuple(entries))
+
+
+def load_catalog(path: Path | None = None) -> Catalog:
+    """Read the catalog shipped in ``resources/catalog.json`` (or ``path``)."""
+    source = path or CATALOG_PATH
+    try:
+        return parse_catalog(json.loads(source.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise HearthError(
+            f"The model catalog {source} cannot be read ({exc}).",
+            hint="Reinstall Hearth to restore it.",
+        ) from exc
+
+
+# --- the machine -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MachineInfo:
+    """What the fit hint knows about this machine. ``None`` = could not be detected."""
+
+    ram_bytes: int | None
+    vram_bytes: int | None
+    disk_free_bytes: int | None
+    provider: str = "cpu"
+
+
+def total_ram_bytes() -> int | None:
+    """Physical memory, from psutil when installed, else sysconf."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+    except ImportError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def preferred_provider() -> str:
+    """The accelerated provider this onnxruntime build offers, else "cpu".
+
+    ``get_available_providers()`` reflects the wheel, not the hardware; the engine verifies
+    the provider actually used when it loads a model.
+    """
+    try:
+        import onnxruntime as ort
+
+        available = set(ort.get_available_providers())
+    except Exception:  # a broken ORT install must not break the catalog view
+        return "cpu"
+    if "CUDAExecutionProvider" in available:
+        return "cuda"
+    if "DmlExecutionProvider" in available:
+        return "dml"
+    return "cpu"
+
+
+def probe_machine(models_root: Path | None = None, *, provider: str | None = None) -> MachineInfo:
+    """RAM, free disk where models are stored, and the provider to choose variants for."""
+    disk = None
+    if models_root is not None:
+        probe = Path(models_root)
+        while not probe.exists() and probe.parent != probe:
+            probe = probe.parent
+        try:
+            disk = shutil.disk_usage(probe).free
+        except OSError:
+            disk = None
+    return MachineInfo(
+        ram_bytes=total_ram_bytes(),
+        vram_bytes=None,  # not detectable without vendor libraries; the hint says so
+        disk_free_bytes=disk,
+        provider=provider or preferred_provider(),
+    )
+
+
+def choose_variant(entry: CatalogEntry, provider: str) -> Variant:
+    """The variant for ``provider``, falling back to the CPU variant."""
+    for wanted in (provider, "cpu"):
+        for variant in entry.variants:
+            if variant.provider == wanted:
+                return variant
+    return entry.variants[0]
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """``level``: "ok", "tight" (will run, but little headroom) or "no"."""
+
+    level: str
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def fits(self) -> bool:
+        return self.level != "no"
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.1f} GB"
+
+
+def fit_report(variant: Variant, machine: MachineInfo) -> FitReport:
+    """Whether ``variant`` fits this machine's memory and disk, with readable reasons."""
+    level = "ok"
+    reasons: list[str] = []
+
+    def worse(new: str) -> None:
+        nonlocal level
+        order = ("ok", "tight", "no")
+        if order.index(new) > order.index(level):
+            level = new
+
+    if machine.ram_bytes is not None and variant.ram_bytes:
+        if variant.ram_bytes > machine.ram_bytes:
+            worse("no")
+            reasons.append(
+                f"needs {_gb(variant.ram_bytes)} of RAM; this machine has "
+                f"{_gb(machine.ram_bytes)}"
+            )
+        elif variant.ram_bytes > 0.7 * machine.ram_bytes:
+            worse("tight")
+            reasons.append(f"uses most of the RAM ({_gb(variant.ram_bytes)})")
+    if variant.vram_bytes:
+        if machine.vram_bytes is None:
+            reasons.append(f"needs about {_gb(variant.vram_bytes)} of GPU memory (not detected)")
+        elif variant.vram_bytes > machine.vram_bytes:
+            worse("no")
+            reasons.append(
+                f"needs {_gb(variant.vram_bytes)} of GPU memory; "
+                f"the GPU has {_gb(machine.vram_bytes)}"
+            )
+    disk_free = machine.disk_free_bytes
+    if (
+        disk_free is not None
+        and variant.size_bytes
+        and variant.size_bytes + DISK_MARGIN_BYTES > disk_free
+    ):
+        worse("no")
+        reasons.append(f"needs {_gb(variant.size_bytes)} of disk; {_gb(disk_free)} free")
+    return FitReport(level, tuple(reasons))

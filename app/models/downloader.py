@@ -1,0 +1,689 @@
+"""Resumable, verified model downloads from the Hugging Face Hub (or a mirror).
+
+Each file is fetched with plain HTTP Range requests into ``<staging>/<model id>/<path>.part``,
+so a crash, a restart or a network cut resumes from the bytes already on disk. Transient
+failures (5xx, 429, timeouts, dropped connections) are retried with bounded exponential
+backoff. Pause, resume and cancel come from any thread through a ``DownloadControl`` and are
+checked on every chunk; socket timeouts are short so nothing hangs. Free disk space is checked
+before starting and while writing. Every file is verified (sha256 for LFS files, the git blob
+sha1 otherwise) before the model is moved into the store with one atomic rename; a corrupt
+file is fetched again once, and never installed.
+"""
+
+from __future__ import annotations
+
+import collections
+import errno
+import hashlib
+import json
+import os
+import queue
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx2
+
+from app import paths
+from app.errors import DiskFullError, DownloadError, HearthError
+from app.models.catalog import CatalogEntry, Variant
+from app.models.hub import HubClient, RemoteFile, is_commit
+from app.models.store import InstalledModel, ModelStore, now_iso
+
+STATE_NAME = ".hearth-download.json"
+PART_SUFFIX = ".part"
+
+
+def free_space(path: Path) -> int:
+    """Free bytes on the file system holding ``path`` (tests patch this probe)."""
+    return shutil.disk_usage(path).free
+
+
+class DownloadCancelled(Exception):
+    """The user cancelled the download (not an error: nothing to report)."""
+
+
+@dataclass(frozen=True)
+class DownloadProgress:
+    """One progress report for a model. ``state`` is one of: resolving, downloading,
+    retrying, paused, verifying, installing, done."""
+
+    model_id: str
+    state: str
+    bytes_done: int
+    bytes_total: int
+    rate_bps: float = 0.0
+    eta_s: float | None = None
+    file: str | None = None
+    message: str | None = None
+
+    @property
+    def fraction(self) -> float:
+        return self.bytes_done / self.bytes_total if self.bytes_total else 0.0
+
+
+ProgressCallback = Callable[[DownloadProgress], None]
+
+
+class DownloadControl:
+    """Pause / resume / cancel, safe to call from any thread; they take effect at the next
+    chunk (a few milliseconds) or, while waiting to retry, at once."""
+
+    def __init__(self) -> None:
+        self._cancelled = threading.Event()
+        self._running = threading.Event()
+        self._running.set()
+        self._wake = threading.Event()
+
+    def pause(self) -> None:
+        self._running.clear()
+        self._wake.set()
+
+    def resume(self) -> None:
+        self._running.set()
+        self._wake.set()
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+        self._running.set()
+        self._wake.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._running.is_set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def should_stop_transfer(self) -> bool:
+        return self.cancelled or self.paused
+
+    def checkpoint(self, on_pause: Callable[[], None] | None = None) -> None:
+        """Raise DownloadCancelled when cancelled; block while paused."""
+        if self.paused and on_pause is not None:
+            on_pause()
+        while not self._running.wait(0.5):
+            pass
+        if self.cancelled:
+            raise DownloadCancelled
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep, but wake at once on cancel or pause."""
+        self._wake.clear()
+        self._wake.wait(seconds)
+        if self.cancelled:
+            raise DownloadCancelled
+
+
+@dataclass(frozen=True)
+class DownloadRequest:
+    """What to download and how to describe it once installed."""
+
+    model_id: str
+    name: str
+    repo: str
+    revision: str
+    variant: Variant
+    format: str | None = None
+    context_length: int | None = None
+    parameters: int | None = None
+    license: str | None = None
+
+    @classmethod
+    def from_catalog(cls, entry: CatalogEntry, variant: Variant) -> DownloadRequest:
+        return cls(
+            model_id=entry.id,
+            name=entry.name,
+            repo=entry.repo,
+            revision=entry.revision,
+            variant=variant,
+            format=entry.format,
+            context_length=entry.context_length,
+            parameters=entry.parameters,
+            license=entry.license,
+        )
+
+
+@dataclass
+class _Plan:
+    request: DownloadRequest
+    commit: str
+    files: list[tuple[RemoteFile, str]]  # (remote file, local path)
+    staging: Path
+    state: dict = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(remote.size for remote, _ in self.files)
+
+
+class _Retry(Exception):
+    """A transient HTTP answer (5xx / 429): worth another try."""
+
+
+class _Meter:
+    """Bytes done, rate over a sliding window, ETA; throttles reports."""
+
+    def __init__(self, model_id: str, total: int, callback: ProgressCallback | None,
+                 interval_s: float) -> None:
+        self.model_id = model_id
+        self.total = total
+        self.done = 0
+        self.callback = callback
+        self.interval_s = interval_s
+        self._samples: collections.deque[tuple[float, int]] = collections.deque()
+        self._last_emit = 0.0
+
+    def rate(self) -> float:
+        if len(self._samples) < 2:
+            return 0.0
+        (t0, b0), (t1, b1) = self._samples[0], self._samples[-1]
+        return (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
+
+    def advance(self, n: int, file: str) -> None:
+        self.done += n
+        now = time.monotonic()
+        self._samples.append((now, self.done))
+        while len(self._samples) > 2 and now - self._samples[0][0] > 5.0:
+            self._samples.popleft()
+        if now - self._last_emit >= self.interval_s:
+            self.emit("downloading", file=file)
+
+    def emit(self, state: str, *, file: str | None = None, message: str | None = None) -> None:
+        self._last_emit = time.monotonic()
+        if self.callback is None:
+            return
+        rate = self.rate() if state == "downloading" else 0.0
+        remaining = max(self.total - self.done, 0)
+        eta = remaining / rate if rate > 0 else None
+        self.callback(
+            DownloadProgress(self.model_id, state, self.done, self.total, rate, eta, file, message)
+        )
+
+
+class Downloader:
+    """Downloads one model at a time into the staging folder, then installs it.
+
+    ``endpoint`` / ``token``: the Hub or mirror to use and an optional access token.
+    ``retries`` / ``backoff_s``: attempts without progress per file, and the first wait
+    (doubled each time, capped at ``max_backoff_s``). ``read_timeout_s``: how long a silent
+    connection is trusted. ``disk_reserve_bytes``: free space always left on the disk.
+    """
+
+    def __init__(
+        self,
+        store: ModelStore | None = None,
+        *,
+        endpoint: str | None = None,
+        token: str | None = None,
+        staging_root: Path | None = None,
+        retries: int = 5,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 30.0,
+        connect_timeout_s: float = 10.0,
+        read_timeout_s: float = 20.0,
+        chunk_size: int = 1 << 16,
+        disk_reserve_bytes: int = 64 << 20,
+        disk_check_every_bytes: int = 8 << 20,
+        progress_interval_s: float = 0.2,
+    ) -> None:
+        self.store = store or ModelStore()
+        self.hub = HubClient(endpoint, token, retries=retries, backoff_s=backoff_s)
+        self.staging_root = Path(staging_root) if staging_root else paths.staging_dir()
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.timeout = httpx2.Timeout(
+            connect=connect_timeout_s, read=read_timeout_s, write=read_timeout_s, pool=5.0
+        )
+        self.chunk_size = chunk_size
+        self.disk_reserve_bytes = disk_reserve_bytes
+        self.disk_check_every_bytes = disk_check_every_bytes
+        self.progress_interval_s = progress_interval_s
+
+    # -- public ----------------------------------------------------------------------
+
+    def staging_folder(self, model_id: str) -> Path:
+        return self.staging_root / model_id
+
+    def download(
+        self,
+        request: DownloadRequest,
+        *,
+        progress: ProgressCallback | None = None,
+        control: DownloadControl | None = None,
+        keep_partial_on_cancel: bool = False,
+    ) -> InstalledModel:
+        """Fetch, verify and install ``request``; resumes whatever a previous run left.
+
+        Raises DownloadError / DiskFullError (partial data kept for the next attempt) or
+        DownloadCancelled (partial data deleted unless ``keep_partial_on_cancel``).
+        """
+        control = control or DownloadControl()
+        existing = self.store.get(request.model_id)
+        if existing is not None:
+            return existing
+        meter = _Meter(request.model_id, 0, progress, self.progress_interval_s)
+        meter.emit("resolving")
+        try:
+            plan = self._plan(request)
+            meter.total = plan.total
+            meter.done = self._bytes_on_disk(plan)
+            self._check_disk(plan, plan.total - meter.done, request)
+            headers = {**self.hub.auth_headers(), "Accept-Encoding": "identity"}
+            with httpx2.Client(
+                trust_env=True, follow_redirects=True, timeout=self.timeout, headers=headers
+            ) as client:
+                for remote, local in plan.files:
+                    self._fetch_file(client, plan, remote, local, meter, control)
+            control.checkpoint()
+            meter.emit("installing")
+            installed = self._install(plan)
+        except DownloadCancelled:
+            if not keep_partial_on_cancel:
+                shutil.rmtree(self.staging_folder(request.model_id), ignore_errors=True)
+            raise
+        meter.emit("done")
+        return installed
+
+    # -- planning --------------------------------------------------------------------
+
+    def _plan(self, request: DownloadRequest) -> _Plan:
+        variant = request.variant
+        commit = request.revision
+        if not is_commit(commit):
+            commit = self.hub.resolve_revision(request.repo, request.revision)
+        listed = self.hub.list_files(request.repo, commit, variant.subfolder)
+        files = [(f, variant.local_path(f.path)) for f in listed if variant.selects(f.path)]
+        if not files:
+            raise DownloadError(
+                f"{request.repo} at {commit[:12]} has no files for the variant '{variant.name}'.",
+                hint="The catalog may be out of date; update Hearth or choose another variant.",
+            )
+        staging = self.staging_folder(request.model_id)
+        staging.mkdir(parents=True, exist_ok=True)
+        state = _read_json(staging / STATE_NAME)
+        if state.get("repo") != request.repo or state.get("commit") != commit or state.get(
+            "variant"
+        ) != variant.name:
+            # Different content than what the partial files hold: start over.
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir(parents=True)
+            state = {"repo": request.repo, "commit": commit, "variant": variant.name,
+                     "files": {}}
+            _write_json(staging / STATE_NAME, state)
+        return _Plan(request, commit, files, staging, state)
+
+    def _bytes_on_disk(self, plan: _Plan) -> int:
+        done = 0
+        for remote, local in plan.files:
+            final = plan.staging / local
+            part = final.with_name(final.name + PART_SUFFIX)
+            if self._is_verified(plan, remote, local):
+                done += remote.size
+            elif part.exists():
+                done += min(part.stat().st_size, remote.size)
+        return done
+
+    def _is_verified(self, plan: _Plan, remote: RemoteFile, local: str) -> bool:
+        entry = plan.state["files"].get(local, {})
+        final = plan.staging / local
+        return bool(entry.get("sha256")) and final.exists() and final.stat().st_size == remote.size
+
+    # -- one file --------------------------------------------------------------------
+
+    def _fetch_file(self, client: httpx2.Client, plan: _Plan, remote: RemoteFile, local: str,
+                    meter: _Meter, control: DownloadControl) -> None:
+        if self._is_verified(plan, remote, local):
+            return
+        final = plan.staging / local
+        final.parent.mkdir(parents=True, exist_ok=True)
+        part = final.with_name(final.name + PART_SUFFIX)
+        url = self.hub.file_url(plan.request.repo, remote.path, plan.commit)
+        for attempt in (1, 2):
+            self._transfer(client, plan, url, remote, local, part, meter, control)
+            meter.emit("verifying", file=local)
+            sha256, problem = _verify(part, remote)
+            if problem is None:
+                os.replace(part, final)
+                plan.state["files"][local] = {"sha256": sha256, "size": remote.size}
+                _write_json(plan.staging / STATE_NAME, plan.state)
+                return
+            # Corrupt: throw the bytes away and fetch the file once more.
+            meter.done -= remote.size
+            part.unlink(missing_ok=True)
+            plan.state["files"].pop(local, None)
+            _write_json(plan.staging / STATE_NAME, plan.state)
+            if attempt == 2:
+                raise DownloadError(
+                    f"{url} was downloaded twice and failed verification both times ({problem}).",
+                    hint="The server or a proxy is corrupting data; try another network or "
+                    "mirror (endpoint setting).",
+                )
+            meter.emit("retrying", file=local, message=f"{local} was corrupt ({problem}); "
+                       "downloading it again")
+
+    def _transfer(self, client: httpx2.Client, plan: _Plan, url: str, remote: RemoteFile,
+                  local: str, part: Path, meter: _Meter, control: DownloadControl) -> None:
+        """Bring ``part`` to ``remote.size`` bytes, resuming and retrying as needed."""
+        failures = 0
+        last_error = ""
+        while True:
+            control.checkpoint(on_pause=lambda: meter.emit("paused", file=local))
+            have = part.stat().st_size if part.exists() else 0
+            if have > remote.size:
+                meter.done -= have
+                part.unlink()
+                have = 0
+            if have == remote.size:
+                return
+            try:
+                progressed = self._request_range(client, plan, url, remote, local, part, have,
+                                                 meter, control)
+                if control.should_stop_transfer():
+                    continue
+                if not progressed:
+                    raise _Retry("the server sent no data")
+            except (_Retry, httpx2.TransportError) as exc:
+                last_error = _describe(exc)
+                now_have = part.stat().st_size if part.exists() else 0
+                failures = 1 if now_have > have else failures + 1
+                if failures > self.retries:
+                    raise DownloadError(
+                        f"Downloading {url} failed after {failures} attempts ({last_error}).",
+                        hint="Check your internet connection or proxy settings, then start the "
+                        "download again: it resumes where it stopped.",
+                    ) from exc
+                delay = min(self.backoff_s * 2 ** (failures - 1), self.max_backoff_s)
+                meter.emit("retrying", file=local,
+                           message=f"{last_error}; retrying in {delay:.1f} s")
+                control.sleep(delay)
+
+    def _request_range(self, client: httpx2.Client, plan: _Plan, url: str, remote: RemoteFile,
+                       local: str, part: Path, have: int, meter: _Meter,
+                       control: DownloadControl) -> bool:
+        """One GET from byte ``have``; returns whether any byte was written."""
+        headers = {}
+        entry = plan.state["files"].setdefault(local, {})
+        if have:
+            headers["Range"] = f"bytes={have}-"
+            etag = entry.get("etag")
+            if etag and not etag.startswith("W/"):
+                headers["If-Range"] = etag
+        with client.stream("GET", url, headers=headers) as response:
+            status = response.status_code
+            if status == 416 and have:
+                # Nothing past what we hold: the part is stale or complete; start clean.
+                meter.done -= have
+                part.unlink(missing_ok=True)
+                return True
+            if status in (429,) or status >= 500:
+                raise _Retry(f"HTTP {status}")
+            if status in (401, 403):
+                raise DownloadError(
+                    f"{url} refused access (HTTP {status}).",
+                    hint="This model may be gated or private: accept its license on the Hub "
+                    "and set an access token in Settings.",
+                )
+            if status == 404:
+                raise DownloadError(
+                    f"{url} was not found (HTTP 404).",
+                    hint="The catalog may be out of date, or the mirror lacks this file.",
+                )
+            if status not in (200, 206):
+                raise DownloadError(
+                    f"{url} answered HTTP {status}.",
+                    hint="Try again later, or check the endpoint setting.",
+                )
+            mode = "ab"
+            if status == 206:
+                start = _content_range_start(response.headers.get("content-range"))
+                if start != have:
+                    raise _Retry(f"the server resumed at byte {start}, not {have}")
+            elif have:  # 200: a full body (the file changed, or no Range support)
+                meter.done -= have
+                mode = "wb"
+            etag = response.headers.get("etag")
+            if etag and etag != entry.get("etag"):
+                entry["etag"] = etag
+                _write_json(plan.staging / STATE_NAME, plan.state)
+            written = 0
+            since_check = 0
+            try:
+                with open(part, mode) as handle:
+                    for chunk in response.iter_bytes(self.chunk_size):
+                        handle.write(chunk)
+                        written += len(chunk)
+                        since_check += len(chunk)
+                        meter.advance(len(chunk), local)
+                        if since_check >= self.disk_check_every_bytes:
+                            since_check = 0
+                            handle.flush()
+                            self._check_disk(plan, meter.total - meter.done, plan.request)
+                        if control.should_stop_transfer():
+                            break
+            except OSError as exc:
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise self._disk_full(plan, part.parent, meter.total - meter.done) from exc
+                raise
+            return written > 0
+
+    # -- disk ------------------------------------------------------------------------
+
+    def _check_disk(self, plan: _Plan, remaining: int, request: DownloadRequest) -> None:
+        free = free_space(plan.staging)
+        if free < remaining + self.disk_reserve_bytes:
+            raise self._disk_full(plan, plan.staging, remaining)
+
+    def _disk_full(self, plan: _Plan, folder: Path, remaining: int) -> DiskFullError:
+        try:
+            free = free_space(folder)
+        except OSError:
+            free = 0
+        return DiskFullError(
+            f"Not enough free disk space to download {plan.request.name}: it needs "
+            f"{_size(remaining)} more and {folder} has {_size(free)} free.",
+            hint="Free some space and start the download again; it resumes where it stopped.",
+        )
+
+    # -- install ---------------------------------------------------------------------
+
+    def _install(self, plan: _Plan) -> InstalledModel:
+        request = plan.request
+        files = [
+            {"path": local, "size": remote.size,
+             "sha256": plan.state["files"][local]["sha256"]}
+            for remote, local in plan.files
+        ]
+        manifest = {
+            "id": request.model_id,
+            "name": request.name,
+            "source": {
+                "kind": "hub",
+                "repo": request.repo,
+                "revision": plan.commit,
+                "variant": request.variant.name,
+                "path": request.variant.subfolder,
+                "endpoint": self.hub.endpoint,
+            },
+            "format": request.format,
+            "files": files,
+            "installed_at": now_iso(),
+            "context_length": request.context_length,
+            "parameters": request.parameters,
+            "license": request.license,
+        }
+        (plan.staging / STATE_NAME).unlink(missing_ok=True)
+        try:
+            return self.store.install_from_staging(plan.staging, manifest)
+        except HearthError:
+            _write_json(plan.staging / STATE_NAME, plan.state)
+            raise
+
+
+# -- verification ----------------------------------------------------------------------
+
+
+def _verify(path: Path, remote: RemoteFile) -> tuple[str, str | None]:
+    """(sha256 of the file, None) when it matches the Hub's record, else (sha256, problem)."""
+    size = path.stat().st_size
+    sha256 = hashlib.sha256()
+    blob = hashlib.sha1(f"blob {size}\0".encode())
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            sha256.update(chunk)
+            blob.update(chunk)
+    digest = sha256.hexdigest()
+    if size != remote.size:
+        return digest, f"size {size} instead of {remote.size}"
+    if remote.sha256:
+        if digest != remote.sha256.lower():
+            return digest, "sha256 mismatch"
+    elif remote.blob_id and len(remote.blob_id) == 40 and blob.hexdigest() != remote.blob_id:
+        return digest, "git hash mismatch"
+    return digest, None
+
+
+def _content_range_start(value: str | None) -> int | None:
+    # "bytes 100-199/200"
+    if not value or not value.startswith("bytes "):
+        return None
+    try:
+        return int(value[6:].split("-", 1)[0])
+    except ValueError:
+        return None
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, httpx2.TimeoutException):
+        return "the connection timed out"
+    if isinstance(exc, httpx2.ConnectError):
+        return "cannot connect"
+    if isinstance(exc, httpx2.TransportError):
+        return f"the connection broke ({type(exc).__name__})"
+    return str(exc)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# -- queue -----------------------------------------------------------------------------
+
+
+class DownloadTask:
+    """A queued download: its control, its latest progress and its outcome."""
+
+    def __init__(self, request: DownloadRequest, progress: ProgressCallback | None) -> None:
+        self.request = request
+        self.control = DownloadControl()
+        self.progress = progress
+        self.latest: DownloadProgress | None = None
+        self.result: InstalledModel | None = None
+        self.error: BaseException | None = None
+        self.cancelled = False
+        self._done = threading.Event()
+
+    def _report(self, update: DownloadProgress) -> None:
+        self.latest = update
+        if self.progress is not None:
+            self.progress(update)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)
+
+
+class DownloadQueue:
+    """Runs downloads one after another on a background thread."""
+
+    def __init__(self, downloader: Downloader) -> None:
+        self.downloader = downloader
+        self._queue: queue.Queue[DownloadTask | None] = queue.Queue()
+        self._tasks: dict[str, DownloadTask] = {}
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="hearth-downloads", daemon=True)
+        self._thread.start()
+
+    def submit(self, request: DownloadRequest,
+               progress: ProgressCallback | None = None) -> DownloadTask:
+        """Queue ``request``; the same model queued twice returns the pending task."""
+        with self._lock:
+            pending = self._tasks.get(request.model_id)
+            if pending is not None and not pending.done:
+                return pending
+            task = DownloadTask(request, progress)
+            self._tasks[request.model_id] = task
+        self._queue.put(task)
+        return task
+
+    def task(self, model_id: str) -> DownloadTask | None:
+        with self._lock:
+            return self._tasks.get(model_id)
+
+    def cancel(self, model_id: str) -> None:
+        task = self.task(model_id)
+        if task is not None:
+            task.control.cancel()
+
+    def shutdown(self, timeout: float = 5.0) -> bool:
+        """Cancel everything and stop the worker; True when it stopped in time."""
+        with self._lock:
+            for task in self._tasks.values():
+                task.control.cancel()
+        self._queue.put(None)
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        while (task := self._queue.get()) is not None:
+            if task.control.cancelled:
+                task.cancelled = True
+                task._done.set()
+                continue
+            try:
+                task.result = self.downloader.download(
+                    task.request, progress=task._report, control=task.control
+                )
+            except DownloadCancelled:
+                task.cancelled = True
+            except Exception as exc:  # reported to the caller through the task
+                task.error = exc
+            finally:
+                task._done.set()
+
+
+__all__ = [
+    "DownloadCancelled",
+    "DownloadControl",
+    "DownloadProgress",
+    "DownloadQueue",
+    "DownloadRequest",
+    "DownloadTask",
+    "Downloader",
+    "free_space",
+]

@@ -1,0 +1,243 @@
+"""What Hearth asks the Hugging Face Hub: revisions, file listings with hashes, URLs, search.
+
+huggingface_hub does the metadata (it knows the API, pagination, tokens and endpoints);
+the bytes themselves are fetched by ``app.models.downloader`` with resumable Range requests.
+Every failure becomes a ``DownloadError`` that names the URL and what to try.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import httpx2
+from huggingface_hub import HfApi, constants, hf_hub_url
+from huggingface_hub.errors import (
+    EntryNotFoundError,
+    GatedRepoError,
+    HfHubHTTPError,
+    OfflineModeIsEnabled,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+from huggingface_hub.hf_api import RepoFile
+
+from app.errors import DownloadError
+
+_SHA1 = re.compile(r"^[0-9a-f]{40}$")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file of a repo at a commit. ``sha256`` is set for LFS files; ``blob_id`` is the
+    git blob sha1 of the content (the Hub's ETag for non-LFS files)."""
+
+    path: str
+    size: int
+    sha256: str | None
+    blob_id: str | None
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """A Hub search result, with what the panel shows before a download."""
+
+    id: str
+    downloads: int | None
+    likes: int | None
+    license: str | None
+    size_bytes: int | None  # storage used by the repo, when the Hub reports it
+    pipeline_tag: str | None
+    last_modified: str | None
+
+    def as_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "downloads": self.downloads,
+            "likes": self.likes,
+            "license": self.license,
+            "size_bytes": self.size_bytes,
+            "pipeline_tag": self.pipeline_tag,
+            "last_modified": self.last_modified,
+        }
+
+
+def default_endpoint() -> str:
+    """HF_ENDPOINT when set (a mirror), else https://huggingface.co."""
+    return constants.ENDPOINT.rstrip("/")
+
+
+def is_commit(revision: str) -> bool:
+    return bool(_SHA1.match(revision))
+
+
+class HubClient:
+    """Metadata calls against one endpoint with one (optional) token."""
+
+    def __init__(
+        self,
+        endpoint: str | None = None,
+        token: str | None = None,
+        *,
+        retries: int = 4,
+        backoff_s: float = 1.0,
+    ) -> None:
+        self.endpoint = (endpoint or default_endpoint()).rstrip("/")
+        self.token = token
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self._api = HfApi(endpoint=self.endpoint, token=token)
+
+    # -- URLs ------------------------------------------------------------------------
+
+    def file_url(self, repo: str, path: str, revision: str) -> str:
+        return hf_hub_url(repo, path, revision=revision, endpoint=self.endpoint)
+
+    def auth_headers(self) -> dict[str, str]:
+        """Headers for file transfers: the user agent and, when given, the token."""
+        headers = {"User-Agent": "Hearth (huggingface_hub compatible)"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        return headers
+
+    # -- metadata --------------------------------------------------------------------
+
+    def resolve_revision(self, repo: str, revision: str) -> str:
+        """The commit sha that ``revision`` (branch, tag or sha) points to."""
+        url = f"{self.endpoint}/api/models/{repo}/revision/{revision}"
+        info = self._call(url, lambda: self._api.model_info(repo, revision=revision))
+        if not info.sha:
+            raise DownloadError(
+                f"The Hub at {url} did not say which commit '{revision}' is.",
+                hint="Check the endpoint setting: it must point to a Hugging Face Hub or mirror.",
+            )
+        return info.sha
+
+    def list_files(self, repo: str, commit: str, subfolder: str | None = None) -> list[RemoteFile]:
+        """Every file of ``repo`` at ``commit`` (under ``subfolder`` when given)."""
+        url = f"{self.endpoint}/api/models/{repo}/tree/{commit}" + (
+            f"/{subfolder}" if subfolder else ""
+        )
+
+        def listing() -> list[RemoteFile]:
+            entries = self._api.list_repo_tree(
+                repo, path_in_repo=subfolder, recursive=True, expand=False, revision=commit
+            )
+            files = []
+            for entry in entries:
+                if not isinstance(entry, RepoFile):
+                    continue
+                sha256 = entry.lfs.sha256 if entry.lfs is not None else None
+                size = entry.lfs.size if entry.lfs is not None else entry.size
+                files.append(RemoteFile(entry.path, int(size), sha256, entry.blob_id))
+            return files
+
+        return self._call(url, listing)
+
+    def search(self, query: str, *, limit: int = 20) -> list[HubModel]:
+        """ONNX text-generation models matching ``query``, most downloaded first."""
+        url = f"{self.endpoint}/api/models?search={query}&filter=onnx"
+
+        def run() -> list[HubModel]:
+            found = self._api.list_models(
+                search=query or None,
+                filter="onnx",
+                pipeline_tag="text-generation",
+                sort="downloads",
+                limit=limit,
+                expand=["downloads", "likes", "tags", "usedStorage", "pipeline_tag",
+                        "lastModified"],
+            )
+            results = []
+            for info in found:
+                license_tag = next(
+                    (t.split(":", 1)[1] for t in (info.tags or []) if t.startswith("license:")),
+                    None,
+                )
+                modified = info.last_modified.isoformat() if info.last_modified else None
+                results.append(
+                    HubModel(
+                        id=info.id,
+                        downloads=info.downloads,
+                        likes=info.likes,
+                        license=license_tag,
+                        size_bytes=info.used_storage,
+                        pipeline_tag=info.pipeline_tag,
+                        last_modified=modified,
+                    )
+                )
+            return results
+
+        return self._call(url, run)
+
+    # -- errors ----------------------------------------------------------------------
+
+    def _call(self, url: str, fn: Callable[[], T]) -> T:
+        """Run ``fn``, retrying server errors and network cuts with exponential backoff."""
+        for attempt in range(self.retries + 1):
+            try:
+                return self._translate(url, fn)
+            except DownloadError as exc:
+                if not getattr(exc, "transient", False) or attempt == self.retries:
+                    raise
+                time.sleep(min(self.backoff_s * 2**attempt, 30.0))
+        raise AssertionError("unreachable")
+
+    def _translate(self, url: str, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except OfflineModeIsEnabled as exc:
+            raise DownloadError(
+                f"Cannot reach {url}: Hugging Face offline mode is on.",
+                hint="Unset the HF_HUB_OFFLINE environment variable to download models.",
+            ) from exc
+        except GatedRepoError as exc:
+            raise DownloadError(
+                f"{url} is a gated model: access was refused.",
+                hint="Accept its license on the Hub and set an access token in Settings.",
+            ) from exc
+        except RepositoryNotFoundError as exc:
+            raise DownloadError(
+                f"{url}: the repository was not found (or is private).",
+                hint="Check the model id, or set an access token for private models.",
+            ) from exc
+        except (RevisionNotFoundError, EntryNotFoundError) as exc:
+            raise DownloadError(
+                f"{url}: the revision or file was not found.",
+                hint="The catalog may be out of date; update Hearth.",
+            ) from exc
+        except HfHubHTTPError as exc:
+            status = exc.response.status_code if exc.response is not None else 0
+            raise _transient(
+                DownloadError(
+                    f"{url} answered HTTP {status or '?'}.",
+                    hint="Try again later, or check the endpoint and token settings.",
+                ),
+                status >= 500 or status == 429,
+            ) from exc
+        except httpx2.TimeoutException as exc:
+            raise _transient(
+                DownloadError(
+                    f"{url} did not answer in time.",
+                    hint="Check your internet connection or proxy settings and try again.",
+                ),
+                True,
+            ) from exc
+        except httpx2.TransportError as exc:
+            raise _transient(
+                DownloadError(
+                    f"Cannot reach {url} ({type(exc).__name__}).",
+                    hint="Check your internet connection, proxy settings or the endpoint setting.",
+                ),
+                not isinstance(exc, httpx2.ConnectError),
+            ) from exc
+
+
+def _transient(error: DownloadError, transient: bool) -> DownloadError:
+    """Mark an error as worth retrying (a 5xx, a timeout, a dropped connection)."""
+    error.transient = transient  # type: ignore[attr-defined]
+    return error

@@ -1,0 +1,140 @@
+"""The shipped catalog, variant selection and the "fits this machine" hint."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from app.errors import HearthError
+from app.models.catalog import (
+    CatalogEntry,
+    MachineInfo,
+    Variant,
+    choose_variant,
+    fit_report,
+    load_catalog,
+    parse_catalog,
+    probe_machine,
+)
+
+EXPECTED_REPOS = {
+    "microsoft/Phi-3-mini-4k-instruct-onnx",
+    "microsoft/Phi-3.5-mini-instruct-onnx",
+    "microsoft/Phi-4-mini-instruct-onnx",
+    "onnx-community/Qwen2.5-0.5B-Instruct",
+    "onnx-community/Qwen2.5-1.5B-Instruct",
+    "onnx-community/Llama-3.2-1B-Instruct",
+    "HuggingFaceTB/SmolLM2-360M-Instruct",
+    "HuggingFaceTB/SmolLM2-135M-Instruct",
+}
+
+
+def test_shipped_catalog_lists_the_curated_models_with_complete_entries():
+    catalog = load_catalog()
+    assert {e.repo for e in catalog} == EXPECTED_REPOS
+    for entry in catalog:
+        assert re.fullmatch(r"[0-9a-f]{40}|main", entry.revision), entry.id
+        assert entry.license and entry.context_length >= 4096 and entry.parameters > 1e8
+        assert entry.format in ("genai", "optimum")
+        assert {v.provider for v in entry.variants} == {"cpu", "dml", "cuda"}, entry.id
+        for variant in entry.variants:
+            assert variant.size_bytes > 1e8 and variant.ram_bytes > 0
+            if variant.provider != "cpu":
+                assert variant.vram_bytes
+            if entry.format == "genai":
+                assert variant.subfolder and not variant.include
+            else:
+                assert variant.include and any(p.startswith("onnx/model_") for p in
+                                               variant.include)
+
+
+def test_lookup_by_id_or_repo_and_variant_by_name_or_provider():
+    catalog = load_catalog()
+    entry = catalog.get("onnx-community/qwen2.5-0.5b-instruct")
+    assert entry is catalog.get("qwen2.5-0.5b-instruct")
+    assert entry.variant("cuda").name == "cuda-q4f16"
+    assert entry.variant("cpu-q4").provider == "cpu"
+    with pytest.raises(HearthError, match="Choose one of: cpu-q4"):
+        entry.variant("tpu")
+    with pytest.raises(HearthError, match="hearth models catalog"):
+        catalog.get("gpt-5")
+
+
+def test_include_patterns_select_top_level_files_and_one_onnx_variant():
+    variant = load_catalog().get("smollm2-135m-instruct").variant("cpu")
+    chosen = [p for p in ("config.json", "tokenizer.json", "chat_template.jinja",
+                          "onnx/model_q4.onnx", "onnx/model_q4.onnx_data",
+                          "onnx/model_q4f16.onnx", "onnx/model.onnx", "onnx/config.json",
+                          "runs/events.json", "README.md", "model.safetensors")
+              if variant.selects(p)]
+    assert chosen == ["config.json", "tokenizer.json", "chat_template.jinja",
+                      "onnx/model_q4.onnx", "onnx/model_q4.onnx_data"]
+    assert variant.local_path("onnx/model_q4.onnx") == "onnx/model_q4.onnx"
+
+
+def test_subfolder_variants_strip_the_folder():
+    variant = load_catalog().get("phi-3-mini-4k-instruct").variant("cpu")
+    sub = "cpu_and_mobile/cpu-int4-rtn-block-32-acc-level-4"
+    assert variant.subfolder == sub
+    assert variant.selects(f"{sub}/genai_config.json")
+    assert not variant.selects("cpu_and_mobile/cpu-int4-rtn-block-32/genai_config.json")
+    assert not variant.selects("README.md")
+    assert variant.local_path(f"{sub}/tokenizer.json") == "tokenizer.json"
+
+
+def test_variant_is_chosen_for_the_provider_with_cpu_fallback():
+    entry = load_catalog().get("phi-4-mini-instruct")
+    assert choose_variant(entry, "cuda").provider == "cuda"
+    assert choose_variant(entry, "dml").subfolder == "gpu/gpu-int4-rtn-block-32"
+    assert choose_variant(entry, "coreml").provider == "cpu"
+    cpu_only = CatalogEntry("x", "X", "o/x", "main", "mit", 1, 1, "optimum", "",
+                            (Variant("only", "cpu", include=("*.json",)),))
+    assert choose_variant(cpu_only, "cuda").name == "only"
+
+
+def test_fit_report_levels_and_reasons():
+    variant = Variant("v", "cuda", subfolder="gpu", size_bytes=2_000_000_000,
+                      ram_bytes=3_000_000_000, vram_bytes=4_000_000_000)
+    roomy = MachineInfo(ram_bytes=32_000_000_000, vram_bytes=24_000_000_000,
+                        disk_free_bytes=500_000_000_000, provider="cuda")
+    assert fit_report(variant, roomy).level == "ok" and fit_report(variant, roomy).fits
+    tight = MachineInfo(4_000_000_000, 24_000_000_000, 500_000_000_000)
+    assert fit_report(variant, tight).level == "tight"
+    small = MachineInfo(2_000_000_000, 2_000_000_000, 2_500_000_000)
+    report = fit_report(variant, small)
+    assert report.level == "no" and not report.fits
+    assert any("RAM" in r for r in report.reasons)
+    assert any("GPU memory" in r for r in report.reasons)
+    assert any("disk" in r for r in report.reasons)
+    unknown = MachineInfo(None, None, None)
+    report = fit_report(variant, unknown)
+    assert report.level == "ok" and "not detected" in report.reasons[0]
+
+
+def test_probe_machine_reads_ram_and_disk(tmp_path):
+    machine = probe_machine(tmp_path / "not" / "yet", provider="cpu")
+    assert machine.ram_bytes and machine.ram_bytes > 100_000_000
+    assert machine.disk_free_bytes and machine.disk_free_bytes > 0
+    assert machine.provider == "cpu"
+    assert probe_machine().provider in ("cpu", "dml", "cuda")
+
+
+def test_malformed_catalogs_are_rejected():
+    base = {"id": "a", "name": "A", "repo": "o/a", "context_length": 1, "parameters": 1,
+            "format": "optimum"}
+    with pytest.raises(ValueError, match="exactly one"):
+        parse_catalog({"models": [{**base, "variants": [{"name": "v", "provider": "cpu"}]}]})
+    with pytest.raises(ValueError, match="unknown provider"):
+        parse_catalog({"models": [{**base, "variants": [
+            {"name": "v", "provider": "tpu", "subfolder": "x"}]}]})
+    variant = {"name": "v", "provider": "cpu", "subfolder": "x"}
+    with pytest.raises(ValueError, match="duplicate catalog id"):
+        parse_catalog({"models": [{**base, "variants": [variant]}] * 2})
+
+
+def test_unreadable_catalog_file_is_a_hearth_error(tmp_path):
+    broken = tmp_path / "catalog.json"
+    broken.write_text("{not json")
+    with pytest.raises(HearthError, match="Reinstall Hearth"):
+        load_catalog(broken)

@@ -1,0 +1,133 @@
+"""``hearth models …`` against the loopback Hub stand-in, in-process and as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from app.models.catalog import load_catalog
+from app.models.store import ModelStore
+from tests.fixtures.tiny_models import build_plain_kv_model
+from tests.models.hub_server import FakeHub, FakeRepo, allow_hub_requests, random_bytes
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL_ID = "smollm2-135m-instruct"
+DATA = "onnx/model_q4.onnx_data"
+
+
+@pytest.fixture
+def hub(monkeypatch, tmp_path):
+    """The catalog's SmolLM2-135M repo, served with a tiny real model (plus 2 MB of weights
+    data so a transfer can be interrupted)."""
+    allow_hub_requests(monkeypatch)
+    entry = load_catalog().get(MODEL_ID)
+    folder = build_plain_kv_model(tmp_path / "tiny", variant_name="model_q4")
+    with FakeHub() as server:
+        server.add(FakeRepo.from_folder(entry.repo, folder, downloads=50,
+                                        extra={DATA: random_bytes(2_000_000)}))
+        server.add(FakeRepo("someone/Other-ONNX", {"config.json": b"{}"}, license="mit",
+                            downloads=5))
+        yield server
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_download_list_and_rm(hub, capsys):
+    code, out, err = run(capsys, "models", "download", MODEL_ID, "--variant", "cpu",
+                         "--endpoint", hub.url)
+    assert code == 0, err
+    assert "Installed SmolLM2 135M instruct (cpu-q4)" in out
+    assert f"{MODEL_ID} [" in err and "100.0%" in err and "done" in err  # progress bar
+
+    code, out, _ = run(capsys, "models", "list", "--json")
+    listed = json.loads(out)
+    assert [m["id"] for m in listed] == [MODEL_ID]
+    assert listed[0]["source"]["repo"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert listed[0]["size_on_disk"] > 2_000_000
+
+    code, out, _ = run(capsys, "models", "download", MODEL_ID, "--endpoint", hub.url)
+    assert code == 0 and "already installed" in out
+
+    code, out, _ = run(capsys, "models", "rm", MODEL_ID)
+    assert code == 0 and "freed" in out
+    assert json.loads(run(capsys, "models", "list", "--json")[1]) == []
+
+
+def test_catalog_json_marks_installed_and_fit(hub, capsys):
+    run(capsys, "models", "download", MODEL_ID, "--endpoint", hub.url)
+    code, out, _ = run(capsys, "models", "catalog", "--json", "--provider", "cuda")
+    data = json.loads(out)
+    assert code == 0 and data["provider"] == "cuda" and len(data["models"]) == 8
+    rows = {m["id"]: m for m in data["models"]}
+    assert rows[MODEL_ID]["installed"] and not rows["phi-4-mini-instruct"]["installed"]
+    assert rows["phi-4-mini-instruct"]["chosen_variant"] == "cuda-int4"
+    assert rows[MODEL_ID]["fit"]["level"] in ("ok", "tight", "no")
+
+
+def test_search_json(hub, capsys):
+    code, out, _ = run(capsys, "models", "search", "smollm2", "--json", "--endpoint", hub.url)
+    results = json.loads(out)
+    assert code == 0 and [r["id"] for r in results] == ["HuggingFaceTB/SmolLM2-135M-Instruct"]
+    assert results[0]["license"] == "apache-2.0" and results[0]["size_bytes"] > 2_000_000
+    assert results[0]["downloads"] == 50
+
+
+def test_import_folder_in_place(capsys, tmp_path):
+    folder = build_plain_kv_model(tmp_path / "local-model")
+    code, out, _ = run(capsys, "models", "import", str(folder), "--json")
+    assert code == 0 and json.loads(out)["path"] == str(folder.resolve())
+    code, _, err = run(capsys, "models", "import", str(tmp_path / "missing"))
+    assert code == 2 and "not a folder" in err
+
+
+def test_errors_are_sentences_with_exit_code_2(capsys):
+    code, _, err = run(capsys, "models", "download", "no-such-model")
+    assert code == 2 and "not in the model catalog" in err
+    code, _, err = run(capsys, "models", "rm", "nothing")
+    assert code == 2 and "No installed model" in err
+
+
+def test_download_interrupted_by_a_killed_process_resumes_on_rerun(hub, capsys, hearth_home):
+    hub.faults.delay_per_chunk_s = 0.02
+    env = {**os.environ, "HEARTH_HOME": str(hearth_home), "HF_HUB_OFFLINE": "0",
+           "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "models", "download", MODEL_ID, "--endpoint", hub.url],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    part = hearth_home / "staging" / MODEL_ID / (DATA + ".part")
+    try:
+        deadline = time.monotonic() + 30
+        while not (part.exists() and part.stat().st_size > 300_000):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    kept = part.stat().st_size
+    assert ModelStore().get(MODEL_ID) is None
+    settled = -1
+    while settled != hub.served(DATA):  # the server notices the dead client
+        settled = hub.served(DATA)
+        time.sleep(0.3)
+
+    hub.faults.delay_per_chunk_s = 0.0
+    before = hub.served(DATA)
+    code, _, err = run(capsys, "models", "download", MODEL_ID, "--endpoint", hub.url)
+    assert code == 0, err
+    assert hub.served(DATA) - before == 2_000_000 - kept
+    model = ModelStore().require(MODEL_ID)
+    assert (model.path / DATA).read_bytes() == hub.repos[
+        "HuggingFaceTB/SmolLM2-135M-Instruct"].files[DATA]
