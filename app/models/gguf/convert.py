@@ -1,0 +1,186 @@
+"""GGUF file → an onnxruntime-genai model folder that Hearth can run.
+
+``convert_gguf`` writes everything into a temporary sibling of ``dest`` and renames it into
+place only when the folder is complete, so a failure (or Ctrl+C) never leaves half a model.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import onnx
+
+from app.errors import ConversionError, DiskFullError
+from app.models.gguf.graph_builder import ExternalData, GraphBuilder
+from app.models.gguf.package_files import genai_config, manifest, sha256_file, write_json
+from app.models.gguf.reader import GGUFFile
+from app.models.gguf.tokenizer_builder import build_tokenizer_config, build_tokenizer_json
+from app.models.gguf.weights import PRECISIONS, WeightSource
+
+Progress = Callable[[float, str], None]
+DISK_MARGIN = 32 << 20  # tokenizer files, graph proto, file system slack
+
+
+def free_bytes(path: Path) -> int:
+    """Free space on the file system holding ``path`` (patched in tests)."""
+    return shutil.disk_usage(path).free
+
+
+def estimate_output_bytes(g: GGUFFile, weights: WeightSource) -> int:
+    """Size of the converted folder, from the plan for each tensor (before writing)."""
+    p = g.params
+    names = [
+        f"blk.{i}.{t}.weight"
+        for i in range(p.n_layers)
+        for t in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+    ]
+    names.append("output.weight" if "output.weight" in g.tensors else "token_embd.weight")
+    total = sum(weights.estimated_bytes(n) for n in names)
+    total += p.vocab_size * p.hidden * (2 if weights.precision == "fp16" else 4)  # Gather table
+    total += p.context_length * p.head_dim * 4  # cos + sin caches
+    total += sum(int(t.n_elements) * 4 for t in g.tensors.values() if len(t.shape) == 1)
+    return total
+
+
+def convert_gguf(
+    src: Path,
+    dest: Path,
+    *,
+    precision: str = "native",
+    name: str | None = None,
+    progress: Progress | None = None,
+    accuracy_level: int = 4,
+) -> Path:
+    """Convert ``src`` (a .gguf file) into a complete model folder at ``dest``.
+
+    Args:
+        src: the GGUF file.
+        dest: the model folder to create; it must not exist.
+        precision: "native" (keep the file's quantization), "int4" (fresh lossy 4-bit),
+            "fp16" or "fp32".
+        name: display name for the manifest; defaults to the GGUF's ``general.name``.
+        progress: called with (fraction 0..1, message).
+        accuracy_level: MatMulNBits ``accuracy_level`` (4 = int8 activations, fastest on CPU;
+            0 = float activations, used by tests to check the weights exactly).
+
+    Returns ``dest``. Raises ConversionError or DiskFullError with a sentence for the user.
+    """
+    src, dest = Path(src), Path(dest)
+    report = progress or (lambda _f, _m: None)
+    if precision not in PRECISIONS:
+        raise ConversionError(
+            f"Unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}."
+        )
+    if dest.exists():
+        raise ConversionError(f"{dest} already exists; remove it or choose another name.")
+    report(0.0, "reading GGUF")
+    g = GGUFFile(src)
+    weights = WeightSource(g, precision)
+    tokenizer = build_tokenizer_json(g)  # fails early on missing tokenizer metadata
+    tok_config = build_tokenizer_config(g, g.params.context_length)
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    need = estimate_output_bytes(g, weights) + DISK_MARGIN
+    free = free_bytes(dest.parent)
+    if free < need:
+        raise DiskFullError(
+            f"Converting {src.name} needs about {need / 2**20:,.0f} MiB free in {dest.parent}, "
+            f"but only {free / 2**20:,.0f} MiB are free.",
+            hint="Free some disk space and try again.",
+        )
+
+    tmp = dest.parent / f".{dest.name}.partial-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        _write_folder(g, weights, tmp, tokenizer, tok_config, accuracy_level, report)
+        source_sha = sha256_file(src)
+        conversion = {
+            "weights": weights.stats.forms,
+            "max_error_per_step": round(weights.stats.inexact_max_error_per_step, 6),
+            "fallback_blocks": weights.stats.fallback_blocks,
+            "gguf_tensor_types": g.tensor_types(),
+            "accuracy_level": accuracy_level,
+        }
+        doc = manifest(
+            tmp,
+            model_id=dest.name,
+            name=name or str(g.get("general.name") or src.stem),
+            source=src.resolve(),
+            source_sha256=source_sha,
+            precision=precision,
+            context_length=g.params.context_length,
+            parameters=g.parameter_count(),
+            conversion=conversion,
+        )
+        write_json(tmp / "hearth-manifest.json", doc)
+        if dest.exists():
+            _refuse(dest)
+        os.replace(tmp, dest)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if exc.errno == 28:  # ENOSPC
+            raise DiskFullError(
+                f"The disk filled up while converting {src.name}.",
+                hint="Free some disk space and try again.",
+            ) from exc
+        raise ConversionError(f"Converting {src.name} failed: {exc}") from exc
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    report(1.0, "done")
+    return dest
+
+
+def _refuse(dest: Path) -> None:
+    raise ConversionError(f"{dest} appeared while converting; it was left untouched.")
+
+
+def _write_folder(
+    g: GGUFFile,
+    weights: WeightSource,
+    folder: Path,
+    tokenizer: dict,
+    tok_config: dict,
+    accuracy_level: int,
+    report: Progress,
+) -> None:
+    data = ExternalData(folder / "model.onnx.data")
+    try:
+        builder = GraphBuilder(
+            g.params,
+            weights,
+            data,
+            accuracy_level=accuracy_level,
+            progress=lambda f, m: report(0.02 + 0.9 * f, m),
+        )
+        model = builder.build()
+    finally:
+        data.close()
+    report(0.93, "writing model.onnx")
+    onnx.save_model(model, str(folder / "model.onnx"))
+    write_json(folder / "tokenizer.json", tokenizer)
+    write_json(folder / "tokenizer_config.json", tok_config)
+    template = tok_config.get("chat_template")
+    if template:
+        (folder / "chat_template.jinja").write_text(template, encoding="utf-8")
+    p = g.params
+
+    def token_id(key: str) -> int | None:
+        value = g.get(key)
+        return None if value is None else int(value)
+
+    write_json(
+        folder / "genai_config.json",
+        genai_config(
+            p,
+            bos_id=token_id("tokenizer.ggml.bos_token_id"),
+            eos_id=token_id("tokenizer.ggml.eos_token_id"),
+            pad_id=token_id("tokenizer.ggml.padding_token_id"),
+        ),
+    )
+    report(0.97, "hashing files")

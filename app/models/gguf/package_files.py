@@ -1,0 +1,106 @@
+"""The small JSON files of a converted model folder: genai_config.json and the manifest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from app.models.gguf.reader import ModelParams
+
+
+def genai_config(
+    p: ModelParams, *, bos_id: int | None, eos_id: int | None, pad_id: int | None
+) -> dict:
+    """onnxruntime-genai's genai_config.json for the decoder graph."""
+    return {
+        "model": {
+            "bos_token_id": bos_id,
+            "context_length": p.context_length,
+            "decoder": {
+                "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
+                "filename": "model.onnx",
+                "head_size": p.head_dim,
+                "hidden_size": p.hidden,
+                "inputs": {
+                    "input_ids": "input_ids",
+                    "attention_mask": "attention_mask",
+                    "past_key_names": "past_key_values.%d.key",
+                    "past_value_names": "past_key_values.%d.value",
+                },
+                "outputs": {
+                    "logits": "logits",
+                    "present_key_names": "present.%d.key",
+                    "present_value_names": "present.%d.value",
+                },
+                "num_attention_heads": p.n_heads,
+                "num_hidden_layers": p.n_layers,
+                "num_key_value_heads": p.n_kv_heads,
+            },
+            "eos_token_id": eos_id,
+            "pad_token_id": pad_id if pad_id is not None else eos_id,
+            "type": p.arch,
+            "vocab_size": p.vocab_size,
+        },
+        "search": {
+            "diversity_penalty": 0.0,
+            "do_sample": False,
+            "early_stopping": True,
+            "length_penalty": 1.0,
+            "max_length": p.context_length,
+            "min_length": 0,
+            "no_repeat_ngram_size": 0,
+            "num_beams": 1,
+            "num_return_sequences": 1,
+            "past_present_share_buffer": True,
+            "repetition_penalty": 1.0,
+            "temperature": 1.0,
+            "top_k": 1,
+            "top_p": 1.0,
+        },
+    }
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def manifest(
+    folder: Path,
+    *,
+    model_id: str,
+    name: str,
+    source: Path,
+    source_sha256: str,
+    precision: str,
+    context_length: int,
+    parameters: int,
+    conversion: dict,
+) -> dict:
+    """hearth-manifest.json (shared with the model manager): lists every file with its hash."""
+    files = [
+        {"path": f.name, "size": f.stat().st_size, "sha256": sha256_file(f)}
+        for f in sorted(folder.iterdir())
+        if f.is_file() and f.name != "hearth-manifest.json"
+    ]
+    return {
+        "id": model_id,
+        "name": name,
+        "source": {"kind": "gguf", "path": str(source), "sha256": source_sha256},
+        "format": "genai",
+        "precision": precision,
+        "files": files,
+        "installed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "context_length": context_length,
+        "parameters": parameters,
+        "conversion": conversion,
+    }
+
+
+def write_json(path: Path, doc: dict) -> None:
+    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

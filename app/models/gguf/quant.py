@@ -1,0 +1,214 @@
+"""GGUF weight blocks → ONNX Runtime ``MatMulNBits`` blocks, without quantizing a second time.
+
+A GGUF matrix is stored row by row, one row per output feature, quantized in blocks along
+the input features: exactly MatMulNBits' ``B`` layout ``[N, k_blocks, blob]``. So the blocks
+carry over as they are:
+
+* Q4_0 (``w = d·(q − 8)``) → 4-bit, default zero point 8: exact.
+* Q8_0 (``w = d·q``, q int8) → 8-bit, default zero point 128: exact.
+* Q5_0 / Q6_K (symmetric, 5/6-bit codes) → 8-bit, zero point 128: exact (Q6_K in 16-element
+  sub-blocks, scale ``d·sc``).
+* Q4_1 / Q4_K / Q5_1 / Q5_K (``w = s·q + o``: a scale and a per-block offset) → 8-bit with
+  uint8 zero points: ``q8 = f·q + k`` with ``f = 2**(8 − bits)``, scale ``s/f`` and
+  ``zp = k − round(f·o/s)``. The codes stay exact; only the offset is rounded, so the error
+  is at most ``s/(2f)`` (``d/32`` for Q4_1). A block whose offset does not fit the uint8 zero
+  point falls back to a plain 8-bit min/max quantization of its values (counted).
+
+Float types become float matrices. ``quantize_int4`` is the only lossy *fresh* quantizer
+(``--precision int4``: symmetric 4-bit, block 32).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from gguf import GGMLQuantizationType as Q
+from gguf import quants
+
+FLOAT_TYPES = (Q.F32, Q.F16, Q.BF16)
+# types carried over as MatMulNBits blocks; everything else is dequantized to float
+NBITS_TYPES = (Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.Q4_K, Q.Q5_K, Q.Q6_K)
+QK_K = 256
+
+
+@dataclass
+class NBitsWeight:
+    """A weight in MatMulNBits form: ``w[n, k] = scales[n, b] · (q[n, k] − zp[n, b])``."""
+
+    bits: int  # 4 or 8
+    block_size: int
+    n: int
+    k: int
+    packed: np.ndarray  # uint8 [N, k_blocks, block_size * bits / 8]
+    scales: np.ndarray  # float32 [N, k_blocks]
+    zero_points: np.ndarray | None  # uint8: 8-bit [N, k_blocks]; 4-bit packed [N, ceil(kb/2)]
+    exact: bool = True
+    fallback_blocks: int = 0  # blocks re-quantized because their offset did not fit
+
+    @property
+    def nbytes(self) -> int:
+        zp = 0 if self.zero_points is None else self.zero_points.nbytes
+        return self.packed.nbytes + self.scales.nbytes + zp
+
+    def codes(self) -> np.ndarray:
+        """Unpacked integer codes, [N, K] uint8."""
+        if self.bits == 8:
+            return self.packed.reshape(self.n, self.k)
+        lo = self.packed & 0x0F
+        hi = self.packed >> 4
+        return np.stack([lo, hi], axis=-1).reshape(self.n, self.k)
+
+    def zero_point_array(self) -> np.ndarray:
+        """Zero points as float32 [N, k_blocks] (defaults applied)."""
+        kb = self.k // self.block_size
+        if self.zero_points is None:
+            return np.full((self.n, kb), 2 ** (self.bits - 1), np.float32)
+        if self.bits == 8:
+            return self.zero_points.astype(np.float32)
+        both = np.stack([self.zero_points & 0x0F, self.zero_points >> 4], axis=-1)
+        return both.reshape(self.n, -1)[:, :kb].astype(np.float32)
+
+    def dequantize(self) -> np.ndarray:
+        """The float32 [N, K] matrix that MatMulNBits computes with."""
+        q = self.codes().astype(np.float32).reshape(self.n, -1, self.block_size)
+        zp = self.zero_point_array()[..., None]
+        return ((q - zp) * self.scales[..., None]).reshape(self.n, self.k)
+
+
+def _row_blocks(raw: np.ndarray, n: int, k: int, qtype: Q) -> np.ndarray:
+    """Raw GGUF bytes as [N * k/block, type_size] uint8 blocks."""
+    block, type_size = quants.GGML_QUANT_SIZES[qtype]
+    return np.ascontiguousarray(raw).view(np.uint8).reshape(n * (k // block), type_size)
+
+
+def dequantize(raw: np.ndarray, qtype: Q, n: int, k: int) -> np.ndarray:
+    """Any GGUF tensor data (as the reader exposes it) → float32 [N, K]."""
+    if qtype == Q.F32:
+        return np.ascontiguousarray(raw, dtype=np.float32).reshape(n, k)
+    if qtype == Q.F16:
+        return np.asarray(raw).view(np.float16).astype(np.float32).reshape(n, k)
+    if qtype == Q.BF16:
+        bits = np.ascontiguousarray(raw).view(np.uint16).astype(np.uint32) << 16
+        return bits.view(np.float32).reshape(n, k)
+    flat = np.ascontiguousarray(raw).view(np.uint8).reshape(n, -1)
+    return quants.dequantize(flat, qtype).astype(np.float32, copy=False).reshape(n, k)
+
+
+def _fp16(col: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(col).view(np.float16).astype(np.float32).reshape(-1)
+
+
+def _affine_params(blocks: np.ndarray, qtype: Q) -> tuple[int, int, np.ndarray, np.ndarray]:
+    """(code bits, sub-block size, scale s, offset o) with ``w = s·code + o`` per sub-block."""
+    if qtype == Q.Q4_0:
+        d = _fp16(blocks[:, :2])
+        return 4, 32, d, -8 * d
+    if qtype == Q.Q5_0:
+        d = _fp16(blocks[:, :2])
+        return 5, 32, d, -16 * d
+    if qtype == Q.Q4_1:
+        return 4, 32, _fp16(blocks[:, :2]), _fp16(blocks[:, 2:4])
+    if qtype == Q.Q5_1:
+        return 5, 32, _fp16(blocks[:, :2]), _fp16(blocks[:, 2:4])
+    if qtype in (Q.Q4_K, Q.Q5_K):
+        d = _fp16(blocks[:, :2])[:, None]
+        dmin = _fp16(blocks[:, 2:4])[:, None]
+        sc, mn = quants.Q4_K.get_scale_min(blocks[:, 4:16].copy())
+        s = (d * sc.astype(np.float32)).reshape(-1)
+        o = -(dmin * mn.astype(np.float32)).reshape(-1)
+        return (4 if qtype == Q.Q4_K else 5), 32, s, o
+    if qtype == Q.Q6_K:
+        sc = blocks[:, 192:208].copy().view(np.int8).astype(np.float32)
+        d = _fp16(blocks[:, 208:210])[:, None]
+        s = (d * sc).reshape(-1)
+        return 6, 16, s, -32 * s
+    raise ValueError(f"no affine form for {qtype.name}")
+
+
+def _pack4(codes: np.ndarray) -> np.ndarray:
+    """[..., 2m] 4-bit codes → [..., m] bytes, element 2i in the low nibble."""
+    return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
+
+
+def to_nbits(raw: np.ndarray, qtype: Q, n: int, k: int) -> NBitsWeight:
+    """Carry a quantized GGUF matrix over to MatMulNBits blocks (see the module docstring)."""
+    if qtype not in NBITS_TYPES:
+        raise ValueError(f"{qtype.name} has no MatMulNBits form")
+    blocks = _row_blocks(raw, n, k, qtype)
+    if qtype == Q.Q8_0:
+        d = _fp16(blocks[:, :2])
+        q8 = (blocks[:, 2:].view(np.int8).astype(np.int16) + 128).astype(np.uint8)
+        return NBitsWeight(8, 32, n, k, q8.reshape(n, k // 32, 32), d.reshape(n, -1), None)
+    if qtype == Q.Q4_0:
+        d = _fp16(blocks[:, :2])
+        qs = blocks[:, 2:]
+        codes = np.concatenate([qs & 0x0F, qs >> 4], axis=1)  # GGUF: element j and j+16
+        return NBitsWeight(
+            4, 32, n, k, _pack4(codes).reshape(n, k // 32, 16), d.reshape(n, -1), None
+        )
+    bits, sub, s, o = _affine_params(blocks, qtype)
+    w = dequantize(raw, qtype, n, k).reshape(-1, sub)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        codes = np.where(s[:, None] != 0, np.rint((w - o[:, None]) / s[:, None]), 0)
+    codes = np.clip(codes, 0, 2**bits - 1).astype(np.int32)
+    kb = k // sub
+    symmetric = bool(np.all(o == -(2 ** (bits - 1)) * s))
+    if symmetric:  # zero point 2**(bits-1): shift the codes to the 8-bit default 128
+        q8 = (codes + 128 - 2 ** (bits - 1)).astype(np.uint8)
+        return NBitsWeight(8, sub, n, k, q8.reshape(n, kb, sub), s.reshape(n, kb), None)
+    f = 2 ** (8 - bits)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(s != 0, np.rint(f * o / s), 0).astype(np.int64)
+    ok = (r >= -255) & (r <= f - 1) & (s != 0)
+    kk = np.clip(r, 0, f - 1)
+    q8 = f * codes + kk[:, None]
+    zp = kk - r
+    scale = s / f
+    bad = ~ok
+    if bad.any():  # plain 8-bit min/max for blocks whose offset does not fit
+        wb = w[bad]
+        lo = np.minimum(wb.min(axis=1), 0)
+        hi = np.maximum(wb.max(axis=1), 0)
+        step = (hi - lo) / 255
+        step = np.where(step == 0, 1.0, step).astype(np.float32)
+        zb = np.clip(np.rint(-lo / step), 0, 255)
+        q8[bad] = np.clip(np.rint(wb / step[:, None] + zb[:, None]), 0, 255)
+        zp[bad] = zb
+        scale = scale.copy()
+        scale[bad] = step
+    return NBitsWeight(
+        8,
+        sub,
+        n,
+        k,
+        q8.astype(np.uint8).reshape(n, kb, sub),
+        scale.astype(np.float32).reshape(n, kb),
+        zp.astype(np.uint8).reshape(n, kb),
+        exact=False,
+        fallback_blocks=int(bad.sum()),
+    )
+
+
+def quantize_int4(w: np.ndarray, block_size: int = 32) -> NBitsWeight:
+    """A fresh, lossy symmetric 4-bit quantization of a float [N, K] matrix (zero point 8)."""
+    n, k = w.shape
+    if k % block_size:
+        raise ValueError(f"K={k} is not a multiple of {block_size}")
+    b = w.reshape(n, k // block_size, block_size).astype(np.float32)
+    idx = np.abs(b).argmax(axis=-1)[..., None]
+    peak = np.take_along_axis(b, idx, axis=-1)[..., 0]
+    scale = (peak / -8).astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(scale[..., None] != 0, np.rint(b / scale[..., None]) + 8, 8)
+    codes = np.clip(q, 0, 15).astype(np.uint8)
+    return NBitsWeight(4, block_size, n, k, _pack4(codes), scale, None, exact=False)
+
+
+def nbits_size(qtype: Q, n: int, k: int) -> int:
+    """Bytes that ``to_nbits`` produces for a tensor, without converting it."""
+    if qtype == Q.Q4_0:
+        return n * k // 2 + n * k // 32 * 4
+    sub = 16 if qtype == Q.Q6_K else 32
+    zp = 0 if qtype in (Q.Q8_0, Q.Q5_0, Q.Q6_K) else n * k // sub
+    return n * k + n * k // sub * 4 + zp

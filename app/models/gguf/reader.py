@@ -1,0 +1,173 @@
+"""Open a GGUF file and read what the converter needs, with user-facing errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gguf import GGMLQuantizationType, GGUFReader, ReaderTensor
+from gguf import quants as gguf_quants
+
+from app.errors import ConversionError
+
+GGUF_MAGIC = b"GGUF"
+SUPPORTED_ARCHITECTURES = ("llama", "qwen2")
+# llama.cpp rotates adjacent pairs for llama (its converter permutes Q/K rows) and halves
+# (NeoX style) for qwen2.
+INTERLEAVED_ROPE = {"llama": True, "qwen2": False}
+
+
+@dataclass(frozen=True)
+class ModelParams:
+    """Hyper-parameters of a Llama-family decoder, read from GGUF metadata."""
+
+    arch: str
+    n_layers: int
+    hidden: int
+    ffn: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    context_length: int
+    rope_base: float
+    rms_eps: float
+    rope_interleaved: bool
+    rope_scale_linear: float = 1.0  # positions are divided by this
+    tied_embeddings: bool = False
+    qkv_bias: bool = False
+
+
+class GGUFFile:
+    """A parsed GGUF file: metadata, tensors by name, and the model's hyper-parameters."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        _check_header(self.path)
+        try:
+            self._reader = GGUFReader(self.path)
+        except (ValueError, IndexError, OSError, KeyError, TypeError) as exc:
+            raise ConversionError(
+                f"{self.path.name} is truncated or corrupt and cannot be read ({exc}).",
+                hint="Download the file again.",
+            ) from exc
+        size = self.path.stat().st_size
+        self.tensors: dict[str, ReaderTensor] = {}
+        for t in self._reader.tensors:
+            if t.data_offset + t.n_bytes > size:
+                raise ConversionError(
+                    f"{self.path.name} is truncated: tensor {t.name} ends past the end of "
+                    "the file.",
+                    hint="Download the file again.",
+                )
+            self.tensors[t.name] = t
+        self.params = self._read_params()
+
+    # -- metadata --------------------------------------------------------------------------
+    def get(self, key: str, default: Any = None) -> Any:
+        field = self._reader.fields.get(key)
+        if field is None or not field.types:
+            return default
+        return field.contents()
+
+    @property
+    def architecture(self) -> str:
+        return str(self.get("general.architecture", ""))
+
+    def _require(self, key: str) -> Any:
+        value = self.get(key)
+        if value is None:
+            raise ConversionError(f"{self.path.name} lacks the metadata key {key!r}.")
+        return value
+
+    def _read_params(self) -> ModelParams:
+        arch = self.architecture
+        if arch not in SUPPORTED_ARCHITECTURES:
+            raise ConversionError(
+                f"{self.path.name} holds a '{arch or 'unknown'}' model; Hearth converts only "
+                f"these architectures: {', '.join(SUPPORTED_ARCHITECTURES)}.",
+            )
+        a = arch + "."
+        hidden = int(self._require(a + "embedding_length"))
+        n_heads = int(self._require(a + "attention.head_count"))
+        n_kv = int(self.get(a + "attention.head_count_kv", n_heads))
+        head_dim = int(self.get(a + "attention.key_length", hidden // n_heads))
+        tokens = self.get("tokenizer.ggml.tokens")
+        emb = self.tensors.get("token_embd.weight")
+        if emb is None:
+            raise ConversionError(f"{self.path.name} has no token_embd.weight tensor.")
+        vocab = int(emb.shape[1])
+        if tokens is not None and len(tokens) != vocab:
+            vocab = max(vocab, len(tokens))
+        scale_type = self.get(a + "rope.scaling.type", "none")
+        linear = float(self.get(a + "rope.scaling.factor", 1.0)) if scale_type == "linear" else 1.0
+        if head_dim % 8:
+            raise ConversionError(
+                f"{self.path.name}: head size {head_dim} is not a multiple of 8, which ONNX "
+                "Runtime's attention kernel needs."
+            )
+        return ModelParams(
+            arch=arch,
+            n_layers=int(self._require(a + "block_count")),
+            hidden=hidden,
+            ffn=int(self._require(a + "feed_forward_length")),
+            n_heads=n_heads,
+            n_kv_heads=n_kv,
+            head_dim=head_dim,
+            vocab_size=vocab,
+            context_length=int(self.get(a + "context_length", 4096)),
+            rope_base=float(self.get(a + "rope.freq_base", 10000.0)),
+            rms_eps=float(self.get(a + "attention.layer_norm_rms_epsilon", 1e-6)),
+            rope_interleaved=INTERLEAVED_ROPE[arch],
+            rope_scale_linear=linear,
+            tied_embeddings="output.weight" not in self.tensors,
+            qkv_bias="blk.0.attn_q.bias" in self.tensors,
+        )
+
+    # -- tensors ---------------------------------------------------------------------------
+    def tensor(self, name: str) -> ReaderTensor:
+        t = self.tensors.get(name)
+        if t is None:
+            raise ConversionError(f"{self.path.name} lacks the tensor {name}.")
+        return t
+
+    def rope_freq_factors(self) -> np.ndarray | None:
+        """Llama 3.x rope scaling: per-frequency divisors stored as ``rope_freqs.weight``."""
+        t = self.tensors.get("rope_freqs.weight")
+        return None if t is None else np.asarray(t.data, dtype=np.float32).reshape(-1)
+
+    def parameter_count(self) -> int:
+        return int(sum(t.n_elements for t in self.tensors.values()))
+
+    def tensor_types(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for t in self.tensors.values():
+            counts[t.tensor_type.name] = counts.get(t.tensor_type.name, 0) + 1
+        return counts
+
+
+def matrix_shape(t: ReaderTensor) -> tuple[int, int]:
+    """(N, K) of a GGUF 2-D weight: GGUF lists ne0 (= K, the contiguous axis) first."""
+    k, n = (int(x) for x in t.shape[:2]) if len(t.shape) > 1 else (int(t.shape[0]), 1)
+    return n, k
+
+
+def is_known_type(qtype: GGMLQuantizationType) -> bool:
+    return qtype in gguf_quants.GGML_QUANT_SIZES
+
+
+def _check_header(path: Path) -> None:
+    try:
+        with path.open("rb") as fh:
+            magic = fh.read(4)
+    except FileNotFoundError as exc:
+        raise ConversionError(f"{path} does not exist.") from exc
+    except OSError as exc:
+        raise ConversionError(f"{path} cannot be read: {exc.strerror}.") from exc
+    if magic != GGUF_MAGIC:
+        raise ConversionError(
+            f"{path.name} is not a GGUF file (it does not start with 'GGUF').",
+            hint="Choose a .gguf model file.",
+        )

@@ -1,0 +1,124 @@
+"""Which form each GGUF weight takes in the ONNX graph, for a chosen precision.
+
+``native`` keeps the file's own quantization (see ``quant``); ``fp32`` dequantizes
+everything; ``fp16`` stores float16 weights; ``int4`` is a fresh, lossy symmetric 4-bit
+quantization (block 32) of every matrix, the output matrix included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from gguf import GGML_QUANT_SIZES, ReaderTensor
+from gguf import GGMLQuantizationType as Q
+
+from app.errors import ConversionError
+from app.models.gguf import quant
+from app.models.gguf.quant import NBitsWeight
+from app.models.gguf.reader import GGUFFile, matrix_shape
+
+PRECISIONS = ("native", "int4", "fp16", "fp32")
+
+Linear = NBitsWeight | np.ndarray  # ndarray: float [N, K] (float32 or float16)
+
+
+@dataclass
+class ConversionStats:
+    """What happened to the weights, for the manifest and the report."""
+
+    forms: dict[str, int] = field(default_factory=dict)  # e.g. "Q4_1->nbits8": 210
+    inexact_max_error_per_step: float = 0.0  # worst |error| / MatMulNBits step (bound 0.5)
+    fallback_blocks: int = 0
+
+    def count(self, key: str) -> None:
+        self.forms[key] = self.forms.get(key, 0) + 1
+
+
+class WeightSource:
+    """Hands the graph builder each weight in the form the precision asks for."""
+
+    def __init__(self, g: GGUFFile, precision: str) -> None:
+        if precision not in PRECISIONS:
+            raise ConversionError(
+                f"Unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}."
+            )
+        self.g = g
+        self.precision = precision
+        self.stats = ConversionStats()
+        for t in g.tensors.values():
+            _check_type(g, t)
+
+    def linear(self, name: str) -> Linear:
+        t = self.g.tensor(name)
+        n, k = matrix_shape(t)
+        qtype = t.tensor_type
+        if self.precision == "native" and qtype in quant.NBITS_TYPES:
+            w = quant.to_nbits(t.data, qtype, n, k)
+            if not w.exact:
+                self._measure(t, w)
+            self.stats.count(f"{qtype.name}->nbits{w.bits}")
+            self.stats.fallback_blocks += w.fallback_blocks
+            return w
+        dense = quant.dequantize(t.data, qtype, n, k)
+        if self.precision == "int4" and k % 32 == 0:
+            self.stats.count(f"{qtype.name}->int4")
+            return quant.quantize_int4(dense)
+        if self.precision == "fp16" or (self.precision == "native" and qtype in (Q.F16, Q.BF16)):
+            self.stats.count(f"{qtype.name}->fp16")
+            return dense.astype(np.float16)
+        self.stats.count(f"{qtype.name}->fp32")
+        return dense
+
+    def vector(self, name: str) -> np.ndarray:
+        t = self.g.tensor(name)
+        return quant.dequantize(t.data, t.tensor_type, 1, int(t.n_elements)).reshape(-1)
+
+    def optional_vector(self, name: str) -> np.ndarray | None:
+        return self.vector(name) if name in self.g.tensors else None
+
+    def embedding(self) -> np.ndarray:
+        """The token table for Gather: float32 (float16 at fp16 precision), [vocab, hidden]."""
+        t = self.g.tensor("token_embd.weight")
+        n, k = matrix_shape(t)
+        dense = quant.dequantize(t.data, t.tensor_type, n, k)
+        return dense.astype(np.float16) if self.precision == "fp16" else dense
+
+    def estimated_bytes(self, name: str) -> int:
+        """Output bytes of ``linear(name)`` without converting it."""
+        t = self.g.tensor(name)
+        n, k = matrix_shape(t)
+        if self.precision == "native" and t.tensor_type in quant.NBITS_TYPES:
+            return quant.nbits_size(t.tensor_type, n, k)
+        if self.precision == "int4":
+            return n * k // 2 + n * k // 8
+        half = self.precision == "fp16" or (
+            self.precision == "native" and t.tensor_type in (Q.F16, Q.BF16)
+        )
+        return n * k * (2 if half else 4)
+
+    def _measure(self, t: ReaderTensor, w: NBitsWeight) -> None:
+        """Worst |error| of an approximated tensor, in units of its MatMulNBits step (≤ 0.5)."""
+        ref = quant.dequantize(t.data, t.tensor_type, w.n, w.k)
+        err = np.abs(w.dequantize() - ref).reshape(w.n, -1, w.block_size).max(axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = np.where(w.scales > 0, err / w.scales, 0.0)
+        self.stats.inexact_max_error_per_step = max(
+            self.stats.inexact_max_error_per_step, float(rel.max(initial=0.0))
+        )
+
+
+def _check_type(g: GGUFFile, t: ReaderTensor) -> None:
+    qtype = t.tensor_type
+    if qtype in quant.FLOAT_TYPES or qtype in quant.NBITS_TYPES:
+        return
+    # any other type is dequantized to float32 when the gguf package knows how
+    try:
+        block, type_size = GGML_QUANT_SIZES[qtype]
+        quant.dequantize(np.zeros((1, type_size), np.uint8), qtype, 1, block)
+    except (NotImplementedError, ValueError, KeyError) as exc:
+        raise ConversionError(
+            f"{g.path.name}: tensor {t.name} uses the quantization type {qtype.name}, which "
+            "Hearth cannot convert.",
+            hint="Use a Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, Q8_0, F16 or F32 file.",
+        ) from exc

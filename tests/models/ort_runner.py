@@ -1,0 +1,97 @@
+"""A plain ONNX Runtime loop over a converted decoder graph (test helper, not the engine)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+
+def open_session(folder: Path, threads: int = 2) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(Path(folder) / "model.onnx"), opts,
+                                providers=["CPUExecutionProvider"])
+
+
+def kv_geometry(session: ort.InferenceSession) -> tuple[int, int, int]:
+    """(layers, kv_heads, head_dim) read from the past inputs."""
+    pasts = [i for i in session.get_inputs() if i.name.startswith("past_key_values.")]
+    shape = pasts[0].shape
+    return len(pasts) // 2, int(shape[1]), int(shape[3])
+
+
+class GrowingRunner:
+    """Feeds present.* back as past.* (no shared buffer): the simplest correct KV loop."""
+
+    def __init__(self, session: ort.InferenceSession) -> None:
+        self.s = session
+        self.layers, self.kv_heads, self.head_dim = kv_geometry(session)
+        self.reset()
+
+    def reset(self) -> None:
+        empty = np.zeros((1, self.kv_heads, 0, self.head_dim), np.float32)
+        self.past = {f"past_key_values.{i}.{k}": empty
+                     for i in range(self.layers) for k in ("key", "value")}
+        self.length = 0
+
+    def step(self, ids: list[int]) -> np.ndarray:
+        """Run ``ids`` after what is cached; returns the last position's logits [vocab]."""
+        total = self.length + len(ids)
+        feeds = {"input_ids": np.array([ids], np.int64),
+                 "attention_mask": np.ones((1, total), np.int64), **self.past}
+        names = [o.name for o in self.s.get_outputs()]
+        outs = dict(zip(names, self.s.run(names, feeds), strict=True))
+        for i in range(self.layers):
+            for k in ("key", "value"):
+                self.past[f"past_key_values.{i}.{k}"] = outs[f"present.{i}.{k}"]
+        self.length = total
+        return outs["logits"][0, -1]
+
+
+class SharedBufferRunner:
+    """Binds one max-length buffer per KV tensor as both past input and present output."""
+
+    def __init__(self, session: ort.InferenceSession, max_length: int) -> None:
+        self.s = session
+        self.layers, self.kv_heads, self.head_dim = kv_geometry(session)
+        self.max_length = max_length
+        shape = (1, self.kv_heads, max_length, self.head_dim)
+        self.buffers = {
+            (i, k): ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, np.float32))
+            for i in range(self.layers) for k in ("key", "value")
+        }
+        self.length = 0
+        self.io = session.io_binding()
+        self.io.bind_output("logits", "cpu")  # first, so get_outputs()[0] is the logits
+        for (i, k), buf in self.buffers.items():
+            self.io.bind_ortvalue_input(f"past_key_values.{i}.{k}", buf)
+            self.io.bind_ortvalue_output(f"present.{i}.{k}", buf)
+
+    def step(self, ids: list[int]) -> np.ndarray:
+        total = self.length + len(ids)
+        if total > self.max_length:
+            raise ValueError("past the buffer")
+        self.io.bind_cpu_input("input_ids", np.array([ids], np.int64))
+        self.io.bind_cpu_input("attention_mask", np.ones((1, total), np.int64))
+        self.s.run_with_iobinding(self.io)
+        self.length = total
+        return self.io.get_outputs()[0].numpy()[0, -1].copy()
+
+    def rewind(self, length: int) -> None:
+        self.length = length
+
+
+def greedy(runner, prompt: list[int], max_new: int, eos: int | None = None) -> list[int]:
+    logits = runner.step(prompt)
+    out: list[int] = []
+    for _ in range(max_new):
+        tok = int(np.argmax(logits))
+        out.append(tok)
+        if tok == eos:
+            break
+        logits = runner.step([tok])
+    return out

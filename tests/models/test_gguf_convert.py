@@ -1,0 +1,194 @@
+"""Tiny GGUF files convert, load in ONNX Runtime and match the numpy reference."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as Q
+
+from app.models.gguf.convert import convert_gguf
+from app.models.gguf.reader import GGUFFile, matrix_shape
+from app.models.gguf.weights import WeightSource
+from tests.models.llama_reference import RefCache, RefConfig, forward
+from tests.models.ort_runner import GrowingRunner, SharedBufferRunner, open_session
+from tests.models.tiny_gguf import HEAD_DIM, HEADS, KV_HEADS, LAYERS, write_tiny_gguf
+
+PROMPT = [5, 80, 17, 250, 3, 99, 42]
+STEPS = [[7], [120, 9, 33]]  # a cached single-token step, then a cached multi-token chunk
+
+
+def ref_config(arch: str) -> RefConfig:
+    return RefConfig(LAYERS, HEADS, KV_HEADS, HEAD_DIM, 10000.0 if arch == "llama" else 1e6,
+                     1e-5, rope_interleaved=arch == "llama")
+
+
+def reference_logits(weights: dict, arch: str) -> list[np.ndarray]:
+    cache = RefCache()
+    cfg = ref_config(arch)
+    out = [forward(weights, cfg, PROMPT, cache)[-1]]
+    out += [forward(weights, cfg, step, cache)[-1] for step in STEPS]
+    return out
+
+
+def onnx_logits(runner) -> list[np.ndarray]:
+    return [runner.step(PROMPT)] + [runner.step(step) for step in STEPS]
+
+
+def nbits_weights(src, weights: dict) -> dict:
+    """The reference weights as MatMulNBits will see them (the exact mapping's output)."""
+    g = GGUFFile(src)
+    ws = WeightSource(g, "native")
+    out = dict(weights)
+    for name, t in g.tensors.items():
+        if (len(t.shape) == 2 and name != "token_embd.weight") or (
+                name == "token_embd.weight" and "output.weight" not in g.tensors):
+            lin = ws.linear(name)
+            dense = lin if isinstance(lin, np.ndarray) else lin.dequantize()
+            if name == "token_embd.weight":
+                out["output.weight"] = dense.astype(np.float32)
+            else:
+                out[name] = dense.astype(np.float32)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("arch", "qtype", "tied", "bias", "precision"),
+    [
+        ("llama", Q.F32, True, False, "native"),
+        ("llama", Q.F16, False, False, "native"),
+        ("llama", Q.BF16, True, False, "native"),
+        ("qwen2", Q.F32, False, True, "native"),
+        ("llama", Q.Q4_1, True, False, "fp32"),
+        ("qwen2", Q.Q6_K, False, True, "fp32"),
+    ],
+)
+def test_float_paths_match_reference(tmp_path, arch, qtype, tied, bias, precision):
+    src = tmp_path / "m.gguf"
+    weights = write_tiny_gguf(src, arch=arch, qtype=qtype, tied=tied, bias=bias)
+    dest = convert_gguf(src, tmp_path / "model", precision=precision)
+    got = onnx_logits(GrowingRunner(open_session(dest)))
+    want = reference_logits(weights, arch)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("arch", "qtype", "tied", "bias"),
+    [
+        ("llama", Q.Q8_0, True, False),
+        ("qwen2", Q.Q8_0, False, True),
+        ("llama", Q.Q4_0, False, False),
+        ("llama", Q.Q4_1, True, False),
+        ("qwen2", Q.Q6_K, True, True),
+        ("llama", Q.Q4_K, False, False),
+    ],
+)
+def test_native_quantized_paths_match_reference(tmp_path, arch, qtype, tied, bias):
+    """With float activations (accuracy_level 0) the graph computes exactly the mapped
+    weights (1e-4). Exact types map to the GGUF's own values; Q4_1/Q4_K differ from them by
+    at most half an 8-bit step per weight (tested in test_gguf_quant)."""
+    src = tmp_path / "m.gguf"
+    weights = write_tiny_gguf(src, arch=arch, qtype=qtype, tied=tied, bias=bias)
+    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0)
+    got = onnx_logits(GrowingRunner(open_session(dest)))
+    want = reference_logits(nbits_weights(src, weights), arch)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
+    if qtype in (Q.Q8_0, Q.Q4_0, Q.Q6_K):  # exact: the GGUF's own weights
+        for g, w in zip(got, reference_logits(weights, arch), strict=True):
+            np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
+
+
+def test_default_accuracy_level_stays_close(tmp_path):
+    """accuracy_level 4 quantizes activations to int8 per 32-element block (relative error
+    ≤ 1/254 per element, like llama.cpp's q8 activations): logits stay within 2% of their
+    range and the greedy choice is unchanged on this model."""
+    src = tmp_path / "m.gguf"
+    weights = write_tiny_gguf(src, qtype=Q.Q8_0, seed=3)
+    dest = convert_gguf(src, tmp_path / "model")
+    got = onnx_logits(GrowingRunner(open_session(dest)))
+    for g, w in zip(got, reference_logits(weights, "llama"), strict=True):
+        span = float(w.max() - w.min())
+        assert np.abs(g - w).max() <= 0.02 * span
+        assert int(g.argmax()) == int(w.argmax())
+
+
+@pytest.mark.parametrize("precision", ["int4", "fp16"])
+def test_lossy_precisions_stay_close(tmp_path, precision):
+    """fp16 weights: relative error 2**-11 per weight; int4 (fresh symmetric, block 32):
+    error ≤ absmax/16 per weight. Both keep logits near the fp32 reference."""
+    src = tmp_path / "m.gguf"
+    weights = write_tiny_gguf(src, qtype=Q.F32, seed=1)
+    dest = convert_gguf(src, tmp_path / "model", precision=precision)
+    got = onnx_logits(GrowingRunner(open_session(dest)))
+    tol = 1e-2 if precision == "fp16" else 0.25
+    for g, w in zip(got, reference_logits(weights, "llama"), strict=True):
+        span = float(w.max() - w.min())
+        assert np.abs(g - w).max() <= tol * span
+    manifest = json.loads((dest / "hearth-manifest.json").read_text())
+    assert manifest["precision"] == precision
+
+
+def test_shared_buffer_matches_growing_cache(tmp_path):
+    """Past and present bound to one max-length buffer give the same logits."""
+    src = tmp_path / "m.gguf"
+    write_tiny_gguf(src, qtype=Q.Q4_0)
+    dest = convert_gguf(src, tmp_path / "model")
+    session = open_session(dest)
+    grow = onnx_logits(GrowingRunner(session))
+    shared_runner = SharedBufferRunner(session, max_length=64)
+    shared = onnx_logits(shared_runner)
+    for g, s in zip(grow, shared, strict=True):
+        np.testing.assert_allclose(s, g, atol=1e-5)
+    # rewinding the cursor and re-running the last chunk gives the same answer again
+    shared_runner.rewind(len(PROMPT) + 1)
+    np.testing.assert_allclose(shared_runner.step(STEPS[1]), grow[-1], atol=1e-5)
+
+
+def test_folder_layout_and_metadata(tmp_path):
+    src = tmp_path / "m.gguf"
+    write_tiny_gguf(src, qtype=Q.Q8_0)
+    dest = convert_gguf(src, tmp_path / "model", name="Tiny")
+    names = sorted(p.name for p in dest.iterdir())
+    assert names == ["chat_template.jinja", "genai_config.json", "hearth-manifest.json",
+                     "model.onnx", "model.onnx.data", "tokenizer.json",
+                     "tokenizer_config.json"]
+    assert not list(tmp_path.glob(".model.partial*"))
+    cfg = json.loads((dest / "genai_config.json").read_text())
+    dec = cfg["model"]["decoder"]
+    assert (dec["num_hidden_layers"], dec["num_attention_heads"], dec["num_key_value_heads"],
+            dec["head_size"]) == (LAYERS, HEADS, KV_HEADS, HEAD_DIM)
+    assert dec["inputs"]["past_key_names"] == "past_key_values.%d.key"
+    assert cfg["model"]["eos_token_id"] == 2 and cfg["model"]["bos_token_id"] == 1
+    session = open_session(dest)
+    assert [o.name for o in session.get_outputs()][:3] == ["logits", "present.0.key",
+                                                           "present.0.value"]
+    assert session.get_outputs()[0].shape == ["batch_size", 1, 288]
+    ops = {n.op_type for n in __import__("onnx").load(str(dest / "model.onnx"),
+                                                         load_external_data=False).graph.node}
+    assert {"GroupQueryAttention", "MatMulNBits", "SkipSimplifiedLayerNormalization"} <= ops
+    manifest = json.loads((dest / "hearth-manifest.json").read_text())
+    assert manifest["id"] == "model" and manifest["name"] == "Tiny"
+    assert manifest["source"]["kind"] == "gguf" and len(manifest["source"]["sha256"]) == 64
+    assert manifest["format"] == "genai" and manifest["context_length"] == 256
+    listed = {f["path"]: f["size"] for f in manifest["files"]}
+    assert listed["model.onnx.data"] == (dest / "model.onnx.data").stat().st_size
+    tok_cfg = json.loads((dest / "tokenizer_config.json").read_text())
+    assert tok_cfg["eos_token"] == "<|im_end|>" and tok_cfg["add_bos_token"] is False
+    assert "<|im_start|>" in tok_cfg["chat_template"]
+
+
+def test_estimate_is_close_to_real_size(tmp_path):
+    from app.models.gguf.convert import estimate_output_bytes
+
+    src = tmp_path / "m.gguf"
+    write_tiny_gguf(src, qtype=Q.Q4_1)
+    g = GGUFFile(src)
+    est = estimate_output_bytes(g, WeightSource(g, "native"))
+    dest = convert_gguf(src, tmp_path / "model")
+    real = (dest / "model.onnx.data").stat().st_size
+    assert 0.9 * real <= est <= 1.2 * real
+    assert matrix_shape(g.tensor("blk.0.ffn_down.weight")) == (256, 512)

@@ -1,0 +1,113 @@
+"""Bad input → a clear ConversionError / DiskFullError, and nothing half-written."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from gguf import GGMLQuantizationType as Q
+from gguf import GGUFWriter
+
+from app.errors import ConversionError, DiskFullError
+from app.models.gguf import convert as convert_mod
+from app.models.gguf.convert import convert_gguf
+from tests.models.tiny_gguf import write_tiny_gguf
+
+
+def _listing(folder):
+    return sorted(os.listdir(folder))
+
+
+def _convert_fails(src, tmp_path, exc_type, match, **kwargs):
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    (out / "keep.txt").write_text("x")
+    before = _listing(out)
+    with pytest.raises(exc_type, match=match) as info:
+        convert_gguf(src, out / "model", **kwargs)
+    assert _listing(out) == before
+    return info.value
+
+
+def test_truncated_file(tmp_path):
+    src = tmp_path / "m.gguf"
+    write_tiny_gguf(src, qtype=Q.Q8_0)
+    data = src.read_bytes()
+    src.write_bytes(data[: len(data) - 5000])
+    err = _convert_fails(src, tmp_path, ConversionError, "truncated")
+    assert "Download the file again" in str(err)
+
+
+def test_wrong_magic(tmp_path):
+    src = tmp_path / "m.gguf"
+    src.write_bytes(b"PK\x03\x04" + b"\0" * 100)
+    _convert_fails(src, tmp_path, ConversionError, "not a GGUF file")
+
+
+def test_unknown_architecture(tmp_path):
+    src = tmp_path / "m.gguf"
+    w = GGUFWriter(str(src), "mamba")
+    w.add_block_count(1)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    err = _convert_fails(src, tmp_path, ConversionError, "'mamba'")
+    assert "llama, qwen2" in str(err)
+
+
+def test_unsupported_quantization(tmp_path):
+    src = tmp_path / "m.gguf"
+    write_tiny_gguf(src, qtype=Q.Q8_0)
+    data = bytearray(src.read_bytes())
+    # retag blk.0.attn_q.weight as Q1_0 (smaller than the Q8_0 data, so the file is not
+    # truncated; the gguf package cannot dequantize it)
+    name = b"blk.0.attn_q.weight"
+    at = data.index(name) + len(name)
+    n_dims = int.from_bytes(data[at:at + 4], "little")
+    type_at = at + 4 + 8 * n_dims
+    assert int.from_bytes(data[type_at:type_at + 4], "little") == Q.Q8_0
+    data[type_at:type_at + 4] = int(Q.Q1_0).to_bytes(4, "little")
+    src.write_bytes(bytes(data))
+    err = _convert_fails(src, tmp_path, ConversionError, "quantization type Q1_0")
+    assert "blk.0.attn_q.weight" in str(err)
+
+
+def test_missing_tokenizer_metadata(tmp_path):
+    src = tmp_path / "m.gguf"
+    write_tiny_gguf(src, tokenizer=False)
+    err = _convert_fails(src, tmp_path, ConversionError, "tokenizer")
+    assert "tokenizer.ggml" in str(err)
+
+
+def test_not_enough_disk(tmp_path, monkeypatch):
+    src = tmp_path / "m.gguf"
+    write_tiny_gguf(src)
+    monkeypatch.setattr(convert_mod, "free_bytes", lambda _p: 1 << 20)
+    err = _convert_fails(src, tmp_path, DiskFullError, "MiB free")
+    assert "Free some disk space" in str(err)
+
+
+def test_interrupted_conversion_leaves_nothing(tmp_path, monkeypatch):
+    src = tmp_path / "m.gguf"
+    write_tiny_gguf(src)
+
+    def boom(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(convert_mod, "sha256_file", boom)
+    _convert_fails(src, tmp_path, KeyboardInterrupt, None)
+
+
+def test_destination_exists(tmp_path):
+    src = tmp_path / "m.gguf"
+    write_tiny_gguf(src)
+    (tmp_path / "out" / "model").mkdir(parents=True)
+    with pytest.raises(ConversionError, match="already exists"):
+        convert_gguf(src, tmp_path / "out" / "model")
+
+
+def test_unknown_precision(tmp_path):
+    src = tmp_path / "m.gguf"
+    write_tiny_gguf(src)
+    _convert_fails(src, tmp_path, ConversionError, "precision", precision="int2")

@@ -1,0 +1,70 @@
+"""GGUF blocks → MatMulNBits blocks: exact where claimed, bounded where approximated."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as Q
+from gguf import quants
+
+from app.models.gguf import quant
+from tests.models.tiny_gguf import encode
+
+N, K = 64, 512
+
+
+def _raw(qtype: Q, seed: int = 0, offset: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((N, K)) * 0.05 + offset).astype(np.float32)
+    raw = encode(w, qtype, rng)
+    return raw, quants.dequantize(raw, qtype).reshape(N, K)
+
+
+@pytest.mark.parametrize("qtype", [Q.Q4_0, Q.Q8_0, Q.Q5_0, Q.Q6_K])
+def test_symmetric_types_are_exact(qtype):
+    raw, ref = _raw(qtype)
+    w = quant.to_nbits(raw, qtype, N, K)
+    assert w.exact and w.zero_points is None
+    assert w.bits == (4 if qtype == Q.Q4_0 else 8)
+    np.testing.assert_array_equal(w.dequantize(), ref)
+
+
+@pytest.mark.parametrize(("qtype", "code_bits"), [(Q.Q4_1, 4), (Q.Q5_1, 5), (Q.Q4_K, 4)])
+@pytest.mark.parametrize("offset", [0.0, 0.04])
+def test_affine_types_within_bound(qtype, code_bits, offset):
+    """q8 = f·q + k, scale s/f: error ≤ s/(2f) (= d/32 for Q4_1), blocks that do not fit
+    fall back to 8-bit min/max with error ≤ half their step."""
+    raw, ref = _raw(qtype, offset=offset)
+    w = quant.to_nbits(raw, qtype, N, K)
+    assert w.bits == 8 and w.zero_points is not None
+    err = np.abs(w.dequantize() - ref).reshape(N, -1, w.block_size).max(axis=-1)
+    assert np.all(err <= w.scales * 0.5 * (1 + 1e-5) + 1e-9)
+    if qtype == Q.Q4_1:  # the bound in the source's own step d
+        d = raw.reshape(-1, 20)[:, :2].copy().view(np.float16).astype(np.float32)
+        assert np.all(err.reshape(-1) <= d.reshape(-1) / 32 * (1 + 1e-5) + 1e-9)
+        assert w.fallback_blocks == 0
+
+
+def test_offset_that_does_not_fit_falls_back():
+    raw, ref = _raw(Q.Q4_1, offset=1.0)  # all weights positive: min ≫ step
+    w = quant.to_nbits(raw, Q.Q4_1, N, K)
+    assert w.fallback_blocks > 0
+    err = np.abs(w.dequantize() - ref).reshape(N, -1, 32).max(axis=-1)
+    assert np.all(err <= w.scales * 0.5 * (1 + 1e-5))
+
+
+def test_int4_packing_order_and_bound():
+    rng = np.random.default_rng(1)
+    dense = rng.standard_normal((8, 64)).astype(np.float32)
+    w = quant.quantize_int4(dense)
+    codes = w.codes()
+    assert (w.packed[0, 0, 0] & 0x0F) == codes[0, 0] and (w.packed[0, 0, 0] >> 4) == codes[0, 1]
+    absmax = np.abs(dense).reshape(8, 2, 32).max(axis=-1, keepdims=True)
+    # step absmax/8; the peak maps to code 0, the opposite extreme may clip at 15: ≤ one step
+    assert np.all(np.abs(w.dequantize() - dense).reshape(8, 2, 32) <= absmax / 8 + 1e-6)
+
+
+@pytest.mark.parametrize("qtype", [Q.Q4_0, Q.Q4_1, Q.Q8_0, Q.Q6_K])
+def test_size_estimate_is_exact(qtype):
+    raw, _ = _raw(qtype)
+    assert quant.nbits_size(qtype, N, K) == quant.to_nbits(raw, qtype, N, K).nbytes

@@ -1,0 +1,138 @@
+"""Tiny random GGUF files written with ``gguf.GGUFWriter`` (test helper)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from gguf import GGMLQuantizationType as Q
+from gguf import GGUFWriter, quants
+
+HIDDEN, FFN, HEADS, KV_HEADS, LAYERS = 256, 512, 4, 2, 2
+HEAD_DIM = HIDDEN // HEADS
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+MERGES = ["Ġ t", "h e", "Ġt he", "i n", "Ġ a", "e r", "o n", "Ġ c", "a t", "Ġ s"]
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def byte_level_alphabet() -> list[str]:
+    """GPT-2's bytes→unicode table, in byte order."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
+        range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    table = dict(zip(bs, cs, strict=True))
+    return [chr(table[b]) for b in range(256)]
+
+
+def gpt2_vocab() -> tuple[list[str], list[int]]:
+    tokens = SPECIALS + byte_level_alphabet()
+    for m in MERGES:
+        merged = m.replace(" ", "")
+        if merged not in tokens:
+            tokens.append(merged)
+    types = [3] * len(SPECIALS) + [1] * (len(tokens) - len(SPECIALS))
+    return tokens, types
+
+
+def _raw_kquant(qtype: Q, n: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Random but well-formed K-quant blocks (gguf cannot quantize these types)."""
+    block, size = quants.GGML_QUANT_SIZES[qtype]
+    blocks = rng.integers(0, 256, size=(n * k // block, size), dtype=np.uint8)
+    if qtype == Q.Q6_K:
+        blocks[:, 192:208] = rng.integers(-40, 40, (len(blocks), 16)).astype(np.int8).view(
+            np.uint8)
+        blocks[:, 208:210] = np.full((len(blocks), 1), 4e-5, np.float16).view(np.uint8)
+    elif qtype == Q.Q4_K:
+        blocks[:, 0:2] = np.full((len(blocks), 1), 2e-4, np.float16).view(np.uint8)
+        blocks[:, 2:4] = np.full((len(blocks), 1), 1e-4, np.float16).view(np.uint8)
+    return blocks.reshape(n, -1)
+
+
+def encode(w: np.ndarray, qtype: Q, rng: np.random.Generator) -> np.ndarray:
+    if qtype in (Q.Q6_K, Q.Q4_K):
+        return _raw_kquant(qtype, w.shape[0], w.shape[1], rng)
+    return quants.quantize(w.astype(np.float32), qtype)
+
+
+def write_tiny_gguf(path: Path, *, arch: str = "llama", qtype: Q = Q.F32, tied: bool = True,
+                    bias: bool = False, embd_type: Q | None = None, seed: int = 0,
+                    tokenizer: bool = True) -> dict[str, np.ndarray]:
+    """Write a tiny model; returns its weights as the reference sees them (float32)."""
+    rng = np.random.default_rng(seed)
+    tokens, types = gpt2_vocab()
+    vocab = len(tokens) + (-len(tokens)) % 32
+    tokens += [f"<unused{i}>" for i in range(vocab - len(tokens))]
+    types += [5] * (vocab - len(types))
+    w = GGUFWriter(str(path), arch)
+    w.add_block_count(LAYERS)
+    w.add_context_length(256)
+    w.add_embedding_length(HIDDEN)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV_HEADS)
+    w.add_rope_freq_base(10000.0 if arch == "llama" else 1000000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_dimension_count(HEAD_DIM)
+    w.add_name(f"tiny-{arch}")
+    if tokenizer:
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre("smollm" if arch == "llama" else "qwen2")
+        w.add_token_list(tokens)
+        w.add_token_types(types)
+        w.add_token_merges(MERGES)
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+        w.add_add_bos_token(False)
+        w.add_chat_template(CHAT_TEMPLATE)
+    weights: dict[str, np.ndarray] = {}
+
+    def put(name: str, shape: tuple[int, ...], qt: Q, scale: float = 0.05,
+            offset: float = 0.0) -> None:
+        data = (rng.standard_normal(shape) * scale + offset).astype(np.float32)
+        if len(shape) == 1 or qt == Q.F32:
+            raw = data
+            weights[name] = data
+        elif qt == Q.F16:
+            raw = data.astype(np.float16)
+            weights[name] = raw.astype(np.float32)
+        else:
+            raw = encode(data, qt, rng)
+            weights[name] = quants.dequantize(raw, qt).reshape(shape).astype(np.float32)
+        if raw.dtype == np.uint8:
+            w.add_tensor(name, raw, raw_dtype=qt)
+        else:
+            w.add_tensor(name, raw)
+
+    put("token_embd.weight", (vocab, HIDDEN), embd_type or qtype, scale=0.5)
+    for i in range(LAYERS):
+        p = f"blk.{i}."
+        put(p + "attn_norm.weight", (HIDDEN,), Q.F32, 0.1, 1.0)
+        put(p + "ffn_norm.weight", (HIDDEN,), Q.F32, 0.1, 1.0)
+        put(p + "attn_q.weight", (HEADS * HEAD_DIM, HIDDEN), qtype)
+        put(p + "attn_k.weight", (KV_HEADS * HEAD_DIM, HIDDEN), qtype)
+        put(p + "attn_v.weight", (KV_HEADS * HEAD_DIM, HIDDEN), qtype)
+        if bias:
+            put(p + "attn_q.bias", (HEADS * HEAD_DIM,), Q.F32, 0.1)
+            put(p + "attn_k.bias", (KV_HEADS * HEAD_DIM,), Q.F32, 0.1)
+            put(p + "attn_v.bias", (KV_HEADS * HEAD_DIM,), Q.F32, 0.1)
+        put(p + "attn_output.weight", (HIDDEN, HEADS * HEAD_DIM), qtype)
+        put(p + "ffn_gate.weight", (FFN, HIDDEN), qtype)
+        put(p + "ffn_up.weight", (FFN, HIDDEN), qtype)
+        put(p + "ffn_down.weight", (HIDDEN, FFN), qtype)
+    put("output_norm.weight", (HIDDEN,), Q.F32, 0.1, 1.0)
+    if not tied:
+        put("output.weight", (vocab, HIDDEN), qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return weights
