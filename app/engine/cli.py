@@ -43,27 +43,34 @@ def register(subparsers) -> None:
     source = gen.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompt", help="prompt text")
     source.add_argument("--prompt-tokens", help="raw token ids, comma separated")
-    gen.add_argument("--chat", action="store_true",
-                     help="wrap the prompt as a user message with the chat template")
+    gen.add_argument(
+        "--chat",
+        action="store_true",
+        help="wrap the prompt as a user message with the chat template",
+    )
     gen.add_argument("--system", help="system prompt (with --chat)")
     gen.set_defaults(func=run_generate)
 
     chat = subparsers.add_parser("chat", help="chat with a model in the terminal")
     _add_model_options(chat)
     chat.add_argument("--system", help="system prompt")
-    chat.add_argument("--script", type=Path,
-                      help='scripted chat: JSON {"system", "turns": [...], "max_new_tokens"}')
-    chat.add_argument("--no-cache", action="store_true",
-                      help="prefill every turn from scratch (for comparison)")
+    chat.add_argument(
+        "--script",
+        type=Path,
+        help='scripted chat: JSON {"system", "turns": [...], "max_new_tokens"}',
+    )
+    chat.add_argument(
+        "--no-cache", action="store_true", help="prefill every turn from scratch (for comparison)"
+    )
     chat.set_defaults(func=run_chat)
 
 
-def sampling_from_args(args: argparse.Namespace, defaults: dict,
-                       overrides: dict | None = None) -> GenerationSettings:
+def sampling_from_args(
+    args: argparse.Namespace, defaults: dict, overrides: dict | None = None
+) -> GenerationSettings:
     """Settings from the model's generation defaults, then a script's, then the flags."""
     values = {
-        "temperature": defaults.get("temperature", 0.7) if defaults.get("do_sample", True)
-        else 0.0,
+        "temperature": defaults.get("temperature", 0.7) if defaults.get("do_sample", True) else 0.0,
         "top_k": defaults.get("top_k", 0) or 0,
         "top_p": defaults.get("top_p", 1.0),
         "min_p": defaults.get("min_p", 0.0),
@@ -80,7 +87,8 @@ def sampling_from_args(args: argparse.Namespace, defaults: dict,
         if source.get("max_new_tokens") is not None:
             max_new = int(source["max_new_tokens"])
     return GenerationSettings(
-        sampling=SamplingSettings(**values), max_new_tokens=max_new,
+        sampling=SamplingSettings(**values),
+        max_new_tokens=max_new,
         stop_strings=tuple(args.stop or (overrides or {}).get("stop", ())),
     )
 
@@ -88,8 +96,9 @@ def sampling_from_args(args: argparse.Namespace, defaults: dict,
 def _load(args: argparse.Namespace):
     from app.engine.engine import Engine
 
-    return Engine.load(args.model_dir, provider=args.provider, variant=args.variant,
-                       threads=args.threads)
+    return Engine.load(
+        args.model_dir, provider=args.provider, variant=args.variant, threads=args.threads
+    )
 
 
 @contextmanager
@@ -139,14 +148,20 @@ def _summary(stats, engine) -> str:
 
 def _result_json(tokens, text, finish, stats, *, turn: int | None = None) -> str:
     record = {
-        "tokens": tokens, "text": text, "finish_reason": finish,
+        "tokens": tokens,
+        "text": text,
+        "finish_reason": finish,
         "stats": {
-            "prompt_tokens": stats.prompt_tokens, "reused_tokens": stats.reused_tokens,
+            "prompt_tokens": stats.prompt_tokens,
+            "reused_tokens": stats.reused_tokens,
             "prefilled_tokens": stats.prefilled_tokens,
             "generated_tokens": stats.generated_tokens,
-            "ttft_ms": round(stats.ttft_ms, 3), "decode_tok_s": round(stats.decode_tok_s, 3),
-            "provider": stats.provider, "context_used": stats.context_used,
-            "context_max": stats.context_max, "reuse_refused": stats.reuse_refused,
+            "ttft_ms": round(stats.ttft_ms, 3),
+            "decode_tok_s": round(stats.decode_tok_s, 3),
+            "provider": stats.provider,
+            "context_used": stats.context_used,
+            "context_max": stats.context_max,
+            "reuse_refused": stats.reuse_refused,
         },
     }
     if turn is not None:
@@ -186,9 +201,11 @@ def run_chat(args: argparse.Namespace) -> int:
     system = args.system
     messages: list[Message] = []
     last_stats = None
-    print(f"Chatting with {engine.spec.name} on {engine.provider_report.summary()}. "
-          "Commands: /system TEXT, /reset, /stats, /quit. Ctrl-C stops a reply.",
-          file=sys.stderr)
+    print(
+        f"Chatting with {engine.spec.name} on {engine.provider_report.summary()}. "
+        "Commands: /system TEXT, /reset, /stats, /quit. Ctrl-C stops a reply.",
+        file=sys.stderr,
+    )
     while True:
         try:
             line = input("> ")
@@ -205,12 +222,11 @@ def run_chat(args: argparse.Namespace) -> int:
             print("(conversation cleared)", file=sys.stderr)
             continue
         if text.startswith("/system"):
-            system = text[len("/system"):].strip() or None
+            system = text[len("/system") :].strip() or None
             print(f"(system prompt {'set' if system else 'cleared'})", file=sys.stderr)
             continue
         if text == "/stats":
-            print(_summary(last_stats, engine) if last_stats else "(no reply yet)",
-                  file=sys.stderr)
+            print(_summary(last_stats, engine) if last_stats else "(no reply yet)", file=sys.stderr)
             continue
         messages.append(Message("user", text))
         convo = ([Message("system", system)] if system else []) + messages
@@ -218,8 +234,8 @@ def run_chat(args: argparse.Namespace) -> int:
         try:
             with _interrupt_sets(cancel):
                 _, reply, finish, last_stats = _stream(
-                    engine.chat(convo, settings, cancel=cancel, reuse=not args.no_cache),
-                    echo=True)
+                    engine.chat(convo, settings, cancel=cancel, reuse=not args.no_cache), echo=True
+                )
         except HearthError as exc:
             messages.pop()
             print(f"\n{exc}", file=sys.stderr)
@@ -239,16 +255,14 @@ def _run_script(engine, args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise HearthError(
             f"Cannot read the chat script {args.script}: {exc}.",
-            hint='It must be JSON like {"system": "...", "turns": ["..."], '
-                 '"max_new_tokens": 64}.',
+            hint='It must be JSON like {"system": "...", "turns": ["..."], "max_new_tokens": 64}.',
         ) from exc
     settings = sampling_from_args(args, engine.spec.generation_defaults, script)
     system = script.get("system") or args.system
     messages = [Message("system", system)] if system else []
     for number, turn in enumerate(turns, start=1):
         messages.append(Message("user", turn))
-        result = _stream(engine.chat(messages, settings, reuse=not args.no_cache),
-                         echo=False)
+        result = _stream(engine.chat(messages, settings, reuse=not args.no_cache), echo=False)
         messages.append(Message("assistant", result[1]))
         if args.json:
             print(_result_json(*result, turn=number), flush=True)

@@ -34,9 +34,15 @@ MAX_PREFILL_CHUNK = 512
 class Decoder:
     """One ORT session plus the cache it decodes over. Not thread-safe: one owner thread."""
 
-    def __init__(self, session: ort.InferenceSession, graph: GraphInfo, *,
-                 context_length: int, device: str = "cpu",
-                 prefill_chunk: int | None = None) -> None:
+    def __init__(
+        self,
+        session: ort.InferenceSession,
+        graph: GraphInfo,
+        *,
+        context_length: int,
+        device: str = "cpu",
+        prefill_chunk: int | None = None,
+    ) -> None:
         self.session = session
         self.graph = graph
         self.context_length = context_length
@@ -69,12 +75,17 @@ class Decoder:
         if sliding_window is not None:
             if not self.supports_sliding_window:
                 raise ValueError("this graph cannot run a sliding window")
-            return SlidingWindowCache(self.graph.kv_layers, self._ops, self.device,
-                                      sink=sink, capacity=min(sliding_window,
-                                                              self.context_length))
+            return SlidingWindowCache(
+                self.graph.kv_layers,
+                self._ops,
+                self.device,
+                sink=sink,
+                capacity=min(sliding_window, self.context_length),
+            )
         if path == "shared":
-            return SharedBufferCache(self.graph.kv_layers, self._ops, self.device,
-                                     max_length=self.context_length)
+            return SharedBufferCache(
+                self.graph.kv_layers, self._ops, self.device, max_length=self.context_length
+            )
         if path == "rebind":
             return RebindCache(self.graph.kv_layers, self._ops, self.device)
         return TokenOnlyCache()
@@ -92,7 +103,7 @@ class Decoder:
             chunk = min(chunk, self.cache.max_step)
         logits = None
         for start in range(0, len(ids), chunk):
-            logits = self._run(list(ids[start:start + chunk]))
+            logits = self._run(list(ids[start : start + chunk]))
         return logits
 
     def _logits_target(self, rows: int) -> ort.OrtValue | None:
@@ -112,13 +123,14 @@ class Decoder:
             past = 0
         else:
             feed_ids = new
+            cache.make_room(len(new))  # a sliding window evicts here
             past = cache.kv_length
         count = len(feed_ids)
         total = past + count
         if total > self.context_length:
             raise ContextOverflowError(
-                f"The model's context holds {self.context_length} tokens; this step needs "
-                f"{total}.", hint="Start a new chat or shorten the conversation.",
+                f"The model's context holds {self.context_length} tokens; this step needs {total}.",
+                hint="Start a new chat or shorten the conversation.",
             )
         io = self.session.io_binding()
         io.bind_cpu_input(graph.input_ids, np.asarray([feed_ids], dtype=np.int64))
@@ -127,7 +139,7 @@ class Decoder:
         if graph.position_ids:
             start = cache.next_position
             if start + count <= self._positions.shape[1]:
-                positions = self._positions[:, start:start + count]
+                positions = self._positions[:, start : start + count]
             else:  # sliding windows keep absolute positions past the context length
                 positions = np.arange(start, start + count, dtype=np.int64)[None, :]
             io.bind_cpu_input(graph.position_ids, positions)

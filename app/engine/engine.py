@@ -40,22 +40,32 @@ ATTENTION_SINKS = 4
 class Engine:
     """A model loaded on one execution provider, with its KV cache."""
 
-    def __init__(self, spec: ModelSpec, session, report: ProviderReport,
-                 tokenizer: Tokenizer) -> None:
+    def __init__(
+        self, spec: ModelSpec, session, report: ProviderReport, tokenizer: Tokenizer
+    ) -> None:
         self.spec = spec
         self.provider_report = report
         self.tokenizer = tokenizer
         self.graph = describe_session(
-            session, spec.model_path, name_overrides=spec.io_names,
+            session,
+            spec.model_path,
+            name_overrides=spec.io_names,
             kv_geometry_hint=spec.kv_geometry,
         )
-        self.decoder = Decoder(session, self.graph, context_length=spec.context_length,
-                               device=_DEVICES.get(report.chosen, "cpu"))
+        self.decoder = Decoder(
+            session,
+            self.graph,
+            context_length=spec.context_length,
+            device=_DEVICES.get(report.chosen, "cpu"),
+        )
         self._template: ChatTemplate | None = None
         if spec.chat_template:
             self._template = ChatTemplate(
-                spec.chat_template, bos_token=spec.bos_token, eos_token=spec.eos_token,
-                special_tokens=spec.extra_special_tokens, origin=str(spec.root),
+                spec.chat_template,
+                bos_token=spec.bos_token,
+                eos_token=spec.eos_token,
+                special_tokens=spec.extra_special_tokens,
+                origin=str(spec.root),
             )
         eos = set(spec.eos_token_ids)
         if tokenizer.eos_token_id is not None:
@@ -66,13 +76,22 @@ class Engine:
         self._snapshots: OrderedDict[str, KVCache] = OrderedDict()
 
     @classmethod
-    def load(cls, model_dir: Path | str, *, provider: str | None = None,
-             variant: str | None = None, threads: int | None = None) -> Engine:
+    def load(
+        cls,
+        model_dir: Path | str,
+        *,
+        provider: str | None = None,
+        variant: str | None = None,
+        threads: int | None = None,
+    ) -> Engine:
         """Load a model folder (either layout). Raises ModelLoadError with a readable reason."""
-        spec = read_model_folder(Path(model_dir), variant=variant,
-                                 provider=provider or machine_provider())
+        spec = read_model_folder(
+            Path(model_dir), variant=variant, provider=provider or machine_provider()
+        )
         tokenizer = Tokenizer.from_files(
-            spec.tokenizer_path, bos_token=spec.bos_token, eos_token=spec.eos_token,
+            spec.tokenizer_path,
+            bos_token=spec.bos_token,
+            eos_token=spec.eos_token,
             add_bos_token=spec.add_bos_token,
         )
         session, report = create_session(spec, provider=provider, threads=threads)
@@ -95,8 +114,9 @@ class Engine:
                 f"The model in {self.spec.root} has no chat template, so it cannot chat.",
                 hint="It is probably a base model: use 'hearth generate' without --chat.",
             )
-        return self._template.render([m.as_dict() for m in messages],
-                                     add_generation_prompt=add_generation_prompt)
+        return self._template.render(
+            [m.as_dict() for m in messages], add_generation_prompt=add_generation_prompt
+        )
 
     def encode_chat(self, messages: Sequence[Message]) -> list[int]:
         return self.tokenizer.encode(self.render(messages))
@@ -106,19 +126,36 @@ class Engine:
 
     # -- generating ----------------------------------------------------------------------
 
-    def generate(self, prompt_ids: Sequence[int], settings: GenerationSettings, *,
-                 cancel: threading.Event | None = None,
-                 reuse: bool = True) -> Iterator[GenerationChunk]:
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        settings: GenerationSettings,
+        *,
+        cancel: threading.Event | None = None,
+        reuse: bool = True,
+    ) -> Iterator[GenerationChunk]:
         """Stream a continuation of raw token ids."""
         self._check_budget(len(prompt_ids), settings)
         return stream_generate(
-            self.decoder, self.tokenizer, prompt_ids, settings, eos_ids=self.eos_token_ids,
-            cancel=cancel, reuse=reuse, provider=self.provider_report.chosen,
+            self.decoder,
+            self.tokenizer,
+            prompt_ids,
+            settings,
+            eos_ids=self.eos_token_ids,
+            cancel=cancel,
+            reuse=reuse,
+            provider=self.provider_report.chosen,
         )
 
-    def chat(self, messages: Sequence[Message], settings: GenerationSettings, *,
-             cancel: threading.Event | None = None, conversation_id: str | None = None,
-             reuse: bool = True) -> Iterator[GenerationChunk]:
+    def chat(
+        self,
+        messages: Sequence[Message],
+        settings: GenerationSettings,
+        *,
+        cancel: threading.Event | None = None,
+        conversation_id: str | None = None,
+        reuse: bool = True,
+    ) -> Iterator[GenerationChunk]:
         """Stream the assistant's reply to ``messages``.
 
         The conversation's KV cache is reused from its longest common prefix with the newly
@@ -132,8 +169,10 @@ class Engine:
         note = None
         if policy == "sliding_window" and not self.decoder.supports_sliding_window:
             policy = "truncate_oldest"
-            note = ("this model's graph cannot run a sliding window (it has no position ids "
-                    "input or uses a shared KV buffer), so the oldest turns are left out")
+            note = (
+                "this model's graph cannot run a sliding window (it has no position ids "
+                "input or uses a shared KV buffer), so the oldest turns are left out"
+            )
         self._activate(conversation_id, sliding=policy == "sliding_window")
         dropped = 0
         if policy == "truncate_oldest":
@@ -143,8 +182,14 @@ class Engine:
         if policy != "sliding_window":
             self._check_budget(len(ids), settings)
         stream = stream_generate(
-            self.decoder, self.tokenizer, ids, settings, eos_ids=self.eos_token_ids,
-            cancel=cancel, reuse=reuse, provider=self.provider_report.chosen,
+            self.decoder,
+            self.tokenizer,
+            ids,
+            settings,
+            eos_ids=self.eos_token_ids,
+            cancel=cancel,
+            reuse=reuse,
+            provider=self.provider_report.chosen,
         )
         if dropped:
             note = f"left out the {dropped} oldest messages to fit the context"
@@ -181,8 +226,9 @@ class Engine:
         """Conversations whose KV cache is parked in memory, least recent first."""
         return list(self._snapshots)
 
-    def _fit_context(self, messages: Sequence[Message], settings: GenerationSettings
-                     ) -> tuple[list[Message], list[int], int]:
+    def _fit_context(
+        self, messages: Sequence[Message], settings: GenerationSettings
+    ) -> tuple[list[Message], list[int], int]:
         """Leave out the oldest non-system messages until prompt + reply fit."""
         limit = self.context_length
         reserve = min(settings.max_new_tokens, limit // 2)
@@ -198,9 +244,16 @@ class Engine:
                     f"for the reply, but the model's context holds {limit}.",
                     hint="Shorten the message or the system prompt.",
                 )
-            count = 2 if (first + 1 < len(kept) and kept[first].role == "user"
-                          and kept[first + 1].role == "assistant") else 1
-            del kept[first:first + count]
+            count = (
+                2
+                if (
+                    first + 1 < len(kept)
+                    and kept[first].role == "user"
+                    and kept[first + 1].role == "assistant"
+                )
+                else 1
+            )
+            del kept[first : first + count]
             dropped += count
             ids = self.encode_chat(kept)
         return kept, ids, dropped
@@ -217,7 +270,7 @@ class Engine:
                 f"{settings.max_new_tokens} for the reply, but the model's context holds "
                 f"{limit}.",
                 hint="Start a new chat, lower the maximum reply length, or choose the "
-                     "'drop oldest turns' context policy.",
+                "'drop oldest turns' context policy.",
             )
 
     def forget_conversation(self, conversation_id: str) -> None:
@@ -229,8 +282,9 @@ class Engine:
         self.decoder = None  # type: ignore[assignment]
 
 
-def _annotate(stream: Iterator[GenerationChunk], *, dropped: int, note: str | None
-              ) -> Iterator[GenerationChunk]:
+def _annotate(
+    stream: Iterator[GenerationChunk], *, dropped: int, note: str | None
+) -> Iterator[GenerationChunk]:
     """Pass a reply through, adding what the context policy did to its final stats."""
     for chunk in stream:
         if chunk.stats is not None:

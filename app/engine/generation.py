@@ -20,8 +20,9 @@ from app.engine.tokenizer import Tokenizer
 from app.engine.types import FinishReason, GenerationChunk, GenerationSettings, GenerationStats
 
 
-def reuse_prefix(decoder: Decoder, prompt_ids: Sequence[int], *,
-                 reuse: bool) -> tuple[int, str | None]:
+def reuse_prefix(
+    decoder: Decoder, prompt_ids: Sequence[int], *, reuse: bool
+) -> tuple[int, str | None]:
     """Rewind the decoder's cache to the longest prefix it shares with ``prompt_ids``.
 
     At least one prompt token is always left to feed (its logits start the reply). Returns
@@ -63,8 +64,7 @@ def stream_generate(
     if not prompt_ids:
         raise ValueError("the prompt is empty")
     context = decoder.context_length
-    stats = GenerationStats(prompt_tokens=len(prompt_ids), provider=provider,
-                            context_max=context)
+    stats = GenerationStats(prompt_tokens=len(prompt_ids), provider=provider, context_max=context)
     reused, stats.reuse_refused = reuse_prefix(decoder, prompt_ids, reuse=reuse)
     stats.reused_tokens = reused
     stats.prefilled_tokens = len(prompt_ids) - reused

@@ -78,8 +78,12 @@ def inspect_graph(
     ``kv_geometry_hint`` is (kv_heads, head_dim) from the config, used only when the graph
     leaves those dimensions symbolic.
     """
-    names = {"input_ids": "input_ids", "attention_mask": "attention_mask",
-             "position_ids": "position_ids", "logits": "logits"}
+    names = {
+        "input_ids": "input_ids",
+        "attention_mask": "attention_mask",
+        "position_ids": "position_ids",
+        "logits": "logits",
+    }
     names.update(name_overrides or {})
     by_input = {i.name: i for i in inputs}
     by_output = {o.name: o for o in outputs}
@@ -142,9 +146,13 @@ def inspect_graph(
             )
         kv_layers.append(
             KVLayer(
-                past_key=past_k.name, past_value=past_v.name,
-                present_key=present_k.name, present_value=present_v.name,
-                kv_heads=heads, head_dim=head_dim, dtype=dtype,
+                past_key=past_k.name,
+                past_value=past_v.name,
+                present_key=present_k.name,
+                present_value=present_v.name,
+                kv_heads=heads,
+                head_dim=head_dim,
+                dtype=dtype,
             )
         )
     if kv_layers and sorted(layers) != list(range(len(kv_layers))):
@@ -176,13 +184,20 @@ def graph_op_types(model_path: Path) -> set[str]:
 
 
 def describe_session(
-    session, spec_model_path: Path, *, name_overrides: dict[str, str] | None = None,
+    session,
+    spec_model_path: Path,
+    *,
+    name_overrides: dict[str, str] | None = None,
     kv_geometry_hint: tuple[int, int] | None = None,
 ) -> GraphInfo:
     """GraphInfo for a live ``onnxruntime.InferenceSession``."""
     inputs = [IOSpec(i.name, i.shape, i.type) for i in session.get_inputs()]
     outputs = [IOSpec(o.name, o.shape, o.type) for o in session.get_outputs()]
     return inspect_graph(
-        inputs, outputs, op_types=graph_op_types(spec_model_path), model_path=spec_model_path,
-        name_overrides=name_overrides, kv_geometry_hint=kv_geometry_hint,
+        inputs,
+        outputs,
+        op_types=graph_op_types(spec_model_path),
+        model_path=spec_model_path,
+        name_overrides=name_overrides,
+        kv_geometry_hint=kv_geometry_hint,
     )

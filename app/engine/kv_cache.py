@@ -89,6 +89,9 @@ class KVCache(ABC):
     @abstractmethod
     def _trim_tensors(self, length: int) -> None: ...
 
+    def make_room(self, new_count: int) -> None:
+        """Called before a step of ``new_count`` tokens; a sliding window evicts here."""
+
     @abstractmethod
     def bind(self, io: ort.IOBinding, new_count: int) -> list[str]:
         """Bind past inputs and present outputs for a step feeding ``new_count`` tokens.
@@ -152,9 +155,10 @@ class RebindCache(KVCache):
 
     @property
     def nbytes(self) -> int:
-        return sum(
-            2 * layer.kv_heads * layer.head_dim * _BYTES[layer.dtype] for layer in self._layers
-        ) * self.kv_length
+        return (
+            sum(2 * layer.kv_heads * layer.head_dim * _BYTES[layer.dtype] for layer in self._layers)
+            * self.kv_length
+        )
 
     def bind(self, io: ort.IOBinding, new_count: int) -> list[str]:
         names = []
@@ -183,8 +187,14 @@ class SharedBufferCache(KVCache):
     """GroupQueryAttention cache: one buffer per K and V, shared by past input and present
     output. Rewind moves the cursor; the attention mask hides everything after it."""
 
-    def __init__(self, layers: Sequence[KVLayer], ops: KVOps, device: str,
-                 max_length: int, initial_capacity: int = 256) -> None:
+    def __init__(
+        self,
+        layers: Sequence[KVLayer],
+        ops: KVOps,
+        device: str,
+        max_length: int,
+        initial_capacity: int = 256,
+    ) -> None:
         super().__init__()
         self._layers = tuple(layers)
         self._ops = ops
@@ -197,9 +207,9 @@ class SharedBufferCache(KVCache):
     def _allocate(self, capacity: int) -> None:
         if not self._buffers:
             self._buffers = [
-                empty_kv([1, layer.kv_heads, capacity, layer.head_dim], layer.dtype,
-                         self._device)
-                for layer in self._layers for _ in (0, 1)
+                empty_kv([1, layer.kv_heads, capacity, layer.head_dim], layer.dtype, self._device)
+                for layer in self._layers
+                for _ in (0, 1)
             ]
         else:
             extra = capacity - self.capacity
@@ -223,9 +233,10 @@ class SharedBufferCache(KVCache):
 
     @property
     def nbytes(self) -> int:
-        return sum(
-            2 * layer.kv_heads * layer.head_dim * _BYTES[layer.dtype] for layer in self._layers
-        ) * self.capacity
+        return (
+            sum(2 * layer.kv_heads * layer.head_dim * _BYTES[layer.dtype] for layer in self._layers)
+            * self.capacity
+        )
 
     def bind(self, io: ort.IOBinding, new_count: int) -> list[str]:
         self.ensure_capacity(self.kv_length + new_count)
@@ -249,8 +260,9 @@ class SlidingWindowCache(RebindCache):
 
     bounded_by_context = False
 
-    def __init__(self, layers: Sequence[KVLayer], ops: KVOps, device: str, *,
-                 sink: int, capacity: int) -> None:
+    def __init__(
+        self, layers: Sequence[KVLayer], ops: KVOps, device: str, *, sink: int, capacity: int
+    ) -> None:
         if capacity <= sink + 1:
             raise ValueError("the window must hold more than the sink tokens")
         super().__init__(layers, ops, device)
@@ -285,13 +297,12 @@ class SlidingWindowCache(RebindCache):
         ]
         self._held = held
 
-    def bind(self, io: ort.IOBinding, new_count: int) -> list[str]:
+    def make_room(self, new_count: int) -> None:
         if new_count > self.capacity - self.sink:
             raise CacheRewindError(f"a step of {new_count} tokens does not fit the window")
         overflow = self._held + new_count - self.capacity
         if overflow > 0:
             self._evict(overflow)
-        return super().bind(io, new_count)
 
     def _evict(self, count: int) -> None:
         """Drop the ``count`` oldest positions after the sinks."""

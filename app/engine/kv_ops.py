@@ -35,8 +35,12 @@ def _cut_graph(dtype: str) -> onnx.ModelProto:
     bounds = helper.make_tensor_value_info("bounds", TensorProto.INT64, [4])
     y = helper.make_tensor_value_info("y", elem, ["b", "h", "t", "d"])
     nodes = [
-        helper.make_node("Constant", [], ["axis"], value=helper.make_tensor(
-            "axis_v", TensorProto.INT64, [1], [2])),
+        helper.make_node(
+            "Constant",
+            [],
+            ["axis"],
+            value=helper.make_tensor("axis_v", TensorProto.INT64, [1], [2]),
+        ),
         helper.make_node("Split", ["bounds"], ["h0", "h1", "t0", "t1"], axis=0, num_outputs=4),
         helper.make_node("Slice", ["x", "h0", "h1", "axis"], ["head"]),
         helper.make_node("Slice", ["x", "t0", "t1", "axis"], ["tail"]),
@@ -62,12 +66,19 @@ def _pad_graph(dtype: str) -> onnx.ModelProto:
 
     nodes = [
         helper.make_node("Shape", ["x"], ["shape"]),
-        const("i0", [0]), const("i2", [2]), const("i3", [3]), const("i4", [4]),
+        const("i0", [0]),
+        const("i2", [2]),
+        const("i3", [3]),
+        const("i4", [4]),
         helper.make_node("Slice", ["shape", "i0", "i2"], ["bh"]),
         helper.make_node("Slice", ["shape", "i3", "i4"], ["d"]),
         helper.make_node("Concat", ["bh", "extra", "d"], ["zshape"], axis=0),
-        helper.make_node("ConstantOfShape", ["zshape"], ["zf"],
-                         value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0])),
+        helper.make_node(
+            "ConstantOfShape",
+            ["zshape"],
+            ["zf"],
+            value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]),
+        ),
         helper.make_node("Cast", ["zf"], ["zeros"], to=elem),
         helper.make_node("Concat", ["x", "zeros"], ["y"], axis=2),
     ]
@@ -104,8 +115,9 @@ class KVOps:
         session.run_with_iobinding(io)
         return io.get_outputs()[0]
 
-    def cut(self, x: ort.OrtValue, dtype: str, keep_head: int, tail_start: int,
-            tail_end: int) -> ort.OrtValue:
+    def cut(
+        self, x: ort.OrtValue, dtype: str, keep_head: int, tail_start: int, tail_end: int
+    ) -> ort.OrtValue:
         """``x[:, :, :keep_head] ++ x[:, :, tail_start:tail_end]`` along the sequence axis."""
         bounds = [0, keep_head, tail_start, tail_end]
         return self._run("cut", dtype, x, "bounds", bounds)

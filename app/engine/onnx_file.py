@@ -72,7 +72,7 @@ def _fields(buf: mmap.mmap, start: int, end: int):
 
 
 def _text(buf: mmap.mmap, span: tuple[int, int]) -> str:
-    return bytes(buf[span[0]:span[1]]).decode("utf-8", errors="replace")
+    return bytes(buf[span[0] : span[1]]).decode("utf-8", errors="replace")
 
 
 class _OnnxWalker:
@@ -105,8 +105,9 @@ class _OnnxWalker:
                         self.node(v)
         if ir_version is None or graphs != 1 or not opsets:
             raise _WireError("it has no ONNX model header (IR version, graph, opset)")
-        return OnnxSummary(ir_version, opsets, frozenset(self.ops), self.external, self.nodes,
-                           self.initializers)
+        return OnnxSummary(
+            ir_version, opsets, frozenset(self.ops), self.external, self.nodes, self.initializers
+        )
 
     def graph(self, span: tuple[int, int]) -> None:
         for number, value in _fields(self.buf, *span):
@@ -176,21 +177,28 @@ def inspect_onnx(path: Path) -> OnnxSummary:
         with path.open("rb") as handle:
             head = handle.read(64)
             if not head:
-                raise ModelLoadError(f"{path} is empty.",
-                                     hint="The download failed; download the model again.")
+                raise ModelLoadError(
+                    f"{path} is empty.", hint="The download failed; download the model again."
+                )
             if head.startswith(b"version https://git-lfs"):
                 raise ModelLoadError(
                     f"{path} is a Git LFS pointer, not the model itself.",
-                    hint="Fetch the real file (git lfs pull), or download the model again.")
+                    hint="Fetch the real file (git lfs pull), or download the model again.",
+                )
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
                 try:
                     return _OnnxWalker(buf).model()
                 except _WireError as exc:
-                    state = ("is truncated (it ends in the middle of the model)"
-                             if exc.truncated else f"is not a valid ONNX model ({exc})")
+                    state = (
+                        "is truncated (it ends in the middle of the model)"
+                        if exc.truncated
+                        else f"is not a valid ONNX model ({exc})"
+                    )
                     raise ModelLoadError(
-                        f"{path} {state}.",
-                        hint="Download or convert the model again.") from None
+                        f"{path} {state}.", hint="Download or convert the model again."
+                    ) from None
     except OSError as exc:
-        raise ModelLoadError(f"{path} cannot be read ({exc.strerror or exc}).",
-                             hint="Check the file's permissions, or download it again.") from exc
+        raise ModelLoadError(
+            f"{path} cannot be read ({exc.strerror or exc}).",
+            hint="Check the file's permissions, or download it again.",
+        ) from exc

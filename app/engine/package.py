@@ -51,24 +51,52 @@ _PRECISION_ORDER: dict[str, tuple[str, ...]] = {
     "cuda": ("q4f16", "fp16", "bf16", "q4", "fp32", "int8", "quantized", "uint8", "bnb4"),
     "coreml": ("fp32", "fp16", "q4", "q4f16", "int8", "quantized", "uint8", "bnb4"),
 }
-_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "n_ctx",
-                 "seq_length", "max_seq_len")
-_GENAI_SEARCH_KEYS = ("do_sample", "temperature", "top_k", "top_p", "repetition_penalty",
-                      "max_length", "min_length")
-_HF_GENERATION_KEYS = ("do_sample", "temperature", "top_k", "top_p", "min_p",
-                       "repetition_penalty", "max_new_tokens", "max_length")
+_CONTEXT_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_sequence_length",
+    "n_ctx",
+    "seq_length",
+    "max_seq_len",
+)
+_GENAI_SEARCH_KEYS = (
+    "do_sample",
+    "temperature",
+    "top_k",
+    "top_p",
+    "repetition_penalty",
+    "max_length",
+    "min_length",
+)
+_HF_GENERATION_KEYS = (
+    "do_sample",
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "repetition_penalty",
+    "max_new_tokens",
+    "max_length",
+)
 _GENAI_IO_ROLES = {
-    "inputs": ("input_ids", "attention_mask", "position_ids", "past_key_names",
-               "past_value_names"),
+    "inputs": ("input_ids", "attention_mask", "position_ids", "past_key_names", "past_value_names"),
     "outputs": ("logits", "present_key_names", "present_value_names"),
 }
-_GENAI_PROVIDER_NAMES = {"cpu": "cpu", "cuda": "cuda", "dml": "dml", "coreml": "coreml",
-                         "qnn": "qnn", "webgpu": "webgpu", "openvino": "openvino"}
+_GENAI_PROVIDER_NAMES = {
+    "cpu": "cpu",
+    "cuda": "cuda",
+    "dml": "dml",
+    "coreml": "coreml",
+    "qnn": "qnn",
+    "webgpu": "webgpu",
+    "openvino": "openvino",
+}
 _SPECIAL_TOKEN_KEYS = ("pad_token", "unk_token", "sep_token", "cls_token", "mask_token")
 
 
-def read_model_folder(path: Path, *, variant: str | None = None,
-                      provider: str = "cpu") -> ModelSpec:
+def read_model_folder(
+    path: Path, *, variant: str | None = None, provider: str = "cpu"
+) -> ModelSpec:
     """Normalise a model folder into a :class:`ModelSpec`.
 
     Args:
@@ -85,15 +113,22 @@ def read_model_folder(path: Path, *, variant: str | None = None,
         ProviderError: ``provider`` is not one Hearth knows.
     """
     if provider not in PROVIDERS:
-        raise ProviderError(f"Unknown execution provider '{provider}'.",
-                            hint=f"Choose one of: {', '.join(PROVIDERS)}.")
+        raise ProviderError(
+            f"Unknown execution provider '{provider}'.",
+            hint=f"Choose one of: {', '.join(PROVIDERS)}.",
+        )
     root = Path(path).expanduser()
     if not root.exists():
-        raise ModelLoadError(f"The model folder {root} does not exist.",
-                             hint="Check the path, or install the model again.")
+        raise ModelLoadError(
+            f"The model folder {root} does not exist.",
+            hint="Check the path, or install the model again.",
+        )
     if not root.is_dir():
-        hint = ("Import it with: hearth import-gguf." if root.suffix.lower() == ".gguf"
-                else "Give the folder that holds the model, not a file.")
+        hint = (
+            "Import it with: hearth import-gguf."
+            if root.suffix.lower() == ".gguf"
+            else "Give the folder that holds the model, not a file."
+        )
         raise ModelLoadError(f"{root} is a file, not a model folder.", hint=hint)
     if (root / GENAI_CONFIG).is_file():
         return _read_genai(root, variant)
@@ -112,30 +147,39 @@ def _read_genai(root: Path, variant: str | None) -> ModelSpec:
     decoder = _section(model, "decoder", config_path, where="model.")
     filename = decoder.get("filename")
     if not isinstance(filename, str) or not filename:
-        raise ModelLoadError(f"{config_path} has no model.decoder.filename, so Hearth cannot "
-                             "tell which graph to run.",
-                             hint="Download the model folder again.")
+        raise ModelLoadError(
+            f"{config_path} has no model.decoder.filename, so Hearth cannot "
+            "tell which graph to run.",
+            hint="Download the model folder again.",
+        )
     model_path = root / filename
     if not model_path.resolve().is_relative_to(root.resolve()):
-        raise ModelLoadError(f"{config_path} names a model file outside its folder "
-                             f"('{filename}'); Hearth refuses to load it.",
-                             hint="Use a model from a trusted source.")
+        raise ModelLoadError(
+            f"{config_path} names a model file outside its folder "
+            f"('{filename}'); Hearth refuses to load it.",
+            hint="Use a model from a trusted source.",
+        )
     if variant not in (None, "genai", Path(filename).stem):
         raise ModelLoadError(
             f"{root} is an onnxruntime-genai model with one graph ({filename}); it has no "
-            f"variant '{variant}'.", hint="Leave the variant unset, or use 'genai'.")
+            f"variant '{variant}'.",
+            hint="Leave the variant unset, or use 'genai'.",
+        )
     if not model_path.is_file():
         raise ModelLoadError(
             f"{config_path} names the model file '{filename}' (model.decoder.filename), but it "
-            f"is not in {root}.", hint="Download the model folder again.")
+            f"is not in {root}.",
+            hint="Download the model folder again.",
+        )
     check_onnx_file(model_path)
 
     search = config.get("search") if isinstance(config.get("search"), dict) else {}
-    context = _positive_int(model.get("context_length")) or _positive_int(
-        search.get("max_length"))
+    context = _positive_int(model.get("context_length")) or _positive_int(search.get("max_length"))
     if context is None:
-        raise ModelLoadError(f"{config_path} gives no context length (model.context_length).",
-                             hint="Add model.context_length, or download the folder again.")
+        raise ModelLoadError(
+            f"{config_path} gives no context length (model.context_length).",
+            hint="Add model.context_length, or download the folder again.",
+        )
     tokens = _read_tokenizer_files(root)
     eos_ids = _token_ids(model.get("eos_token_id")) or _eos_from_tokenizer(root, tokens)
     session_options, provider_options = _genai_session_options(decoder, config_path)
@@ -143,20 +187,29 @@ def _read_genai(root: Path, variant: str | None) -> ModelSpec:
     sliding = decoder.get("sliding_window")
     heads, head_size = decoder.get("num_key_value_heads"), decoder.get("head_size")
     return ModelSpec(
-        root=root, layout="genai",
+        root=root,
+        layout="genai",
         name=_model_name(root, config.get("_name_or_path") or hf_config.get("_name_or_path")),
-        model_path=model_path, variant="genai", tokenizer_path=root / TOKENIZER,
-        chat_template=tokens["chat_template"], bos_token=tokens["bos_token"],
-        eos_token=tokens["eos_token"], eos_token_ids=eos_ids,
-        pad_token_id=_first_id(model.get("pad_token_id")), context_length=context,
+        model_path=model_path,
+        variant="genai",
+        tokenizer_path=root / TOKENIZER,
+        chat_template=tokens["chat_template"],
+        bos_token=tokens["bos_token"],
+        eos_token=tokens["eos_token"],
+        eos_token_ids=eos_ids,
+        pad_token_id=_first_id(model.get("pad_token_id")),
+        context_length=context,
         add_bos_token=tokens["add_bos_token"],
         generation_defaults={k: search[k] for k in _GENAI_SEARCH_KEYS if k in search},
-        session_options=session_options, provider_options=provider_options,
+        session_options=session_options,
+        provider_options=provider_options,
         sliding_window=_positive_int(sliding.get("window_size"))
-        if isinstance(sliding, dict) else None,
+        if isinstance(sliding, dict)
+        else None,
         extra_special_tokens=tokens["extra_special_tokens"],
         io_names=_genai_io_names(decoder),
-        kv_geometry=(heads, head_size) if _positive_int(heads) and _positive_int(head_size)
+        kv_geometry=(heads, head_size)
+        if _positive_int(heads) and _positive_int(head_size)
         else None,
     )
 
@@ -170,14 +223,28 @@ def _genai_session_options(decoder: dict, config_path: Path) -> tuple[dict, tupl
     """
     raw = decoder.get("session_options") or {}
     if not isinstance(raw, dict):
-        raise ModelLoadError(f"{config_path}: model.decoder.session_options is not an object.",
-                             hint="Fix the file, or download the model folder again.")
-    known = {"intra_op_num_threads", "inter_op_num_threads", "enable_cpu_mem_arena",
-             "enable_mem_pattern", "graph_optimization_level", "log_severity_level",
-             "log_id", "enable_profiling", "log_verbosity_level", "custom_ops_library"}
+        raise ModelLoadError(
+            f"{config_path}: model.decoder.session_options is not an object.",
+            hint="Fix the file, or download the model folder again.",
+        )
+    known = {
+        "intra_op_num_threads",
+        "inter_op_num_threads",
+        "enable_cpu_mem_arena",
+        "enable_mem_pattern",
+        "graph_optimization_level",
+        "log_severity_level",
+        "log_id",
+        "enable_profiling",
+        "log_verbosity_level",
+        "custom_ops_library",
+    }
     options: dict[str, Any] = {k: v for k, v in raw.items() if k in known}
-    entries = {k: str(v) for k, v in raw.items() if k not in known and k != "provider_options"
-               and isinstance(v, (str, int, float))}
+    entries = {
+        k: str(v)
+        for k, v in raw.items()
+        if k not in known and k != "provider_options" and isinstance(v, (str, int, float))
+    }
     if entries:
         options["config_entries"] = entries
     providers: list[dict] = []
@@ -256,32 +323,43 @@ def _read_optimum(root: Path, variant: str | None, provider: str) -> ModelSpec:
     except KeyError:
         raise ModelLoadError(
             f"{root} has no model variant '{variant}'.",
-            hint=f"Available variants: {', '.join(sorted(candidates))}.") from None
+            hint=f"Available variants: {', '.join(sorted(candidates))}.",
+        ) from None
     model_path = candidates[stem]
     check_onnx_file(model_path)
 
-    text_config = config.get("text_config") if isinstance(config.get("text_config"),
-                                                           dict) else {}
-    context = _first_positive(config, _CONTEXT_KEYS) or _first_positive(text_config,
-                                                                        _CONTEXT_KEYS)
+    text_config = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    context = _first_positive(config, _CONTEXT_KEYS) or _first_positive(text_config, _CONTEXT_KEYS)
     if context is None:
         raise ModelLoadError(
             f"{config_path} gives no context length ({', '.join(_CONTEXT_KEYS[:3])}).",
-            hint="Add max_position_embeddings to config.json, or download the folder again.")
+            hint="Add max_position_embeddings to config.json, or download the folder again.",
+        )
     tokens = _read_tokenizer_files(root)
-    eos_ids = (_token_ids(generation.get("eos_token_id"))
-               or _token_ids(config.get("eos_token_id"))
-               or _token_ids(text_config.get("eos_token_id"))
-               or _eos_from_tokenizer(root, tokens))
+    eos_ids = (
+        _token_ids(generation.get("eos_token_id"))
+        or _token_ids(config.get("eos_token_id"))
+        or _token_ids(text_config.get("eos_token_id"))
+        or _eos_from_tokenizer(root, tokens)
+    )
     pad = generation.get("pad_token_id", config.get("pad_token_id"))
     return ModelSpec(
-        root=root, layout="optimum", name=_model_name(root, config.get("_name_or_path")),
-        model_path=model_path, variant=stem, tokenizer_path=root / TOKENIZER,
-        chat_template=tokens["chat_template"], bos_token=tokens["bos_token"],
-        eos_token=tokens["eos_token"], eos_token_ids=eos_ids, pad_token_id=_first_id(pad),
-        context_length=context, add_bos_token=tokens["add_bos_token"],
-        generation_defaults={k: generation[k] for k in _HF_GENERATION_KEYS
-                             if generation.get(k) is not None},
+        root=root,
+        layout="optimum",
+        name=_model_name(root, config.get("_name_or_path")),
+        model_path=model_path,
+        variant=stem,
+        tokenizer_path=root / TOKENIZER,
+        chat_template=tokens["chat_template"],
+        bos_token=tokens["bos_token"],
+        eos_token=tokens["eos_token"],
+        eos_token_ids=eos_ids,
+        pad_token_id=_first_id(pad),
+        context_length=context,
+        add_bos_token=tokens["add_bos_token"],
+        generation_defaults={
+            k: generation[k] for k in _HF_GENERATION_KEYS if generation.get(k) is not None
+        },
         sliding_window=_sliding_window(config) or _sliding_window(text_config),
         extra_special_tokens=tokens["extra_special_tokens"],
         kv_geometry=_hf_kv_geometry(config) or _hf_kv_geometry(text_config),
@@ -299,7 +377,8 @@ def _hf_kv_geometry(config: dict) -> tuple[int, int] | None:
     hidden = _positive_int(config.get("hidden_size") or config.get("n_embd"))
     kv_heads = _positive_int(config.get("num_key_value_heads")) or heads
     head_dim = _positive_int(config.get("head_dim")) or (
-        hidden // heads if hidden and heads and hidden % heads == 0 else None)
+        hidden // heads if hidden and heads and hidden % heads == 0 else None
+    )
     return (kv_heads, head_dim) if kv_heads and head_dim else None
 
 
@@ -308,10 +387,12 @@ def _hf_kv_geometry(config: dict) -> tuple[int, int] | None:
 
 def _read_tokenizer_files(root: Path) -> dict[str, Any]:
     if not (root / TOKENIZER).is_file():
-        hint = ("It only has a SentencePiece tokenizer.model; Hearth needs the Hugging Face "
-                "tokenizer.json, which the model's repository usually also provides."
-                if (root / "tokenizer.model").is_file()
-                else "Download tokenizer.json from the model's repository into this folder.")
+        hint = (
+            "It only has a SentencePiece tokenizer.model; Hearth needs the Hugging Face "
+            "tokenizer.json, which the model's repository usually also provides."
+            if (root / "tokenizer.model").is_file()
+            else "Download tokenizer.json from the model's repository into this folder."
+        )
         raise ModelLoadError(f"{root} has no {TOKENIZER}.", hint=hint)
     config = _optional_json(root / TOKENIZER_CONFIG)
     specials = {key: _token_text(config.get(key), config) for key in _SPECIAL_TOKEN_KEYS}
@@ -352,8 +433,9 @@ def _chat_template(root: Path, tokenizer_config: dict) -> str | None:
         try:
             return jinja.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise ModelLoadError(f"{jinja} cannot be read ({exc}).",
-                                 hint="Download the model folder again.") from exc
+            raise ModelLoadError(
+                f"{jinja} cannot be read ({exc}).", hint="Download the model folder again."
+            ) from exc
     template = tokenizer_config.get("chat_template")
     if template is None:
         template = _optional_json(root / CHAT_TEMPLATE_JSON).get("chat_template")
@@ -376,7 +458,8 @@ def _eos_from_tokenizer(root: Path, tokens: dict) -> tuple[int, ...]:
             return (vocab[text],)
     raise ModelLoadError(
         f"{root} does not say which token ends a reply (no eos_token_id in its config files).",
-        hint="Add eos_token_id to generation_config.json or genai_config.json.")
+        hint="Add eos_token_id to generation_config.json or genai_config.json.",
+    )
 
 
 # ---------------------------------------------------------------- shared helpers
@@ -394,20 +477,24 @@ def check_onnx_file(path: Path) -> OnnxSummary:
     for location, needed in sorted(summary.external_data.items()):
         pure = PurePosixPath(location.replace("\\", "/"))
         data = (path.parent / pure).resolve()
-        if pure.is_absolute() or PureWindowsPath(location).drive or not data.is_relative_to(
-                folder):
+        if pure.is_absolute() or PureWindowsPath(location).drive or not data.is_relative_to(folder):
             raise ModelLoadError(
                 f"{path} points its weights at '{location}', outside its own folder; Hearth "
-                "refuses to read it.", hint="Use a model from a trusted source.")
+                "refuses to read it.",
+                hint="Use a model from a trusted source.",
+            )
         if not data.is_file():
             raise ModelLoadError(
-                f"{path} keeps its weights in '{location}', which is missing from "
-                f"{path.parent}.", hint="Download the model folder again.")
+                f"{path} keeps its weights in '{location}', which is missing from {path.parent}.",
+                hint="Download the model folder again.",
+            )
         size = data.stat().st_size
         if size < needed:
             raise ModelLoadError(
                 f"{data} is truncated: {_size(size)} on disk, but {path.name} needs at least "
-                f"{_size(needed)}.", hint="The download was cut short; download it again.")
+                f"{_size(needed)}.",
+                hint="The download was cut short; download it again.",
+            )
     return summary
 
 
@@ -416,20 +503,25 @@ def load_json(path: Path) -> dict:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
-        raise ModelLoadError(f"{path} is missing.",
-                             hint="Download the model folder again.") from None
+        raise ModelLoadError(
+            f"{path} is missing.", hint="Download the model folder again."
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ModelLoadError(f"{path} cannot be read ({exc}).",
-                             hint="Download the model folder again.") from exc
+        raise ModelLoadError(
+            f"{path} cannot be read ({exc}).", hint="Download the model folder again."
+        ) from exc
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ModelLoadError(
             f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.",
-            hint="Fix the file, or download the model folder again.") from exc
+            hint="Fix the file, or download the model folder again.",
+        ) from exc
     if not isinstance(data, dict):
-        raise ModelLoadError(f"{path} should hold a JSON object, not {type(data).__name__}.",
-                             hint="Fix the file, or download the model folder again.")
+        raise ModelLoadError(
+            f"{path} should hold a JSON object, not {type(data).__name__}.",
+            hint="Fix the file, or download the model folder again.",
+        )
     return data
 
 
@@ -440,8 +532,10 @@ def _optional_json(path: Path) -> dict:
 def _section(data: dict, key: str, path: Path, where: str = "") -> dict:
     value = data.get(key)
     if not isinstance(value, dict):
-        raise ModelLoadError(f"{path} has no '{where}{key}' section.",
-                             hint="Fix the file, or download the model folder again.")
+        raise ModelLoadError(
+            f"{path} has no '{where}{key}' section.",
+            hint="Fix the file, or download the model folder again.",
+        )
     return value
 
 
@@ -492,35 +586,41 @@ def _unknown_layout(root: Path) -> ModelLoadError:
     if ggufs:
         return ModelLoadError(
             f"{root} holds a GGUF file ({ggufs[0].name}), which Hearth does not run directly.",
-            hint=f"Import it with: hearth import-gguf {ggufs[0]}")
-    nested = sorted(p.parent.relative_to(root).as_posix() for p in files
-                    if p.name == GENAI_CONFIG)
+            hint=f"Import it with: hearth import-gguf {ggufs[0]}",
+        )
+    nested = sorted(p.parent.relative_to(root).as_posix() for p in files if p.name == GENAI_CONFIG)
     if nested:
         return ModelLoadError(
             f"{root} holds several model builds in subfolders, not one model.",
-            hint=f"Open one of them: {', '.join(nested[:6])}.")
+            hint=f"Open one of them: {', '.join(nested[:6])}.",
+        )
     onnx_files = [p.relative_to(root).as_posix() for p in files if p.suffix == ".onnx"]
     if (root / HF_CONFIG).is_file():
         if onnx_files:
             return ModelLoadError(
                 f"{root} has ONNX files ({', '.join(onnx_files[:4])}) but none is a text "
                 "decoder Hearth recognises (onnx/model*.onnx, model.onnx or "
-                "decoder_model_merged*.onnx).", hint="Use an ONNX export of a chat model.")
+                "decoder_model_merged*.onnx).",
+                hint="Use an ONNX export of a chat model.",
+            )
         return ModelLoadError(
             f"{root} has {HF_CONFIG} but no ONNX graph (looked for onnx/model*.onnx and "
             "model.onnx); it looks like a PyTorch / safetensors checkout.",
-            hint="Download the ONNX version of the model (for example from onnx-community).")
+            hint="Download the ONNX version of the model (for example from onnx-community).",
+        )
     if onnx_files:
         return ModelLoadError(
             f"{root} has {onnx_files[0]} but neither {GENAI_CONFIG} nor {HF_CONFIG}, so Hearth "
             "cannot tell its context length, tokens or template.",
-            hint="Download the whole model repository, not only the .onnx file.")
+            hint="Download the whole model repository, not only the .onnx file.",
+        )
     if not files:
         return ModelLoadError(f"{root} is empty.", hint="Download or install the model again.")
     return ModelLoadError(
         f"{root} is not a model folder Hearth knows: it has neither {GENAI_CONFIG} nor "
         f"{HF_CONFIG} with an ONNX graph.",
-        hint="Use an onnxruntime-genai or Optimum / transformers.js ONNX model folder.")
+        hint="Use an onnxruntime-genai or Optimum / transformers.js ONNX model folder.",
+    )
 
 
 def default_sampling(spec: ModelSpec, base: SamplingSettings | None = None) -> SamplingSettings:

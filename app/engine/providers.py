@@ -45,16 +45,71 @@ AUTO_ORDER = ("dml", "cuda", "coreml", "cpu")
 # core/providers/coreml/builders/op_builder_factory.cc). Anything else, and every operator from
 # another domain (com.microsoft MatMulNBits, GroupQueryAttention, RotaryEmbedding,
 # SkipSimplifiedLayerNormalization …), runs on CPU with a copy at each border.
-COREML_OPS = frozenset({
-    "Add", "ArgMax", "AveragePool", "BatchNormalization", "Cast", "Ceil", "Clip", "Concat",
-    "Conv", "ConvTranspose", "DepthToSpace", "Div", "Elu", "Erf", "Exp", "Flatten", "Gather",
-    "GatherND", "Gelu", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "GridSample",
-    "GroupNormalization", "HardSigmoid", "Identity", "InstanceNormalization", "LRN",
-    "LayerNormalization", "LeakyRelu", "MatMul", "Max", "MaxPool", "Mul", "Not", "PRelu", "Pad",
-    "Pow", "Reciprocal", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum",
-    "Relu", "Reshape", "Resize", "Round", "Shape", "Sigmoid", "Slice", "Softmax", "Softplus",
-    "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Tile", "Transpose", "Unsqueeze",
-})
+COREML_OPS = frozenset(
+    {
+        "Add",
+        "ArgMax",
+        "AveragePool",
+        "BatchNormalization",
+        "Cast",
+        "Ceil",
+        "Clip",
+        "Concat",
+        "Conv",
+        "ConvTranspose",
+        "DepthToSpace",
+        "Div",
+        "Elu",
+        "Erf",
+        "Exp",
+        "Flatten",
+        "Gather",
+        "GatherND",
+        "Gelu",
+        "Gemm",
+        "GlobalAveragePool",
+        "GlobalMaxPool",
+        "GridSample",
+        "GroupNormalization",
+        "HardSigmoid",
+        "Identity",
+        "InstanceNormalization",
+        "LRN",
+        "LayerNormalization",
+        "LeakyRelu",
+        "MatMul",
+        "Max",
+        "MaxPool",
+        "Mul",
+        "Not",
+        "PRelu",
+        "Pad",
+        "Pow",
+        "Reciprocal",
+        "ReduceMax",
+        "ReduceMean",
+        "ReduceMin",
+        "ReduceProd",
+        "ReduceSum",
+        "Relu",
+        "Reshape",
+        "Resize",
+        "Round",
+        "Shape",
+        "Sigmoid",
+        "Slice",
+        "Softmax",
+        "Softplus",
+        "Split",
+        "Sqrt",
+        "Squeeze",
+        "Sub",
+        "Tanh",
+        "Tile",
+        "Transpose",
+        "Unsqueeze",
+    }
+)
 
 _RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
 _OPT_LEVELS = {
@@ -154,16 +209,20 @@ def cuda_device_count() -> int:
 
 def coreml_uncovered_ops(op_types: Iterable[tuple[str, str]]) -> list[str]:
     """The graph's operators CoreML cannot run, contrib operators first, sorted."""
-    uncovered = {(domain not in ("", "ai.onnx"), op) for domain, op in op_types
-                 if domain not in ("", "ai.onnx") or op not in COREML_OPS}
+    uncovered = {
+        (domain not in ("", "ai.onnx"), op)
+        for domain, op in op_types
+        if domain not in ("", "ai.onnx") or op not in COREML_OPS
+    }
     return [op for _, op in sorted(uncovered, key=lambda item: (not item[0], item[1]))]
 
 
 # ---------------------------------------------------------------- choice
 
 
-def unavailable_reason(provider: str, *, system: str, available: Iterable[str],
-                       cuda_devices: int) -> str | None:
+def unavailable_reason(
+    provider: str, *, system: str, available: Iterable[str], cuda_devices: int
+) -> str | None:
     """Why ``provider`` cannot run on this machine at all, or None when it can."""
     available = set(available)
     if provider == "cpu":
@@ -186,33 +245,45 @@ def unavailable_reason(provider: str, *, system: str, available: Iterable[str],
         if cuda_devices <= 0:
             return "no CUDA device found (no NVIDIA GPU or driver)"
         return None
-    raise ProviderError(f"Unknown execution provider '{provider}'.",
-                        hint=f"Choose one of: {', '.join(PROVIDERS)}.")
+    raise ProviderError(
+        f"Unknown execution provider '{provider}'.", hint=f"Choose one of: {', '.join(PROVIDERS)}."
+    )
 
 
-def choose_provider(requested: str | None, *, system: str, available: Iterable[str],
-                    cuda_devices: int,
-                    op_types: Iterable[tuple[str, str]] | None) -> tuple[str, dict[str, str]]:
+def choose_provider(
+    requested: str | None,
+    *,
+    system: str,
+    available: Iterable[str],
+    cuda_devices: int,
+    op_types: Iterable[tuple[str, str]] | None,
+) -> tuple[str, dict[str, str]]:
     """The provider to try first and, for every other provider, why it is not the one.
 
     ``op_types`` (the graph's (domain, op) pairs) only matter for the automatic CoreML choice;
     an explicit ``requested="coreml"`` is honoured even when ORT will place some nodes on CPU.
     """
     available = set(available)
-    hard = {p: unavailable_reason(p, system=system, available=available,
-                                  cuda_devices=cuda_devices) for p in PROVIDERS}
+    hard = {
+        p: unavailable_reason(p, system=system, available=available, cuda_devices=cuda_devices)
+        for p in PROVIDERS
+    }
     if requested is not None:
         if requested not in PROVIDERS:
-            raise ProviderError(f"Unknown execution provider '{requested}'.",
-                                hint=f"Choose one of: {', '.join(PROVIDERS)}.")
+            raise ProviderError(
+                f"Unknown execution provider '{requested}'.",
+                hint=f"Choose one of: {', '.join(PROVIDERS)}.",
+            )
         chosen = requested if hard[requested] is None else "cpu"
     else:
         soft = dict(hard)
         if soft["coreml"] is None:
             uncovered = coreml_uncovered_ops(op_types or ())
             if uncovered:
-                soft["coreml"] = (f"the model uses {', '.join(uncovered[:4])}, which CoreML "
-                                  "cannot run (those nodes would run on the CPU)")
+                soft["coreml"] = (
+                    f"the model uses {', '.join(uncovered[:4])}, which CoreML "
+                    "cannot run (those nodes would run on the CPU)"
+                )
         chosen = next(p for p in AUTO_ORDER if soft[p] is None)
         hard = soft
     reasons = {}
@@ -240,8 +311,12 @@ def machine_provider() -> str:
     available = ort.get_available_providers()
     cuda = cuda_device_count() if ORT_NAMES["cuda"] in available else 0
     for provider in ("dml", "cuda"):
-        if unavailable_reason(provider, system=platform.system(), available=available,
-                              cuda_devices=cuda) is None:
+        if (
+            unavailable_reason(
+                provider, system=platform.system(), available=available, cuda_devices=cuda
+            )
+            is None
+        ):
             return provider
     return "cpu"
 
@@ -249,8 +324,9 @@ def machine_provider() -> str:
 # ---------------------------------------------------------------- session
 
 
-def session_options(spec: ModelSpec, provider: str, threads: int | None = None
-                    ) -> ort.SessionOptions:
+def session_options(
+    spec: ModelSpec, provider: str, threads: int | None = None
+) -> ort.SessionOptions:
     """ORT session options for ``spec`` on ``provider``.
 
     Graph optimisation ALL (unless genai_config names a level); ``intra_op_num_threads`` from
@@ -262,11 +338,11 @@ def session_options(spec: ModelSpec, provider: str, threads: int | None = None
     config = spec.session_options
     options = ort.SessionOptions()
     options.graph_optimization_level = _OPT_LEVELS.get(
-        str(config.get("graph_optimization_level", "")),
-        ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
-    options.intra_op_num_threads = (_positive(threads)
-                                    or _positive(config.get("intra_op_num_threads"))
-                                    or physical_cores())
+        str(config.get("graph_optimization_level", "")), ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    )
+    options.intra_op_num_threads = (
+        _positive(threads) or _positive(config.get("intra_op_num_threads")) or physical_cores()
+    )
     if _positive(config.get("inter_op_num_threads")):
         options.inter_op_num_threads = int(config["inter_op_num_threads"])
     if isinstance(config.get("enable_cpu_mem_arena"), bool):
@@ -294,8 +370,9 @@ def provider_options(spec: ModelSpec, provider: str) -> dict[str, str]:
     return merged
 
 
-def create_session(spec: ModelSpec, *, provider: str | None = None, threads: int | None = None
-                   ) -> tuple[ort.InferenceSession, ProviderReport]:
+def create_session(
+    spec: ModelSpec, *, provider: str | None = None, threads: int | None = None
+) -> tuple[ort.InferenceSession, ProviderReport]:
     """Create the ORT session for ``spec`` and report which provider really runs it.
 
     Args:
@@ -318,14 +395,18 @@ def create_session(spec: ModelSpec, *, provider: str | None = None, threads: int
     if provider is None and system == "Darwin" and ORT_NAMES["coreml"] in available:
         op_types = inspect_onnx(spec.model_path).op_types
     cuda = cuda_device_count() if ORT_NAMES["cuda"] in available else 0
-    attempt, reasons = choose_provider(provider, system=system, available=available,
-                                       cuda_devices=cuda, op_types=op_types)
+    attempt, reasons = choose_provider(
+        provider, system=system, available=available, cuda_devices=cuda, op_types=op_types
+    )
     options = session_options(spec, attempt, threads)
     session = None
     if attempt != "cpu":
         try:
-            session = _new_session(spec, options, [
-                (ORT_NAMES[attempt], provider_options(spec, attempt)), ORT_NAMES["cpu"]])
+            session = _new_session(
+                spec,
+                options,
+                [(ORT_NAMES[attempt], provider_options(spec, attempt)), ORT_NAMES["cpu"]],
+            )
         except Exception as exc:  # ORT raises its own Exception subclasses, not RuntimeError
             reasons[attempt] = f"failed to start ({_ort_reason(exc)})"
             options = session_options(spec, "cpu", threads)
@@ -343,17 +424,23 @@ def create_session(spec: ModelSpec, *, provider: str | None = None, threads: int
     wanted = provider or attempt
     nodes_on, nodes_total = _node_counts(session, ORT_NAMES.get(chosen, chosen))
     report = ProviderReport(
-        chosen=chosen, ort_providers=ort_providers,
+        chosen=chosen,
+        ort_providers=ort_providers,
         requested=provider if provider is not None or chosen == attempt else attempt,
-        fell_back=chosen != wanted, reasons=reasons,
-        nodes_on_chosen=nodes_on, nodes_total=nodes_total)
+        fell_back=chosen != wanted,
+        reasons=reasons,
+        nodes_on_chosen=nodes_on,
+        nodes_total=nodes_total,
+    )
     return session, report
 
 
-def _new_session(spec: ModelSpec, options: ort.SessionOptions, providers: list
-                 ) -> ort.InferenceSession:
-    return ort.InferenceSession(str(spec.model_path), sess_options=options,
-                                providers=providers, enable_fallback=0)
+def _new_session(
+    spec: ModelSpec, options: ort.SessionOptions, providers: list
+) -> ort.InferenceSession:
+    return ort.InferenceSession(
+        str(spec.model_path), sess_options=options, providers=providers, enable_fallback=0
+    )
 
 
 def _node_counts(session: ort.InferenceSession, ort_name: str) -> tuple[int | None, int | None]:
@@ -382,10 +469,15 @@ def _ort_reason(exc: BaseException) -> str:
 def _load_error(path: Path, exc: BaseException) -> ModelLoadError:
     reason = _ort_reason(exc)
     kind = type(exc).__name__
-    if (kind == "NotImplemented" or "Could not find an implementation" in reason
-            or "is not a registered function/op" in reason):
-        hint = ("The model needs an operator this onnxruntime version does not have; "
-                "update Hearth, or use a different export of the model.")
+    if (
+        kind == "NotImplemented"
+        or "Could not find an implementation" in reason
+        or "is not a registered function/op" in reason
+    ):
+        hint = (
+            "The model needs an operator this onnxruntime version does not have; "
+            "update Hearth, or use a different export of the model."
+        )
     elif "Unsupported model IR version" in reason or "opset" in reason.lower():
         hint = "The model was made for a newer ONNX Runtime; update Hearth."
     else:

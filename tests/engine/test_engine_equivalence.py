@@ -33,8 +33,9 @@ class FullRecompute:
     def __init__(self, model_path, graph):
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
-        self.session = ort.InferenceSession(str(model_path), options,
-                                            providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(
+            str(model_path), options, providers=["CPUExecutionProvider"]
+        )
         self.graph = graph
         self.inputs = {i.name: i for i in self.session.get_inputs()}
 
@@ -87,8 +88,7 @@ def test_greedy_tokens_match_full_recompute(name, request):
         chunks = list(engine.generate(prompt, GREEDY, reuse=False))
         tokens = [c.token_id for c in chunks if c.token_id is not None]
         final = chunks[-1]
-        expected, _ = reference.greedy(prompt, GREEDY.max_new_tokens,
-                                       set(engine.eos_token_ids))
+        expected, _ = reference.greedy(prompt, GREEDY.max_new_tokens, set(engine.eos_token_ids))
         assert tokens == expected, f"{name}: prompt of {len(prompt)} tokens diverged"
         assert final.stats.generated_tokens == len(tokens)
         assert final.finish_reason in ("eos", "max_tokens")
@@ -106,8 +106,9 @@ def test_last_step_logits_match_full_recompute(name, request):
     logits = decoder.feed(prompt)
     ids = list(prompt)
     for step in range(10):
-        np.testing.assert_allclose(logits, reference.logits(ids), atol=1e-4, rtol=0,
-                                   err_msg=f"{name} step {step}")
+        np.testing.assert_allclose(
+            logits, reference.logits(ids), atol=1e-4, rtol=0, err_msg=f"{name} step {step}"
+        )
         token = int(np.argmax(logits))
         ids.append(token)
         logits = decoder.feed([token])

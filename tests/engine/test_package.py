@@ -35,11 +35,17 @@ def _edit_json(path: Path, **changes) -> None:
 
 def _tiny_graph(op_type: str = "Relu", domain: str = "") -> onnx.ModelProto:
     weight = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4), "W")
-    nodes = [helper.make_node("MatMul", ["x", "W"], ["y"]),
-             helper.make_node(op_type, ["y"], ["z"], domain=domain)]
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["y"]),
+        helper.make_node(op_type, ["y"], ["z"], domain=domain),
+    ]
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4])], [weight])
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4])],
+        [weight],
+    )
     opsets = [helper.make_opsetid("", 17)]
     if domain:
         opsets.append(helper.make_opsetid(domain, 1))
@@ -53,8 +59,7 @@ def _with_external_data(folder: Path) -> Path:
     path = folder / "onnx" / "model.onnx"
     model = onnx.load(path)
     path.unlink()
-    onnx.save(model, path, save_as_external_data=True, location="model.onnx_data",
-              size_threshold=0)
+    onnx.save(model, path, save_as_external_data=True, location="model.onnx_data", size_threshold=0)
     return folder / "onnx" / "model.onnx_data"
 
 
@@ -108,18 +113,27 @@ def test_genai_layout_is_normalised(gqa_model_dir):
 def test_genai_config_details(gqa_model_dir, tmp_path):
     folder = _copy(gqa_model_dir, tmp_path / "m")
     (folder / "chat_template.jinja").unlink()
-    _edit_json(folder / "tokenizer_config.json", chat_template=[
-        {"name": "tool_use", "template": "TOOLS"}, {"name": "default", "template": "DEFAULT"}])
+    _edit_json(
+        folder / "tokenizer_config.json",
+        chat_template=[
+            {"name": "tool_use", "template": "TOOLS"},
+            {"name": "default", "template": "DEFAULT"},
+        ],
+    )
     config = json.loads((folder / "genai_config.json").read_text())
     config["_name_or_path"] = "microsoft/Phi-3-mini-4k-instruct"
     model = config["model"]
     model["eos_token_id"] = [2, 0, 2]
     model["decoder"]["sliding_window"] = {"window_size": 64, "slide_key_value_cache": False}
     model["decoder"]["session_options"] = {
-        "log_id": "onnxruntime-genai", "intra_op_num_threads": 1,
-        "graph_optimization_level": "ORT_ENABLE_BASIC", "session.disable_prepacking": "1",
-        "provider_options": [{"DML": {"device_id": "1"}},
-                             {"CUDAExecutionProvider": {"enable_cuda_graph": "0"}}],
+        "log_id": "onnxruntime-genai",
+        "intra_op_num_threads": 1,
+        "graph_optimization_level": "ORT_ENABLE_BASIC",
+        "session.disable_prepacking": "1",
+        "provider_options": [
+            {"DML": {"device_id": "1"}},
+            {"CUDAExecutionProvider": {"enable_cuda_graph": "0"}},
+        ],
     }
     config["search"].update(do_sample=True, temperature=0.6, top_k=40, top_p=0.9)
     (folder / "genai_config.json").write_text(json.dumps(config))
@@ -132,8 +146,10 @@ def test_genai_config_details(gqa_model_dir, tmp_path):
     assert spec.session_options["intra_op_num_threads"] == 1
     assert spec.session_options["graph_optimization_level"] == "ORT_ENABLE_BASIC"
     assert spec.session_options["config_entries"] == {"session.disable_prepacking": "1"}
-    assert spec.provider_options == ({"dml": {"device_id": "1"}},
-                                     {"cuda": {"enable_cuda_graph": "0"}})
+    assert spec.provider_options == (
+        {"dml": {"device_id": "1"}},
+        {"cuda": {"enable_cuda_graph": "0"}},
+    )
     sampling = default_sampling(spec, SamplingSettings(min_p=0.05, seed=7))
     assert (sampling.temperature, sampling.top_k, sampling.top_p) == (0.6, 40, 0.9)
     assert (sampling.min_p, sampling.seed) == (0.05, 7)
@@ -141,13 +157,22 @@ def test_genai_config_details(gqa_model_dir, tmp_path):
 
 def test_optimum_config_details(plain_model_dir, tmp_path):
     folder = _copy(plain_model_dir, tmp_path / "m")
-    _edit_json(folder / "config.json", _name_or_path="HuggingFaceTB/SmolLM2-135M-Instruct",
-               max_position_embeddings=None, n_positions=2048, sliding_window=128)
-    _edit_json(folder / "generation_config.json", eos_token_id=[2, 0], temperature=0.2,
-               do_sample=True)
-    _edit_json(folder / "tokenizer_config.json",
-               bos_token={"__type": "AddedToken", "content": "<|im_start|>"},
-               eos_token={"content": "<|im_end|>", "special": True}, add_bos_token=True)
+    _edit_json(
+        folder / "config.json",
+        _name_or_path="HuggingFaceTB/SmolLM2-135M-Instruct",
+        max_position_embeddings=None,
+        n_positions=2048,
+        sliding_window=128,
+    )
+    _edit_json(
+        folder / "generation_config.json", eos_token_id=[2, 0], temperature=0.2, do_sample=True
+    )
+    _edit_json(
+        folder / "tokenizer_config.json",
+        bos_token={"__type": "AddedToken", "content": "<|im_start|>"},
+        eos_token={"content": "<|im_end|>", "special": True},
+        add_bos_token=True,
+    )
     spec = read_model_folder(folder)
     assert spec.name == "SmolLM2-135M-Instruct"
     assert spec.context_length == 2048
@@ -180,19 +205,31 @@ def many_variants(plain_model_dir, tmp_path):
     return folder
 
 
-@pytest.mark.parametrize(("provider", "expected"), [
-    ("cpu", "model_q4"), ("cuda", "model_q4f16"), ("dml", "model_q4f16"), ("coreml", "model"),
-])
+@pytest.mark.parametrize(
+    ("provider", "expected"),
+    [
+        ("cpu", "model_q4"),
+        ("cuda", "model_q4f16"),
+        ("dml", "model_q4f16"),
+        ("coreml", "model"),
+    ],
+)
 def test_variant_follows_the_provider(many_variants, provider, expected):
     spec = read_model_folder(many_variants, provider=provider)
     assert spec.variant == expected
     assert spec.model_path == many_variants / "onnx" / f"{expected}.onnx"
 
 
-@pytest.mark.parametrize(("requested", "expected"), [
-    ("fp16", "model_fp16"), ("model_int8", "model_int8"), ("fp32", "model"),
-    ("q4f16", "model_q4f16"), ("model_q4.onnx", "model_q4"),
-])
+@pytest.mark.parametrize(
+    ("requested", "expected"),
+    [
+        ("fp16", "model_fp16"),
+        ("model_int8", "model_int8"),
+        ("fp32", "model"),
+        ("q4f16", "model_q4f16"),
+        ("model_q4.onnx", "model_q4"),
+    ],
+)
 def test_variant_override(many_variants, requested, expected):
     assert read_model_folder(many_variants, variant=requested).variant == expected
 
@@ -276,14 +313,19 @@ def test_external_data_outside_the_folder_is_refused(plain_model_dir, tmp_path):
         read_model_folder(folder)
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (None, "is truncated"),
-    (b"\x00\xffthis is not protobuf at all" * 10, "is not a valid ONNX model"),
-    (b"<html><body>404 Not Found</body></html>", "is not a valid ONNX model"),
-    (b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 123\n",
-     "Git LFS pointer"),
-    (b"", "is empty"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "is truncated"),
+        (b"\x00\xffthis is not protobuf at all" * 10, "is not a valid ONNX model"),
+        (b"<html><body>404 Not Found</body></html>", "is not a valid ONNX model"),
+        (
+            b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 123\n",
+            "Git LFS pointer",
+        ),
+        (b"", "is empty"),
+    ],
+)
 def test_corrupt_onnx_file_is_named(plain_model_dir, tmp_path, content, message):
     folder = _copy(plain_model_dir, tmp_path / "m")
     path = folder / "onnx" / "model.onnx"

@@ -98,8 +98,10 @@ def test_unknown_provider_is_an_error(plain_model_dir):
 def test_threads_default_to_physical_cores(plain_model_dir):
     session, _ = create_session(read_model_folder(plain_model_dir))
     assert session.get_session_options().intra_op_num_threads == physical_cores()
-    assert (session.get_session_options().graph_optimization_level
-            == ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    assert (
+        session.get_session_options().graph_optimization_level
+        == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    )
 
 
 def test_threads_argument_and_genai_config(gqa_model_dir):
@@ -107,9 +109,15 @@ def test_threads_argument_and_genai_config(gqa_model_dir):
     session, _ = create_session(spec, threads=1)
     assert session.get_session_options().intra_op_num_threads == 1
 
-    configured = dataclasses.replace(spec, session_options={
-        "intra_op_num_threads": 3, "graph_optimization_level": "ORT_ENABLE_BASIC",
-        "enable_cpu_mem_arena": False, "config_entries": {"session.disable_prepacking": "1"}})
+    configured = dataclasses.replace(
+        spec,
+        session_options={
+            "intra_op_num_threads": 3,
+            "graph_optimization_level": "ORT_ENABLE_BASIC",
+            "enable_cpu_mem_arena": False,
+            "config_entries": {"session.disable_prepacking": "1"},
+        },
+    )
     session, _ = create_session(configured)
     options = session.get_session_options()
     assert options.intra_op_num_threads == 3
@@ -126,22 +134,32 @@ def test_physical_cores_follow_the_affinity_mask():
     if not hasattr(os, "sched_setaffinity"):
         pytest.skip("no CPU affinity API on this OS")
     cpu = min(os.sched_getaffinity(0))
-    code = (f"import os; os.sched_setaffinity(0, {{{cpu}}}); "
-            "from app.engine.providers import physical_cores; print(physical_cores())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=os.getcwd())
+    code = (
+        f"import os; os.sched_setaffinity(0, {{{cpu}}}); "
+        "from app.engine.providers import physical_cores; print(physical_cores())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=os.getcwd()
+    )
     assert out.stdout.strip() == "1"
 
 
 def test_directml_session_options_and_genai_provider_options(gqa_model_dir):
-    spec = dataclasses.replace(read_model_folder(gqa_model_dir), provider_options=(
-        {"dml": {"device_id": "1"}}, {"cuda": {"enable_cuda_graph": "1"}},
-        {"dml": {"performance_preference": "high_performance"}}))
+    spec = dataclasses.replace(
+        read_model_folder(gqa_model_dir),
+        provider_options=(
+            {"dml": {"device_id": "1"}},
+            {"cuda": {"enable_cuda_graph": "1"}},
+            {"dml": {"performance_preference": "high_performance"}},
+        ),
+    )
     options = session_options(spec, "dml")
     assert options.enable_mem_pattern is False
     assert options.execution_mode == ort.ExecutionMode.ORT_SEQUENTIAL
-    assert provider_options(spec, "dml") == {"device_id": "1",
-                                             "performance_preference": "high_performance"}
+    assert provider_options(spec, "dml") == {
+        "device_id": "1",
+        "performance_preference": "high_performance",
+    }
     assert provider_options(spec, "cuda") == {"enable_cuda_graph": "1"}
     assert provider_options(spec, "cpu") == {}
     assert session_options(spec, "cpu").execution_mode == ort.ExecutionMode.ORT_SEQUENTIAL
@@ -153,25 +171,35 @@ def test_directml_session_options_and_genai_provider_options(gqa_model_dir):
 def test_preference_order_per_machine():
     contrib = {("com.microsoft", "MatMulNBits"), ("", "Add")}
     choice, reasons = choose_provider(
-        None, system="Windows", available=["DmlExecutionProvider", "CPUExecutionProvider"],
-        cuda_devices=0, op_types=contrib)
+        None,
+        system="Windows",
+        available=["DmlExecutionProvider", "CPUExecutionProvider"],
+        cuda_devices=0,
+        op_types=contrib,
+    )
     assert choice == "dml"
     assert reasons["cpu"] == "DML is available and faster"
     assert "onnxruntime-gpu" in reasons["cuda"]
     assert reasons["coreml"] == "CoreML runs on macOS only"
 
     linux_gpu = ["CUDAExecutionProvider", "CPUExecutionProvider"]
-    assert choose_provider(None, system="Linux", available=linux_gpu, cuda_devices=1,
-                           op_types=None)[0] == "cuda"
-    choice, reasons = choose_provider(None, system="Linux", available=linux_gpu,
-                                      cuda_devices=0, op_types=None)
+    assert (
+        choose_provider(None, system="Linux", available=linux_gpu, cuda_devices=1, op_types=None)[0]
+        == "cuda"
+    )
+    choice, reasons = choose_provider(
+        None, system="Linux", available=linux_gpu, cuda_devices=0, op_types=None
+    )
     assert choice == "cpu"
     assert reasons["cuda"] == "no CUDA device found (no NVIDIA GPU or driver)"
 
 
 def test_coreml_only_when_the_graph_is_covered(gqa_model_dir, plain_model_dir):
-    mac = {"system": "Darwin", "available": ["CoreMLExecutionProvider", "CPUExecutionProvider"],
-           "cuda_devices": 0}
+    mac = {
+        "system": "Darwin",
+        "available": ["CoreMLExecutionProvider", "CPUExecutionProvider"],
+        "cuda_devices": 0,
+    }
     gqa_ops = inspect_onnx(read_model_folder(gqa_model_dir).model_path).op_types
     choice, reasons = choose_provider(None, op_types=gqa_ops, **mac)
     assert choice == "cpu"
@@ -185,18 +213,24 @@ def test_coreml_only_when_the_graph_is_covered(gqa_model_dir, plain_model_dir):
     assert choose_provider(None, op_types=standard, **mac)[0] == "coreml"
     plain_ops = inspect_onnx(read_model_folder(plain_model_dir).model_path).op_types
     assert coreml_uncovered_ops(plain_ops) == sorted(
-        op for domain, op in plain_ops if op not in COREML_OPS or domain)
+        op for domain, op in plain_ops if op not in COREML_OPS or domain
+    )
 
 
 def test_uncovered_ops_name_contrib_ops_first():
-    ops = {("", "Where"), ("com.microsoft", "MatMulNBits"), ("", "MatMul"),
-           ("com.microsoft", "RotaryEmbedding")}
+    ops = {
+        ("", "Where"),
+        ("com.microsoft", "MatMulNBits"),
+        ("", "MatMul"),
+        ("com.microsoft", "RotaryEmbedding"),
+    }
     assert coreml_uncovered_ops(ops) == ["MatMulNBits", "RotaryEmbedding", "Where"]
 
 
 def test_explicit_request_for_unusable_provider_picks_cpu():
-    choice, reasons = choose_provider("dml", system="Linux", available=["CPUExecutionProvider"],
-                                      cuda_devices=0, op_types=None)
+    choice, reasons = choose_provider(
+        "dml", system="Linux", available=["CPUExecutionProvider"], cuda_devices=0, op_types=None
+    )
     assert choice == "cpu"
     assert reasons["dml"] == "DirectML runs on Windows only"
 
@@ -216,11 +250,14 @@ def _save(model: onnx.ModelProto, path) -> None:
 def test_unsupported_operator_is_a_model_load_error(plain_model_dir, tmp_path):
     spec = read_model_folder(plain_model_dir)
     graph = helper.make_graph(
-        [helper.make_node("FancyAttention", ["x"], ["y"], domain="com.example")], "g",
+        [helper.make_node("FancyAttention", ["x"], ["y"], domain="com.example")],
+        "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                    helper.make_opsetid("com.example", 1)])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]
+    )
     model.ir_version = 10
     bad = tmp_path / "onnx" / "model.onnx"
     _save(model, bad)
@@ -251,9 +288,11 @@ def test_session_runs_a_step(plain_model_dir):
     """The session create_session returns computes: one prefill step gives finite logits."""
     spec = read_model_folder(plain_model_dir)
     session, _ = create_session(spec)
-    feeds = {"input_ids": np.array([[1, 5, 9]], dtype=np.int64),
-             "attention_mask": np.ones((1, 3), dtype=np.int64),
-             "position_ids": np.arange(3, dtype=np.int64)[None]}
+    feeds = {
+        "input_ids": np.array([[1, 5, 9]], dtype=np.int64),
+        "attention_mask": np.ones((1, 3), dtype=np.int64),
+        "position_ids": np.arange(3, dtype=np.int64)[None],
+    }
     for item in session.get_inputs():
         if item.name.startswith("past_key_values"):
             feeds[item.name] = np.zeros((1, 2, 0, 16), dtype=np.float32)

@@ -1,0 +1,315 @@
+"""Pick the next token from logits: pure numpy, seeded, fast on 150k-token vocabularies.
+
+The filters are small pure functions over a 1-D float32 logits array; a removed token gets
+``-inf``. They define the semantics and are what the tests pin down on tiny arrays. The order
+follows Hugging Face ``generate``: repetition penalty, presence/frequency penalties, then
+temperature, top-k, top-p, min-p.
+
+:class:`Sampler` applies the same chain without touching the whole vocabulary more than a
+few times per token: top-k finds its candidates from a strided sample's threshold (falling
+back to a full partition when the sample misjudges), top-p without top-k only sorts the
+tokens above a probability threshold wide enough to hold the nucleus, and everything after
+works on the candidates alone.
+
+Penalty bookkeeping is incremental: the sampler keeps token counts for the ``history`` it is
+given and, when the next call's history is the previous one plus new tokens (the normal
+decode loop appending to one list), counts only the new tokens. Any other history (a new
+reply, a rewind) is recounted from scratch. Call :meth:`Sampler.reset` to drop the counts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from app.engine.types import SamplingSettings
+
+NEG_INF = np.float32(-np.inf)
+
+
+# -- filters -----------------------------------------------------------------------------
+
+
+def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """``logits / temperature`` (temperature > 0; 0 means greedy and is handled by the caller)."""
+    if temperature <= 0:
+        raise ValueError("temperature must be > 0 (0 means greedy)")
+    return (logits / np.float32(temperature)).astype(np.float32, copy=False)
+
+
+def apply_top_k(logits: np.ndarray, k: int) -> np.ndarray:
+    """Keep the ``k`` largest logits (ties with the k-th are kept too); 0 = off."""
+    out = np.array(logits, dtype=np.float32)
+    if k <= 0 or k >= out.size:
+        return out
+    kth = np.partition(out, out.size - k)[out.size - k]
+    out[out < kth] = NEG_INF
+    return out
+
+
+def apply_top_p(logits: np.ndarray, p: float) -> np.ndarray:
+    """Keep the smallest set of most likely tokens whose probability sum reaches ``p``
+    (the token that crosses ``p`` is kept); ``p >= 1`` = off."""
+    out = np.array(logits, dtype=np.float32)
+    if p >= 1.0:
+        return out
+    order = np.argsort(-out, kind="stable")
+    probs = _softmax64(out[order])
+    before = np.cumsum(probs) - probs  # probability mass of the tokens ranked above
+    out[order[before >= p]] = NEG_INF
+    out[order[0]] = logits[order[0]]  # always keep the best token
+    return out
+
+
+def apply_min_p(logits: np.ndarray, min_p: float) -> np.ndarray:
+    """Keep tokens whose probability is at least ``min_p`` times the top probability
+    (``logit >= max + log(min_p)``); 0 = off."""
+    out = np.array(logits, dtype=np.float32)
+    if min_p <= 0.0:
+        return out
+    out[out < out.max() + np.float32(math.log(min_p))] = NEG_INF
+    return out
+
+
+def apply_repetition_penalty(logits: np.ndarray, token_ids: Sequence[int] | np.ndarray,
+                             penalty: float) -> np.ndarray:
+    """CTRL-style: divide positive logits and multiply negative logits of every token seen
+    (once per token, however often it was seen); 1.0 = off."""
+    out = np.array(logits, dtype=np.float32)
+    if penalty == 1.0 or len(token_ids) == 0:
+        return out
+    ids = np.unique(np.asarray(token_ids, dtype=np.int64))
+    values = out[ids]
+    out[ids] = np.where(values > 0, values / np.float32(penalty), values * np.float32(penalty))
+    return out
+
+
+def apply_presence_frequency_penalty(logits: np.ndarray, token_ids: np.ndarray,
+                                     counts: np.ndarray, presence: float,
+                                     frequency: float) -> np.ndarray:
+    """OpenAI-style: ``logit -= presence + frequency * count`` for each seen token.
+
+    ``token_ids`` are distinct ids, ``counts`` how often each was seen (see
+    :func:`token_counts`).
+    """
+    out = np.array(logits, dtype=np.float32)
+    if (presence == 0.0 and frequency == 0.0) or len(token_ids) == 0:
+        return out
+    ids = np.asarray(token_ids, dtype=np.int64)
+    out[ids] -= np.float32(presence) + np.float32(frequency) * np.asarray(counts, np.float32)
+    return out
+
+
+def token_counts(history: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct token ids of ``history`` and how often each occurs."""
+    ids, counts = np.unique(np.asarray(history, dtype=np.int64), return_counts=True)
+    return ids, counts
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Probabilities (float64) of a logits array; ``-inf`` entries get 0."""
+    return _softmax64(np.asarray(logits, dtype=np.float32))
+
+
+def _softmax64(values: np.ndarray) -> np.ndarray:
+    shifted = values.astype(np.float64) - float(values.max())
+    exp = np.exp(shifted)
+    return exp / exp.sum()
+
+
+# -- the sampler --------------------------------------------------------------------------
+
+
+class Sampler:
+    """Settings + seeded generator + penalty counts. ``sampler(logits, history) -> token``.
+
+    ``history`` is what the penalties look at (the engine passes prompt + reply so far).
+    ``distribution(logits, history)`` returns the candidate ids and their probabilities;
+    ``__call__`` draws from it (greedy: the argmax after penalties).
+    """
+
+    def __init__(self, settings: SamplingSettings) -> None:
+        if settings.top_k < 0 or not 0.0 < settings.top_p <= 1.0:
+            raise ValueError("top_k must be >= 0 and top_p in (0, 1]")
+        if settings.min_p < 0.0 or settings.min_p > 1.0 or settings.repetition_penalty <= 0:
+            raise ValueError("min_p must be in [0, 1] and repetition_penalty > 0")
+        self.settings = settings
+        self.rng = np.random.default_rng(settings.seed)
+        self._penalized = (
+            settings.repetition_penalty != 1.0
+            or settings.presence_penalty != 0.0
+            or settings.frequency_penalty != 0.0
+        )
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the counted history (the next call recounts)."""
+        self._counts = np.zeros(0, dtype=np.int32)
+        self._seen: list[int] = []  # distinct ids in first-seen order
+        self._seen_array = np.zeros(0, dtype=np.int64)
+        self._synced = 0  # how many history tokens are counted
+        self._last = -1  # history[_synced - 1], to notice a replaced history
+
+    # -- public -------------------------------------------------------------------------
+
+    def __call__(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
+        x = self._prepare(logits, history)
+        if self.settings.greedy:
+            return int(np.argmax(x))
+        ids, probs = self._candidates(x)
+        if ids.size == 1:
+            return int(ids[0])
+        cdf = np.cumsum(probs)
+        at = int(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"))
+        return int(ids[min(at, ids.size - 1)])
+
+    def distribution(self, logits: np.ndarray,
+                     history: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+        """Candidate token ids and their probabilities (summing to 1) after all filters."""
+        x = self._prepare(logits, history)
+        if self.settings.greedy:
+            return np.array([int(np.argmax(x))]), np.ones(1)
+        ids, weights = self._candidates(x)
+        return ids, weights / weights.sum()
+
+    # -- steps --------------------------------------------------------------------------
+
+    def _prepare(self, logits: np.ndarray, history: Sequence[int]) -> np.ndarray:
+        x = np.asarray(logits, dtype=np.float32)
+        if x.ndim != 1:
+            if x.size != x.shape[-1]:
+                raise ValueError(f"expected one row of logits, got shape {x.shape}")
+            x = x.reshape(-1)
+        top = x.max()
+        if not np.isfinite(top):
+            raise ValueError("the logits contain NaN or are all -inf/+inf")
+        if not self._penalized:
+            return x
+        self._sync(history, x.size)
+        if not self._seen:
+            return x
+        s = self.settings
+        ids = self._seen_array
+        values = x[ids]
+        if s.repetition_penalty != 1.0:
+            rp = np.float32(s.repetition_penalty)
+            values = np.where(values > 0, values / rp, values * rp)
+        if s.presence_penalty != 0.0 or s.frequency_penalty != 0.0:
+            counts = self._counts[ids].astype(np.float32)
+            values = values - (np.float32(s.presence_penalty)
+                               + np.float32(s.frequency_penalty) * counts)
+        x = x.copy()
+        x[ids] = values
+        return x
+
+    def _sync(self, history: Sequence[int], vocab: int) -> None:
+        """Count the tokens of ``history`` not counted yet (all of them if it was replaced)."""
+        n = len(history)
+        if n < self._synced or (self._synced and history[self._synced - 1] != self._last):
+            self.reset()
+        if self._counts.size < vocab:
+            self._counts = np.concatenate(
+                [self._counts, np.zeros(vocab - self._counts.size, np.int32)])
+        grew = False
+        for token in history[self._synced :]:
+            token = int(token)
+            if not 0 <= token < vocab:
+                continue  # an id the logits do not cover cannot be penalized
+            if self._counts[token] == 0:
+                self._seen.append(token)
+                grew = True
+            self._counts[token] += 1
+        if grew:
+            self._seen_array = np.fromiter(self._seen, dtype=np.int64, count=len(self._seen))
+        if n:
+            self._synced, self._last = n, int(history[n - 1])
+
+    def _candidates(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Ids that survive temperature, top-k, top-p and min-p (in that order), with weights
+        proportional to their probabilities (the best token weighs 1)."""
+        s = self.settings
+        t = np.float32(s.temperature)
+        top = np.float32(x.max())
+        ids: np.ndarray | None = None  # None = the whole vocabulary
+        values = x
+        if 0 < s.top_k < x.size:
+            ids = _top_k_ids(x, s.top_k)
+            values = x[ids]
+        elif s.top_p >= 1.0 and s.min_p > 0.0:
+            # min-p alone: a threshold on the logits, no need to exponentiate the vocabulary.
+            ids = np.flatnonzero(x >= top + t * np.float32(math.log(s.min_p)))
+            values = x[ids]
+        weights = np.exp((values - top) / t, dtype=np.float32)
+        if s.top_p < 1.0:
+            if ids is None:
+                ids, weights = _nucleus_of_vocab(weights, s.top_p)
+            else:
+                ids, weights = _nucleus(ids, weights, s.top_p)
+        if s.min_p > 0.0:
+            # Relative to the best token, so renormalising after top-p does not change it.
+            keep = weights >= np.float32(s.min_p)
+            ids = np.flatnonzero(keep) if ids is None else ids[keep]
+            weights = weights[keep]
+        if ids is None:
+            ids = np.arange(x.size)
+        return ids, weights.astype(np.float64)
+
+
+def make_sampler(settings: SamplingSettings) -> Sampler:
+    """A sampler for one reply (seeded by ``settings.seed``; None = fresh randomness)."""
+    return Sampler(settings)
+
+
+# -- fast selection helpers ---------------------------------------------------------------
+
+_SAMPLE_SIZE = 4096
+
+
+def _top_k_ids(x: np.ndarray, k: int) -> np.ndarray:
+    """Ids of the ``k`` largest entries, ties with the k-th included (as :func:`apply_top_k`).
+
+    A strided sample estimates a threshold a few times looser than the k-th value; only the
+    entries above it are partitioned. If the estimate lets through fewer than k, partition all.
+    """
+    n = x.size
+    stride = max(1, n // _SAMPLE_SIZE)
+    if stride > 1:
+        sample = x[::stride]
+        rank = min(sample.size, -(-2 * k // stride) + 8)
+        guess = np.partition(sample, sample.size - rank)[sample.size - rank]
+        ids = np.flatnonzero(x >= guess)
+        if ids.size >= k:
+            values = x[ids]
+            kth = np.partition(values, values.size - k)[values.size - k]
+            return ids[values >= kth]
+    kth = np.partition(x, n - k)[n - k]
+    return np.flatnonzero(x >= kth)
+
+
+def _nucleus(ids: np.ndarray, weights: np.ndarray, p: float) -> tuple[np.ndarray, np.ndarray]:
+    """The top-p subset of a candidate set (weights need not be normalised)."""
+    order = np.argsort(-weights, kind="stable")
+    w = weights[order].astype(np.float64)
+    before = np.cumsum(w) - w
+    keep = before < p * w.sum()
+    keep[0] = True
+    return ids[order[keep]], weights[order[keep]]
+
+
+def _nucleus_of_vocab(weights: np.ndarray, p: float) -> tuple[np.ndarray, np.ndarray]:
+    """Top-p over a whole vocabulary without sorting it: sort only the tokens above a weight
+    threshold whose mass already reaches ``p``; widen the threshold until it does."""
+    total = float(weights.sum(dtype=np.float64))
+    for floor in (1e-4, 1e-8, 1e-16, 0.0):
+        ids = np.flatnonzero(weights >= floor) if floor else np.arange(weights.size)
+        w = weights[ids]
+        if float(w.sum(dtype=np.float64)) >= p * total or not floor:
+            order = np.argsort(-w, kind="stable")
+            sorted_w = w[order].astype(np.float64)
+            before = np.cumsum(sorted_w) - sorted_w
+            keep = before < p * total
+            keep[0] = True
+            return ids[order[keep]], w[order[keep]]
+    raise AssertionError("unreachable")

@@ -1,0 +1,212 @@
+"""The model's tokenizer: a thin wrapper over Hugging Face ``tokenizers`` with Hearth's rules.
+
+Rules that matter for chat:
+
+* A chat-rendered prompt already contains its special tokens (``<|im_start|>``, ``<s>`` …) as
+  text; :meth:`Tokenizer.encode` parses them into their ids and never adds a BOS that is
+  already there.
+* BOS is added only when asked (``add_special_tokens=True``) *and* the model's
+  ``tokenizer_config.json`` says so (``add_bos_token``). The tokenizer.json post-processor is
+  never run, so a template-rendered prompt cannot get a second BOS or a stray EOS.
+* The streaming detokenizer needs two facts the library does not expose directly: which ids
+  :meth:`decode` skips (:attr:`Tokenizer.special_ids`) and which ids are SentencePiece
+  byte-fallback pieces ``<0xNN>`` whose text depends on their neighbours
+  (:attr:`Tokenizer.byte_fallback_ids`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import tokenizers
+
+from app.errors import ModelLoadError
+
+_HINT = "Download or import the model again."
+
+
+class Tokenizer:
+    """Text ↔ token ids for one model.
+
+    Build it with :meth:`from_files` (or directly from a ``tokenizers.Tokenizer``). The BOS and
+    EOS token strings come from the model's ``tokenizer_config.json``; when given they must
+    exist in the vocabulary.
+    """
+
+    def __init__(
+        self,
+        inner: tokenizers.Tokenizer,
+        *,
+        bos_token: str | None = None,
+        eos_token: str | None = None,
+        add_bos_token: bool = False,
+        source: str = "",
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        self._inner = inner
+        self._source = source or "the tokenizer"
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+        self.add_bos_token = add_bos_token
+        self._bos_id = self._require(bos_token, "beginning-of-text")
+        self._eos_id = self._require(eos_token, "end-of-text")
+        if add_bos_token and self._bos_id is None:
+            raise ModelLoadError(
+                f"{self._source} is configured to start every text with a BOS token, "
+                "but no BOS token is named.",
+                hint=_HINT,
+            )
+        added = inner.get_added_tokens_decoder()
+        self.special_ids: frozenset[int] = frozenset(i for i, t in added.items() if t.special)
+        """Ids that ``decode(..., skip_special_tokens=True)`` leaves out."""
+        if config is None:
+            config = json.loads(inner.to_str())
+        self.byte_fallback_ids: frozenset[int] = _byte_fallback_ids(config, inner)
+        """Ids of ``<0xNN>`` pieces that a ByteFallback decoder joins with their neighbours.
+        Empty for byte-level BPE (GPT-2 style) tokenizers."""
+
+    # -- construction ------------------------------------------------------------------
+
+    @classmethod
+    def from_files(
+        cls,
+        tokenizer_json: Path | str,
+        *,
+        bos_token: str | None = None,
+        eos_token: str | None = None,
+        add_bos_token: bool = False,
+    ) -> Tokenizer:
+        """Load ``tokenizer.json``.
+
+        Raises ``ModelLoadError`` naming the file when it is missing, unreadable, not JSON,
+        rejected by the tokenizers library, or lacks the named BOS/EOS tokens.
+        """
+        path = Path(tokenizer_json)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ModelLoadError(f"The tokenizer file {path} is missing.", hint=_HINT) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ModelLoadError(
+                f"The tokenizer file {path} cannot be read ({exc}).", hint=_HINT
+            ) from exc
+        try:
+            config = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ModelLoadError(
+                f"The tokenizer file {path} is corrupt: it is not valid JSON "
+                f"(line {exc.lineno}, column {exc.colno}: {exc.msg}).",
+                hint=_HINT,
+            ) from exc
+        if not isinstance(config, dict) or "model" not in config:
+            raise ModelLoadError(
+                f"The tokenizer file {path} is corrupt: it has no tokenizer model in it.",
+                hint=_HINT,
+            )
+        try:
+            inner = tokenizers.Tokenizer.from_str(text)
+        except Exception as exc:  # the Rust side raises plain Exception subclasses
+            raise ModelLoadError(
+                f"The tokenizer file {path} is corrupt: the tokenizers library rejects it ({exc}).",
+                hint=_HINT,
+            ) from exc
+        return cls(
+            inner,
+            bos_token=bos_token,
+            eos_token=eos_token,
+            add_bos_token=add_bos_token,
+            source=f"The tokenizer file {path}",
+            config=config,
+        )
+
+    def _require(self, token: str | None, what: str) -> int | None:
+        if token is None:
+            return None
+        token_id = self._inner.token_to_id(token)
+        if token_id is None:
+            raise ModelLoadError(
+                f"{self._source} does not contain the {what} token {token!r} that the model's "
+                "configuration names.",
+                hint=_HINT,
+            )
+        return token_id
+
+    # -- text <-> ids ------------------------------------------------------------------
+
+    def encode(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
+        """Token ids of ``text``. Special tokens written in the text become their ids.
+
+        ``add_special_tokens=True`` prepends BOS when the model wants one and the text does
+        not already start with it; nothing else is ever added.
+        """
+        ids: list[int] = self._inner.encode(text, add_special_tokens=False).ids
+        if (
+            add_special_tokens
+            and self.add_bos_token
+            and self._bos_id is not None
+            and (not ids or ids[0] != self._bos_id)
+        ):
+            ids.insert(0, self._bos_id)
+        return ids
+
+    def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = True) -> str:
+        """The text of ``ids`` (special tokens left out unless ``skip_special_tokens=False``)."""
+        if not isinstance(ids, list):
+            ids = [int(i) for i in ids]
+        return self._inner.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._inner.token_to_id(token)
+
+    def id_to_token(self, token_id: int) -> str | None:
+        return self._inner.id_to_token(int(token_id))
+
+    # -- facts -------------------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids, added tokens included (the model's logits may be padded wider)."""
+        return self._inner.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def bos_token_id(self) -> int | None:
+        return self._bos_id
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return self._eos_id
+
+    @property
+    def inner(self) -> tokenizers.Tokenizer:
+        """The wrapped ``tokenizers.Tokenizer`` (for callers that need more)."""
+        return self._inner
+
+    def __repr__(self) -> str:
+        return (
+            f"Tokenizer(vocab_size={self.vocab_size}, bos={self.bos_token!r}, "
+            f"eos={self.eos_token!r}, add_bos_token={self.add_bos_token})"
+        )
+
+
+def _byte_fallback_ids(config: dict[str, Any], inner: tokenizers.Tokenizer) -> frozenset[int]:
+    """The ``<0xNN>`` piece ids, if the decoder chain contains a ByteFallback step."""
+    if not _has_decoder(config.get("decoder"), "ByteFallback"):
+        return frozenset()
+    ids = []
+    for byte in range(256):
+        token_id = inner.token_to_id(f"<0x{byte:02X}>")
+        if token_id is not None:
+            ids.append(token_id)
+    return frozenset(ids)
+
+
+def _has_decoder(node: Any, kind: str) -> bool:
+    if not isinstance(node, dict):
+        return False
+    if node.get("type") == kind:
+        return True
+    children: Sequence[Any] = node.get("decoders") or ()
+    return any(_has_decoder(child, kind) for child in children)
