@@ -60,6 +60,9 @@ class Decoder:
         self._logits_dtype = _NP_LOGITS.get(graph.logits_dtype, np.float32)
         self._step_logits: np.ndarray | None = None
         self._step_logits_value: ort.OrtValue | None = None
+        self._io = session.io_binding()
+        self._io_owner: KVCache | None = None  # the cache whose tensors ``_io`` holds
+        self._logits_bound = False
         self.cache: KVCache = self.new_cache()
 
     @property
@@ -132,7 +135,9 @@ class Decoder:
                 f"The model's context holds {self.context_length} tokens; this step needs {total}.",
                 hint="Start a new chat or shorten the conversation.",
             )
-        io = self.session.io_binding()
+        # One IOBinding lives as long as the decoder: per step only the small inputs are
+        # rebound; the KV bindings change only when the cache's tensors do.
+        io = self._io
         io.bind_cpu_input(graph.input_ids, np.asarray([feed_ids], dtype=np.int64))
         if graph.attention_mask:
             io.bind_cpu_input(graph.attention_mask, self._mask[:, :total])
@@ -145,13 +150,17 @@ class Decoder:
             io.bind_cpu_input(graph.position_ids, positions)
         rows = 1 if graph.logits_last_only else count
         target = self._logits_target(rows)
-        if target is not None:
-            io.bind_ortvalue_output(graph.logits, target)
-        else:
+        if target is None:
             io.bind_output(graph.logits, "cpu")
-        cache.bind(io, count)
+            self._logits_bound = False
+        elif not self._logits_bound:
+            io.bind_ortvalue_output(graph.logits, target)
+            self._logits_bound = True
+        rebind = self._io_owner is not cache
+        self._io_owner = cache
+        wants_outputs = cache.bind(io, count, rebind=rebind)
         self.session.run_with_iobinding(io)
-        outputs = io.get_outputs()
+        outputs = io.get_outputs() if (wants_outputs or target is None) else ()
         cache.commit(outputs[1:], new)
         if target is not None:
             return self._step_logits[0, -1].astype(np.float32, copy=False)

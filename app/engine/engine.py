@@ -59,14 +59,15 @@ class Engine:
             device=_DEVICES.get(report.chosen, "cpu"),
         )
         self._template: ChatTemplate | None = None
+        self._template_error: TemplateError | None = None
         if spec.chat_template:
-            self._template = ChatTemplate(
-                spec.chat_template,
-                bos_token=spec.bos_token,
-                eos_token=spec.eos_token,
-                special_tokens=spec.extra_special_tokens,
-                origin=str(spec.root),
-            )
+            try:
+                self._template = ChatTemplate(
+                    spec.chat_template, bos_token=spec.bos_token, eos_token=spec.eos_token,
+                    special_tokens=spec.extra_special_tokens, origin=str(spec.root),
+                )
+            except TemplateError as exc:  # raw generation still works; chat says why not
+                self._template_error = exc
         eos = set(spec.eos_token_ids)
         if tokenizer.eos_token_id is not None:
             eos.add(tokenizer.eos_token_id)
@@ -109,6 +110,8 @@ class Engine:
 
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool = True) -> str:
         """The conversation as the model's chat template writes it."""
+        if self._template_error is not None:
+            raise self._template_error
         if self._template is None:
             raise TemplateError(
                 f"The model in {self.spec.root} has no chat template, so it cannot chat.",

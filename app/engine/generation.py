@@ -88,6 +88,7 @@ def stream_generate(
         generated.append(token)
         history.append(token)
         if token in eos:
+            yield GenerationChunk(text="", token_id=token)
             finish = "eos"
             break
         text = detok.add(token)

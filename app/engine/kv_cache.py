@@ -93,10 +93,11 @@ class KVCache(ABC):
         """Called before a step of ``new_count`` tokens; a sliding window evicts here."""
 
     @abstractmethod
-    def bind(self, io: ort.IOBinding, new_count: int) -> list[str]:
+    def bind(self, io: ort.IOBinding, new_count: int, *, rebind: bool) -> bool:
         """Bind past inputs and present outputs for a step feeding ``new_count`` tokens.
 
-        Returns the output names bound, in order; ``commit`` receives their values."""
+        ``rebind`` says ``io`` may hold another cache's tensors. Returns whether ``commit``
+        needs the step's outputs (bound after the logits, in layer order)."""
 
     def commit(self, outputs: Sequence[ort.OrtValue], new_tokens: Sequence[int]) -> None:
         """Adopt a finished step's KV outputs; the cache now also covers ``new_tokens``."""
@@ -117,8 +118,8 @@ class TokenOnlyCache(KVCache):
     def next_position(self) -> int:
         return 0
 
-    def bind(self, io: ort.IOBinding, new_count: int) -> list[str]:
-        return []
+    def bind(self, io: ort.IOBinding, new_count: int, *, rebind: bool) -> bool:
+        return False
 
 
 class RebindCache(KVCache):
@@ -160,15 +161,14 @@ class RebindCache(KVCache):
             * self.kv_length
         )
 
-    def bind(self, io: ort.IOBinding, new_count: int) -> list[str]:
-        names = []
+    def bind(self, io: ort.IOBinding, new_count: int, *, rebind: bool) -> bool:
+        # The presents of the last step are this step's pasts: rebound every step, no copy.
         for i, layer in enumerate(self._layers):
             io.bind_ortvalue_input(layer.past_key, self._past[2 * i])
             io.bind_ortvalue_input(layer.past_value, self._past[2 * i + 1])
             io.bind_output(layer.present_key, self._device)
             io.bind_output(layer.present_value, self._device)
-            names += [layer.present_key, layer.present_value]
-        return names
+        return True
 
     def commit(self, outputs: Sequence[ort.OrtValue], new_tokens: Sequence[int]) -> None:
         self._past = list(outputs)
@@ -220,13 +220,16 @@ class SharedBufferCache(KVCache):
             ]
         self.capacity = capacity
 
-    def ensure_capacity(self, needed: int) -> None:
+    def ensure_capacity(self, needed: int) -> bool:
+        """Grow the buffers to hold ``needed`` positions; True if they were reallocated."""
         if needed > self._max_length:
             raise CacheRewindError(
                 f"{needed} positions exceed the cache's maximum of {self._max_length}"
             )
-        if needed > self.capacity:
-            self._allocate(_bucket(needed, self._max_length, max(self._initial, 1)))
+        if needed <= self.capacity:
+            return False
+        self._allocate(_bucket(needed, self._max_length, max(self._initial, 1)))
+        return True
 
     def _trim_tensors(self, length: int) -> None:
         pass  # the cursor (len(tokens)) moves; stale positions are masked and overwritten
@@ -238,15 +241,17 @@ class SharedBufferCache(KVCache):
             * self.capacity
         )
 
-    def bind(self, io: ort.IOBinding, new_count: int) -> list[str]:
-        self.ensure_capacity(self.kv_length + new_count)
+    def bind(self, io: ort.IOBinding, new_count: int, *, rebind: bool) -> bool:
+        grew = self.ensure_capacity(self.kv_length + new_count)
+        if not (rebind or grew):
+            return False  # the same buffers are still bound
         for i, layer in enumerate(self._layers):
             key, value = self._buffers[2 * i], self._buffers[2 * i + 1]
             io.bind_ortvalue_input(layer.past_key, key)
             io.bind_ortvalue_input(layer.past_value, value)
             io.bind_ortvalue_output(layer.present_key, key)
             io.bind_ortvalue_output(layer.present_value, value)
-        return []
+        return False
 
 
 class SlidingWindowCache(RebindCache):

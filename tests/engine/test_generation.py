@@ -1,0 +1,138 @@
+"""Stopping, streaming and cancelling, on real ORT sessions over the tiny fixture models."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+
+import pytest
+
+from app.engine.engine import Engine
+from app.engine.types import GenerationSettings, Message, SamplingSettings
+from app.errors import ContextOverflowError, TemplateError
+from tests.fixtures.tiny_models import build_plain_kv_model
+
+GREEDY = GenerationSettings(sampling=SamplingSettings(temperature=0.0), max_new_tokens=40)
+
+
+@pytest.fixture(scope="module")
+def engine(request):
+    return Engine.load(request.getfixturevalue("plain_model_dir"), provider="cpu", threads=1)
+
+
+def run(engine, ids, settings, **kwargs):
+    chunks = list(engine.generate(ids, settings, **kwargs))
+    tokens = [c.token_id for c in chunks if c.token_id is not None]
+    return tokens, "".join(c.text for c in chunks), chunks[-1]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_streamed_text_equals_decode_of_all_tokens(engine, seed):
+    settings = GenerationSettings(sampling=SamplingSettings(temperature=1.3, seed=seed),
+                                  max_new_tokens=48)
+    ids = engine.tokenizer.encode(f"Once upon a time {seed}, the keeper said")
+    tokens, text, final = run(engine, ids, settings)
+    assert text == engine.tokenizer.decode(tokens)
+    assert final.stats.generated_tokens == len(tokens)
+
+
+def test_stop_string_is_cut_exactly_and_never_emitted(engine):
+    ids = engine.tokenizer.encode("The lighthouse keeper")
+    _, full, _ = run(engine, ids, GREEDY)
+    assert len(full) > 12
+    stop = full[6:10]
+    cut = full.index(stop)
+    settings = GenerationSettings(sampling=SamplingSettings(temperature=0.0),
+                                  max_new_tokens=40, stop_strings=(stop,))
+    chunks = list(engine.generate(ids, settings))
+    streamed = "".join(c.text for c in chunks)
+    assert chunks[-1].finish_reason == "stop"
+    assert streamed == full[:cut]
+    assert all(stop not in c.text for c in chunks)
+
+
+def test_every_eos_id_ends_the_reply(engine):
+    ids = engine.tokenizer.encode("The lighthouse keeper")
+    tokens, _, _ = run(engine, ids, GREEDY)
+    saved = engine.eos_token_ids
+    try:
+        engine.eos_token_ids = (2, tokens[3])  # a second EOS id, as Llama 3 has several
+        stopped, _, final = run(engine, ids, GREEDY)
+    finally:
+        engine.eos_token_ids = saved
+    assert final.finish_reason == "eos"
+    assert stopped == tokens[: tokens.index(tokens[3]) + 1]
+
+
+def test_cancel_mid_reply_then_next_request_is_correct(engine):
+    ids = engine.tokenizer.encode("Tell me about ships")
+    expected, _, _ = run(engine, ids, GREEDY, reuse=False)
+    cancel = threading.Event()
+    seen = []
+    for chunk in engine.generate(ids, GREEDY, cancel=cancel):
+        seen.append(chunk)
+        if len(seen) == 5:
+            cancel.set()
+    assert seen[-1].finish_reason == "cancelled"
+    assert seen[-1].stats.generated_tokens == 5
+    again, _, final = run(engine, ids, GREEDY)
+    assert again == expected
+    assert final.stats.reused_tokens == len(ids) - 1
+
+
+def test_max_tokens_and_context_full(tmp_path):
+    folder = build_plain_kv_model(tmp_path / "m", context_length=64)
+    engine = Engine.load(folder, provider="cpu", threads=1)
+    ids = engine.tokenizer.encode("Once upon a time, " * 8)[:58]
+    with pytest.raises(ContextOverflowError, match="context holds 64"):
+        engine.generate(ids, GREEDY)  # policy "stop": refused before anything runs
+    lenient = GenerationSettings(sampling=SamplingSettings(temperature=0.0),
+                                 max_new_tokens=40, context_policy="truncate_oldest")
+    tokens, _, final = run(engine, ids, lenient)
+    if final.finish_reason != "eos":
+        assert final.finish_reason == "length"
+        assert final.stats.context_used <= 64
+    short = GenerationSettings(sampling=SamplingSettings(temperature=0.0), max_new_tokens=3)
+    tokens, _, final = run(engine, ids[:10], short)
+    assert final.finish_reason in ("max_tokens", "eos") and len(tokens) <= 3
+
+
+def _with_template(src, dst, template: str):
+    shutil.copytree(src, dst)
+    config = json.loads((dst / "tokenizer_config.json").read_text())
+    config["chat_template"] = template
+    (dst / "tokenizer_config.json").write_text(json.dumps(config))
+    return dst
+
+
+@pytest.mark.parametrize(
+    ("template", "message"),
+    [
+        ("{{ raise_exception('Conversation roles must alternate') }}", "must alternate"),
+        ("{{ ''.__class__.__mro__[1].__subclasses__() }}", "sandbox"),
+        ("{% for m in messages %}{{ m.content }", "syntax"),
+    ],
+    ids=["raises", "escapes", "syntax"],
+)
+def test_bad_chat_template_is_an_error_the_user_sees(plain_model_dir, tmp_path, template,
+                                                     message):
+    folder = _with_template(plain_model_dir, tmp_path / "m", template)
+    engine = Engine.load(folder, provider="cpu", threads=1)
+    with pytest.raises(TemplateError) as info:
+        engine.chat([Message("user", "hi")], GREEDY)
+    assert message in str(info.value).lower() or message in str(info.value)
+    assert str(folder) in str(info.value)
+
+
+def test_model_without_chat_template_says_so(plain_model_dir, tmp_path):
+    folder = tmp_path / "m"
+    shutil.copytree(plain_model_dir, folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config.pop("chat_template")
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    engine = Engine.load(folder, provider="cpu", threads=1)
+    with pytest.raises(TemplateError, match="no chat template"):
+        engine.chat([Message("user", "hi")], GREEDY)
+    tokens, _, _ = run(engine, engine.tokenizer.encode("plain text still works"), GREEDY)
+    assert tokens
