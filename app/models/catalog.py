@@ -298,8 +298,7 @@ def fit_report(variant: Variant, machine: MachineInfo) -> FitReport:
         if variant.ram_bytes > machine.ram_bytes:
             worse("no")
             reasons.append(
-                f"needs {_gb(variant.ram_bytes)} of RAM; this machine has "
-                f"{_gb(machine.ram_bytes)}"
+                f"needs {_gb(variant.ram_bytes)} of RAM; this machine has {_gb(machine.ram_bytes)}"
             )
         elif variant.ram_bytes > 0.7 * machine.ram_bytes:
             worse("tight")

@@ -34,8 +34,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("catalog", help="models you can download, and whether they fit")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--provider", choices=("cpu", "dml", "cuda"),
-                   help="choose variants for this execution provider")
+    p.add_argument(
+        "--provider",
+        choices=("cpu", "dml", "cuda"),
+        help="choose variants for this execution provider",
+    )
     p.set_defaults(func=cmd_catalog)
 
     p = sub.add_parser("download", help="download a catalog model (resumes if interrupted)")
@@ -114,20 +117,24 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     for entry in load_catalog():
         variant = choose_variant(entry, machine.provider)
         fit = fit_report(variant, machine)
-        rows.append({
-            **entry.as_dict(),
-            "installed": store.get(entry.id) is not None,
-            "chosen_variant": variant.name,
-            "fit": {"level": fit.level, "reasons": list(fit.reasons)},
-        })
+        rows.append(
+            {
+                **entry.as_dict(),
+                "installed": store.get(entry.id) is not None,
+                "chosen_variant": variant.name,
+                "fit": {"level": fit.level, "reasons": list(fit.reasons)},
+            }
+        )
     if args.json:
         _print_json({"provider": machine.provider, "models": rows})
         return 0
     for row in rows:
         state = "installed" if row["installed"] else row["fit"]["level"]
         variant = next(v for v in row["variants"] if v["name"] == row["chosen_variant"])
-        print(f"{row['id']:28} {row['chosen_variant']:11} {_size(variant['size_bytes']):>9}  "
-              f"{row['license']:11} {state}")
+        print(
+            f"{row['id']:28} {row['chosen_variant']:11} {_size(variant['size_bytes']):>9}  "
+            f"{row['license']:11} {state}"
+        )
         for reason in row["fit"]["reasons"]:
             print(f"{'':30}- {reason}")
     return 0
@@ -149,8 +156,10 @@ class ProgressBar:
         bar = "#" * filled + "-" * (self.width - filled)
         rate = f"{p.rate_bps / 1e6:.1f} MB/s" if p.rate_bps else ""
         eta = f"ETA {int(p.eta_s // 60)}:{int(p.eta_s % 60):02d}" if p.eta_s else ""
-        text = (f"{p.model_id} [{bar}] {p.fraction * 100:5.1f}% "
-                f"{_size(p.bytes_done)}/{_size(p.bytes_total)} {rate} {eta} {p.state}")
+        text = (
+            f"{p.model_id} [{bar}] {p.fraction * 100:5.1f}% "
+            f"{_size(p.bytes_done)}/{_size(p.bytes_total)} {rate} {eta} {p.state}"
+        )
         self._line(text, newline=p.state == "done")
 
     def _line(self, text: str, *, newline: bool = False) -> None:
@@ -163,8 +172,11 @@ class ProgressBar:
 def cmd_download(args: argparse.Namespace) -> int:
     entry = load_catalog().get(args.id)
     store = ModelStore()
-    variant = (entry.variant(args.variant) if args.variant
-               else choose_variant(entry, probe_machine(store.root).provider))
+    variant = (
+        entry.variant(args.variant)
+        if args.variant
+        else choose_variant(entry, probe_machine(store.root).provider)
+    )
     existing = store.get(entry.id)
     if existing is not None:
         print(f"{entry.name} is already installed at {existing.path}")
@@ -228,8 +240,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not results:
         print("No ONNX text-generation models found.")
     for r in results:
-        print(f"{r.id:50} {_size(r.size_bytes):>9}  {r.license or '?':12} "
-              f"{r.downloads or 0:>9} downloads")
+        print(
+            f"{r.id:50} {_size(r.size_bytes):>9}  {r.license or '?':12} "
+            f"{r.downloads or 0:>9} downloads"
+        )
     return 0
 
 
@@ -244,8 +258,9 @@ def _report(*values) -> None:
 
 
 def cmd_import_gguf(args: argparse.Namespace) -> int:
-    model = ModelStore().import_gguf(args.file, precision=args.precision, name=args.name,
-                                     progress=None if args.json else _report)
+    model = ModelStore().import_gguf(
+        args.file, precision=args.precision, name=args.name, progress=None if args.json else _report
+    )
     if args.json:
         _print_json({"id": model.id, "path": str(model.path)})
     else:

@@ -168,8 +168,9 @@ class _Retry(Exception):
 class _Meter:
     """Bytes done, rate over a sliding window, ETA; throttles reports."""
 
-    def __init__(self, model_id: str, total: int, callback: ProgressCallback | None,
-                 interval_s: float) -> None:
+    def __init__(
+        self, model_id: str, total: int, callback: ProgressCallback | None, interval_s: float
+    ) -> None:
         self.model_id = model_id
         self.total = total
         self.done = 0
@@ -307,14 +308,15 @@ class Downloader:
         staging = self.staging_folder(request.model_id)
         staging.mkdir(parents=True, exist_ok=True)
         state = _read_json(staging / STATE_NAME)
-        if state.get("repo") != request.repo or state.get("commit") != commit or state.get(
-            "variant"
-        ) != variant.name:
+        if (
+            state.get("repo") != request.repo
+            or state.get("commit") != commit
+            or state.get("variant") != variant.name
+        ):
             # Different content than what the partial files hold: start over.
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir(parents=True)
-            state = {"repo": request.repo, "commit": commit, "variant": variant.name,
-                     "files": {}}
+            state = {"repo": request.repo, "commit": commit, "variant": variant.name, "files": {}}
             _write_json(staging / STATE_NAME, state)
         return _Plan(request, commit, files, staging, state)
 
@@ -336,8 +338,15 @@ class Downloader:
 
     # -- one file --------------------------------------------------------------------
 
-    def _fetch_file(self, client: httpx2.Client, plan: _Plan, remote: RemoteFile, local: str,
-                    meter: _Meter, control: DownloadControl) -> None:
+    def _fetch_file(
+        self,
+        client: httpx2.Client,
+        plan: _Plan,
+        remote: RemoteFile,
+        local: str,
+        meter: _Meter,
+        control: DownloadControl,
+    ) -> None:
         if self._is_verified(plan, remote, local):
             return
         final = plan.staging / local
@@ -364,11 +373,23 @@ class Downloader:
                     hint="The server or a proxy is corrupting data; try another network or "
                     "mirror (endpoint setting).",
                 )
-            meter.emit("retrying", file=local, message=f"{local} was corrupt ({problem}); "
-                       "downloading it again")
+            meter.emit(
+                "retrying",
+                file=local,
+                message=f"{local} was corrupt ({problem}); downloading it again",
+            )
 
-    def _transfer(self, client: httpx2.Client, plan: _Plan, url: str, remote: RemoteFile,
-                  local: str, part: Path, meter: _Meter, control: DownloadControl) -> None:
+    def _transfer(
+        self,
+        client: httpx2.Client,
+        plan: _Plan,
+        url: str,
+        remote: RemoteFile,
+        local: str,
+        part: Path,
+        meter: _Meter,
+        control: DownloadControl,
+    ) -> None:
         """Bring ``part`` to ``remote.size`` bytes, resuming and retrying as needed."""
         failures = 0
         last_error = ""
@@ -382,8 +403,9 @@ class Downloader:
             if have == remote.size:
                 return
             try:
-                progressed = self._request_range(client, plan, url, remote, local, part, have,
-                                                 meter, control)
+                progressed = self._request_range(
+                    client, plan, url, remote, local, part, have, meter, control
+                )
                 if control.should_stop_transfer():
                     continue
                 if not progressed:
@@ -399,13 +421,23 @@ class Downloader:
                         "download again: it resumes where it stopped.",
                     ) from exc
                 delay = min(self.backoff_s * 2 ** (failures - 1), self.max_backoff_s)
-                meter.emit("retrying", file=local,
-                           message=f"{last_error}; retrying in {delay:.1f} s")
+                meter.emit(
+                    "retrying", file=local, message=f"{last_error}; retrying in {delay:.1f} s"
+                )
                 control.sleep(delay)
 
-    def _request_range(self, client: httpx2.Client, plan: _Plan, url: str, remote: RemoteFile,
-                       local: str, part: Path, have: int, meter: _Meter,
-                       control: DownloadControl) -> bool:
+    def _request_range(
+        self,
+        client: httpx2.Client,
+        plan: _Plan,
+        url: str,
+        remote: RemoteFile,
+        local: str,
+        part: Path,
+        have: int,
+        meter: _Meter,
+        control: DownloadControl,
+    ) -> bool:
         """One GET from byte ``have``; returns whether any byte was written."""
         headers = {}
         entry = plan.state["files"].setdefault(local, {})
@@ -495,8 +527,7 @@ class Downloader:
     def _install(self, plan: _Plan) -> InstalledModel:
         request = plan.request
         files = [
-            {"path": local, "size": remote.size,
-             "sha256": plan.state["files"][local]["sha256"]}
+            {"path": local, "size": remote.size, "sha256": plan.state["files"][local]["sha256"]}
             for remote, local in plan.files
         ]
         manifest = {
@@ -629,8 +660,9 @@ class DownloadQueue:
         self._thread = threading.Thread(target=self._run, name="hearth-downloads", daemon=True)
         self._thread.start()
 
-    def submit(self, request: DownloadRequest,
-               progress: ProgressCallback | None = None) -> DownloadTask:
+    def submit(
+        self, request: DownloadRequest, progress: ProgressCallback | None = None
+    ) -> DownloadTask:
         """Queue ``request``; the same model queued twice returns the pending task."""
         with self._lock:
             pending = self._tasks.get(request.model_id)

@@ -149,8 +149,14 @@ class HubClient:
                 pipeline_tag="text-generation",
                 sort="downloads",
                 limit=limit,
-                expand=["downloads", "likes", "tags", "usedStorage", "pipeline_tag",
-                        "lastModified"],
+                expand=[
+                    "downloads",
+                    "likes",
+                    "tags",
+                    "usedStorage",
+                    "pipeline_tag",
+                    "lastModified",
+                ],
             )
             results = []
             for info in found:

@@ -242,8 +242,13 @@ class ModelStore:
         manifest = {
             "id": model_id,
             "name": name or getattr(spec, "name", None) or folder.name,
-            "source": {"kind": "local", "repo": None, "revision": None, "variant": None,
-                       "path": str(folder)},
+            "source": {
+                "kind": "local",
+                "repo": None,
+                "revision": None,
+                "variant": None,
+                "path": str(folder),
+            },
             "format": getattr(spec, "layout", None),
             "files": describe_files(folder, with_sha256=False),
             "installed_at": now_iso(),
@@ -279,8 +284,13 @@ class ModelStore:
                 manifest["files"] = describe_files(dest)
             manifest["id"] = model_id
             manifest["name"] = name or manifest.get("name") or src.stem
-            source = {"kind": "gguf", "repo": None, "revision": None, "variant": precision,
-                      "path": str(src)}
+            source = {
+                "kind": "gguf",
+                "repo": None,
+                "revision": None,
+                "variant": precision,
+                "path": str(src),
+            }
             manifest["source"] = {**source, **(manifest.get("source") or {}), "kind": "gguf"}
             manifest.setdefault("format", "genai")
             manifest.setdefault("context_length", None)

@@ -51,8 +51,15 @@ class FakeRepo:
             self.commit = digest.hexdigest()
 
     @classmethod
-    def from_folder(cls, repo_id: str, folder: Path, *, prefix: str = "",
-                    extra: dict[str, bytes] | None = None, **kwargs) -> FakeRepo:
+    def from_folder(
+        cls,
+        repo_id: str,
+        folder: Path,
+        *,
+        prefix: str = "",
+        extra: dict[str, bytes] | None = None,
+        **kwargs,
+    ) -> FakeRepo:
         """A repo holding every file of ``folder`` (under ``prefix`` when given)."""
         files = {}
         for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
@@ -79,8 +86,11 @@ class FakeRepo:
         data = self.files[path]
         entry = {"type": "file", "oid": self.blob_id(data), "size": len(data), "path": path}
         if self.is_lfs(path):
-            entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data),
-                            "pointerSize": 134}
+            entry["lfs"] = {
+                "oid": hashlib.sha256(data).hexdigest(),
+                "size": len(data),
+                "pointerSize": 134,
+            }
         return entry
 
     def used_storage(self) -> int:
@@ -120,8 +130,7 @@ class FakeHub:
         Handler.hub = hub
         self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
-                                        daemon=True)
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
 
     @property
     def url(self) -> str:
@@ -240,12 +249,17 @@ class _Handler(BaseHTTPRequestHandler):
             repo = self._repo(parts[0], parts[1], parts[3])
             if repo is None:
                 return None
-            return self._json({
-                "id": repo.repo_id, "modelId": repo.repo_id, "sha": repo.commit,
-                "private": False, "tags": [*repo.tags, f"license:{repo.license}"],
-                "downloads": repo.downloads,
-                "siblings": [{"rfilename": p} for p in sorted(repo.files)],
-            })
+            return self._json(
+                {
+                    "id": repo.repo_id,
+                    "modelId": repo.repo_id,
+                    "sha": repo.commit,
+                    "private": False,
+                    "tags": [*repo.tags, f"license:{repo.license}"],
+                    "downloads": repo.downloads,
+                    "siblings": [{"rfilename": p} for p in sorted(repo.files)],
+                }
+            )
         if len(parts) >= 4 and parts[2] == "tree":
             repo = self._repo(parts[0], parts[1], parts[3])
             if repo is None:
@@ -261,15 +275,16 @@ class _Handler(BaseHTTPRequestHandler):
         for path in sorted(repo.files):
             if not path.startswith(prefix):
                 continue
-            rest = path[len(prefix):]
+            rest = path[len(prefix) :]
             segments = rest.split("/")
             for i in range(1, len(segments)):
                 if recursive or i == 1:
                     folders.add(prefix + "/".join(segments[:i]))
             if recursive or len(segments) == 1:
                 entries.append(repo.tree_entry(path))
-        dirs = [{"type": "directory", "oid": "0" * 40, "size": 0, "path": f}
-                for f in sorted(folders)]
+        dirs = [
+            {"type": "directory", "oid": "0" * 40, "size": 0, "path": f} for f in sorted(folders)
+        ]
         return dirs + entries
 
     def _search(self, query: dict) -> None:
@@ -279,12 +294,18 @@ class _Handler(BaseHTTPRequestHandler):
         for repo in sorted(self.hub.repos.values(), key=lambda r: -r.downloads):
             if text and text not in repo.repo_id.lower():
                 continue
-            results.append({
-                "id": repo.repo_id, "modelId": repo.repo_id, "downloads": repo.downloads,
-                "likes": 1, "tags": [*repo.tags, f"license:{repo.license}"],
-                "usedStorage": repo.used_storage(), "pipeline_tag": "text-generation",
-                "lastModified": "2025-01-02T03:04:05.000Z",
-            })
+            results.append(
+                {
+                    "id": repo.repo_id,
+                    "modelId": repo.repo_id,
+                    "downloads": repo.downloads,
+                    "likes": 1,
+                    "tags": [*repo.tags, f"license:{repo.license}"],
+                    "usedStorage": repo.used_storage(),
+                    "pipeline_tag": "text-generation",
+                    "lastModified": "2025-01-02T03:04:05.000Z",
+                }
+            )
         self._json(results[:limit])
 
     def _resolve(self, owner: str, name: str, rev: str, path: str) -> None:
@@ -302,7 +323,7 @@ class _Handler(BaseHTTPRequestHandler):
             with self.hub.lock:
                 if faults.corrupt_times > 0:
                     faults.corrupt_times -= 1
-            data = data[:offset] + bytes([data[offset] ^ 0xFF]) + data[offset + 1:]
+            data = data[:offset] + bytes([data[offset] ^ 0xFF]) + data[offset + 1 :]
         size, etag = len(data), repo.etag(path)
         start, end = 0, size - 1
         ranged = self.headers.get("Range")
@@ -379,4 +400,3 @@ def random_bytes(n: int, seed: int = 0) -> bytes:
     import random
 
     return random.Random(seed).randbytes(n)
-

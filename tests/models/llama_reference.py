@@ -35,7 +35,7 @@ class RefCache:
 
 def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     x64 = x.astype(np.float64)
-    return (x64 / np.sqrt(np.mean(x64 * x64, axis=-1, keepdims=True) + eps) * w)
+    return x64 / np.sqrt(np.mean(x64 * x64, axis=-1, keepdims=True) + eps) * w
 
 
 def rope(x: np.ndarray, positions: np.ndarray, cfg: RefConfig) -> np.ndarray:
@@ -52,12 +52,13 @@ def rope(x: np.ndarray, positions: np.ndarray, cfg: RefConfig) -> np.ndarray:
         out[..., 0::2] = a * cos - b * sin
         out[..., 1::2] = a * sin + b * cos
         return out
-    a, b = x[..., : d // 2], x[..., d // 2:]
+    a, b = x[..., : d // 2], x[..., d // 2 :]
     return np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
 
 
-def forward(w: dict[str, np.ndarray], cfg: RefConfig, ids: list[int],
-            cache: RefCache) -> np.ndarray:
+def forward(
+    w: dict[str, np.ndarray], cfg: RefConfig, ids: list[int], cache: RefCache
+) -> np.ndarray:
     """Run ``ids`` after the cached tokens; returns logits for every new position [T, V]."""
     past = cache.length
     t = len(ids)

@@ -13,8 +13,9 @@ def open_session(folder: Path, threads: int = 2) -> ort.InferenceSession:
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
-    return ort.InferenceSession(str(Path(folder) / "model.onnx"), opts,
-                                providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(
+        str(Path(folder) / "model.onnx"), opts, providers=["CPUExecutionProvider"]
+    )
 
 
 def kv_geometry(session: ort.InferenceSession) -> tuple[int, int, int]:
@@ -34,15 +35,19 @@ class GrowingRunner:
 
     def reset(self) -> None:
         empty = np.zeros((1, self.kv_heads, 0, self.head_dim), np.float32)
-        self.past = {f"past_key_values.{i}.{k}": empty
-                     for i in range(self.layers) for k in ("key", "value")}
+        self.past = {
+            f"past_key_values.{i}.{k}": empty for i in range(self.layers) for k in ("key", "value")
+        }
         self.length = 0
 
     def step(self, ids: list[int]) -> np.ndarray:
         """Run ``ids`` after what is cached; returns the last position's logits [vocab]."""
         total = self.length + len(ids)
-        feeds = {"input_ids": np.array([ids], np.int64),
-                 "attention_mask": np.ones((1, total), np.int64), **self.past}
+        feeds = {
+            "input_ids": np.array([ids], np.int64),
+            "attention_mask": np.ones((1, total), np.int64),
+            **self.past,
+        }
         names = [o.name for o in self.s.get_outputs()]
         outs = dict(zip(names, self.s.run(names, feeds), strict=True))
         for i in range(self.layers):
@@ -62,7 +67,8 @@ class SharedBufferRunner:
         shape = (1, self.kv_heads, max_length, self.head_dim)
         self.buffers = {
             (i, k): ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, np.float32))
-            for i in range(self.layers) for k in ("key", "value")
+            for i in range(self.layers)
+            for k in ("key", "value")
         }
         self.length = 0
         self.io = session.io_binding()

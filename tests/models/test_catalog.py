@@ -45,8 +45,7 @@ def test_shipped_catalog_lists_the_curated_models_with_complete_entries():
             if entry.format == "genai":
                 assert variant.subfolder and not variant.include
             else:
-                assert variant.include and any(p.startswith("onnx/model_") for p in
-                                               variant.include)
+                assert variant.include and any(p.startswith("onnx/model_") for p in variant.include)
 
 
 def test_lookup_by_id_or_repo_and_variant_by_name_or_provider():
@@ -63,13 +62,30 @@ def test_lookup_by_id_or_repo_and_variant_by_name_or_provider():
 
 def test_include_patterns_select_top_level_files_and_one_onnx_variant():
     variant = load_catalog().get("smollm2-135m-instruct").variant("cpu")
-    chosen = [p for p in ("config.json", "tokenizer.json", "chat_template.jinja",
-                          "onnx/model_q4.onnx", "onnx/model_q4.onnx_data",
-                          "onnx/model_q4f16.onnx", "onnx/model.onnx", "onnx/config.json",
-                          "runs/events.json", "README.md", "model.safetensors")
-              if variant.selects(p)]
-    assert chosen == ["config.json", "tokenizer.json", "chat_template.jinja",
-                      "onnx/model_q4.onnx", "onnx/model_q4.onnx_data"]
+    chosen = [
+        p
+        for p in (
+            "config.json",
+            "tokenizer.json",
+            "chat_template.jinja",
+            "onnx/model_q4.onnx",
+            "onnx/model_q4.onnx_data",
+            "onnx/model_q4f16.onnx",
+            "onnx/model.onnx",
+            "onnx/config.json",
+            "runs/events.json",
+            "README.md",
+            "model.safetensors",
+        )
+        if variant.selects(p)
+    ]
+    assert chosen == [
+        "config.json",
+        "tokenizer.json",
+        "chat_template.jinja",
+        "onnx/model_q4.onnx",
+        "onnx/model_q4.onnx_data",
+    ]
     assert variant.local_path("onnx/model_q4.onnx") == "onnx/model_q4.onnx"
 
 
@@ -88,16 +104,36 @@ def test_variant_is_chosen_for_the_provider_with_cpu_fallback():
     assert choose_variant(entry, "cuda").provider == "cuda"
     assert choose_variant(entry, "dml").subfolder == "gpu/gpu-int4-rtn-block-32"
     assert choose_variant(entry, "coreml").provider == "cpu"
-    cpu_only = CatalogEntry("x", "X", "o/x", "main", "mit", 1, 1, "optimum", "",
-                            (Variant("only", "cpu", include=("*.json",)),))
+    cpu_only = CatalogEntry(
+        "x",
+        "X",
+        "o/x",
+        "main",
+        "mit",
+        1,
+        1,
+        "optimum",
+        "",
+        (Variant("only", "cpu", include=("*.json",)),),
+    )
     assert choose_variant(cpu_only, "cuda").name == "only"
 
 
 def test_fit_report_levels_and_reasons():
-    variant = Variant("v", "cuda", subfolder="gpu", size_bytes=2_000_000_000,
-                      ram_bytes=3_000_000_000, vram_bytes=4_000_000_000)
-    roomy = MachineInfo(ram_bytes=32_000_000_000, vram_bytes=24_000_000_000,
-                        disk_free_bytes=500_000_000_000, provider="cuda")
+    variant = Variant(
+        "v",
+        "cuda",
+        subfolder="gpu",
+        size_bytes=2_000_000_000,
+        ram_bytes=3_000_000_000,
+        vram_bytes=4_000_000_000,
+    )
+    roomy = MachineInfo(
+        ram_bytes=32_000_000_000,
+        vram_bytes=24_000_000_000,
+        disk_free_bytes=500_000_000_000,
+        provider="cuda",
+    )
     assert fit_report(variant, roomy).level == "ok" and fit_report(variant, roomy).fits
     tight = MachineInfo(4_000_000_000, 24_000_000_000, 500_000_000_000)
     assert fit_report(variant, tight).level == "tight"
@@ -121,13 +157,20 @@ def test_probe_machine_reads_ram_and_disk(tmp_path):
 
 
 def test_malformed_catalogs_are_rejected():
-    base = {"id": "a", "name": "A", "repo": "o/a", "context_length": 1, "parameters": 1,
-            "format": "optimum"}
+    base = {
+        "id": "a",
+        "name": "A",
+        "repo": "o/a",
+        "context_length": 1,
+        "parameters": 1,
+        "format": "optimum",
+    }
     with pytest.raises(ValueError, match="exactly one"):
         parse_catalog({"models": [{**base, "variants": [{"name": "v", "provider": "cpu"}]}]})
     with pytest.raises(ValueError, match="unknown provider"):
-        parse_catalog({"models": [{**base, "variants": [
-            {"name": "v", "provider": "tpu", "subfolder": "x"}]}]})
+        parse_catalog(
+            {"models": [{**base, "variants": [{"name": "v", "provider": "tpu", "subfolder": "x"}]}]}
+        )
     variant = {"name": "v", "provider": "cpu", "subfolder": "x"}
     with pytest.raises(ValueError, match="duplicate catalog id"):
         parse_catalog({"models": [{**base, "variants": [variant]}] * 2})

@@ -26,8 +26,9 @@ from tests.models.hub_server import FakeHub, FakeRepo, allow_hub_requests, rando
 
 BLOB = "onnx/model_q4.onnx"
 BLOB_SIZE = 2_000_000
-OPTIMUM = Variant("cpu-q4", "cpu", include=("*.json", "*.jinja", "onnx/model_q4.onnx",
-                                            "onnx/model_q4.onnx_data*"))
+OPTIMUM = Variant(
+    "cpu-q4", "cpu", include=("*.json", "*.jinja", "onnx/model_q4.onnx", "onnx/model_q4.onnx_data*")
+)
 
 
 @pytest.fixture
@@ -39,18 +40,31 @@ def hub(monkeypatch):
 
 def blob_repo(hub: FakeHub, repo_id: str = "test/blob", seed: int = 0) -> FakeRepo:
     """A repo with a small JSON file and a 2 MB LFS file (plus one the variant skips)."""
-    return hub.add(FakeRepo(repo_id, {
-        "config.json": b'{"model_type": "llama"}',
-        BLOB: random_bytes(BLOB_SIZE, seed),
-        "onnx/model_fp16.onnx": random_bytes(1000, seed + 1),
-    }))
+    return hub.add(
+        FakeRepo(
+            repo_id,
+            {
+                "config.json": b'{"model_type": "llama"}',
+                BLOB: random_bytes(BLOB_SIZE, seed),
+                "onnx/model_fp16.onnx": random_bytes(1000, seed + 1),
+            },
+        )
+    )
 
 
-def request(repo: FakeRepo, model_id: str = "blob", variant: Variant = OPTIMUM,
-            revision: str = "main") -> DownloadRequest:
-    return DownloadRequest(model_id=model_id, name=f"Model {model_id}", repo=repo.repo_id,
-                           revision=revision, variant=variant, format="optimum",
-                           context_length=512, parameters=1000)
+def request(
+    repo: FakeRepo, model_id: str = "blob", variant: Variant = OPTIMUM, revision: str = "main"
+) -> DownloadRequest:
+    return DownloadRequest(
+        model_id=model_id,
+        name=f"Model {model_id}",
+        repo=repo.repo_id,
+        revision=revision,
+        variant=variant,
+        format="optimum",
+        context_length=512,
+        parameters=1000,
+    )
 
 
 def make_downloader(hub: FakeHub, **kwargs) -> Downloader:
@@ -78,15 +92,21 @@ def test_full_download_installs_a_verified_model_that_loads(hub, tmp_path):
     from app.engine.package import read_model_folder
 
     folder = build_plain_kv_model(tmp_path / "tiny", variant_name="model_q4")
-    repo = hub.add(FakeRepo.from_folder("test/tiny-chat", folder,
-                                        extra={"onnx/model.onnx": b"x" * 5000}))
+    repo = hub.add(
+        FakeRepo.from_folder("test/tiny-chat", folder, extra={"onnx/model.onnx": b"x" * 5000})
+    )
     updates = []
     model = make_downloader(hub).download(request(repo, "tiny-chat"), progress=updates.append)
 
     manifest = model.manifest
-    assert manifest["source"] == {"kind": "hub", "repo": "test/tiny-chat",
-                                  "revision": repo.commit, "variant": "cpu-q4", "path": None,
-                                  "endpoint": hub.url}
+    assert manifest["source"] == {
+        "kind": "hub",
+        "repo": "test/tiny-chat",
+        "revision": repo.commit,
+        "variant": "cpu-q4",
+        "path": None,
+        "endpoint": hub.url,
+    }
     assert manifest["format"] == "optimum" and manifest["installed_at"]
     listed = {f["path"]: f for f in manifest["files"]}
     assert "onnx/model.onnx" not in listed  # not part of the variant
@@ -114,8 +134,7 @@ def test_downloaded_model_chats(hub, tmp_path):
     model = make_downloader(hub).download(request(repo, "tiny-chat"))
     engine = engine_module.Engine.load(model.path)
     try:
-        settings = GenerationSettings(sampling=SamplingSettings(temperature=0.0),
-                                      max_new_tokens=4)
+        settings = GenerationSettings(sampling=SamplingSettings(temperature=0.0), max_new_tokens=4)
         chunks = list(engine.chat([Message("user", "hello")], settings))
     finally:
         engine.close()
@@ -127,8 +146,11 @@ def test_subfolder_variant_installs_only_that_folder_at_the_model_root(hub, tmp_
 
     sub = "cpu_and_mobile/cpu-int4-rtn-block-32-acc-level-4"
     folder = build_gqa_model(tmp_path / "genai")
-    files = {f"{sub}/{p.relative_to(folder).as_posix()}": p.read_bytes()
-             for p in folder.rglob("*") if p.is_file()}
+    files = {
+        f"{sub}/{p.relative_to(folder).as_posix()}": p.read_bytes()
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
     files["cuda/cuda-int4/model.onnx"] = b"not for this variant"
     files["README.md"] = b"# card"
     repo = hub.add(FakeRepo("test/genai", files))
@@ -137,8 +159,9 @@ def test_subfolder_variant_installs_only_that_folder_at_the_model_root(hub, tmp_
     model = make_downloader(hub).download(request(repo, "genai", variant))
 
     installed = sorted(f["path"] for f in model.manifest["files"])
-    assert installed == sorted(p.relative_to(folder).as_posix()
-                               for p in folder.rglob("*") if p.is_file())
+    assert installed == sorted(
+        p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()
+    )
     assert model.manifest["source"]["path"] == sub
     assert read_model_folder(model.path).layout == "genai"
     assert hub.served("cuda-int4/model.onnx") == 0 and hub.served("README.md") == 0
@@ -191,8 +214,10 @@ def test_restart_after_a_failed_run_fetches_only_the_missing_bytes(hub):
     before = hub.served(BLOB)
     model = make_downloader(hub).download(request(repo))  # a fresh process would do the same
     assert hub.served(BLOB) - before == BLOB_SIZE - kept
-    assert hashlib.sha256((model.path / BLOB).read_bytes()).hexdigest() == \
-        hashlib.sha256(repo.files[BLOB]).hexdigest()
+    assert (
+        hashlib.sha256((model.path / BLOB).read_bytes()).hexdigest()
+        == hashlib.sha256(repo.files[BLOB]).hexdigest()
+    )
 
 
 def test_server_that_ignores_range_restarts_the_file_cleanly(hub):
@@ -368,8 +393,9 @@ def test_write_error_for_a_full_disk_becomes_disk_full_error(hub, monkeypatch):
 # -- control from another thread -----------------------------------------------------------
 
 
-def run_in_thread(downloader: Downloader, req: DownloadRequest, control: DownloadControl,
-                  updates: list):
+def run_in_thread(
+    downloader: Downloader, req: DownloadRequest, control: DownloadControl, updates: list
+):
     outcome: dict = {}
 
     def target():
@@ -423,8 +449,7 @@ def test_progress_reports_rate_and_eta(hub):
     repo = blob_repo(hub)
     hub.faults.delay_per_chunk_s = 0.005
     updates = []
-    make_downloader(hub, progress_interval_s=0.05).download(request(repo),
-                                                              progress=updates.append)
+    make_downloader(hub, progress_interval_s=0.05).download(request(repo), progress=updates.append)
     moving = [u for u in updates if u.state == "downloading"]
     assert moving and all(u.bytes_total == BLOB_SIZE + 23 for u in moving)
     assert any(u.rate_bps > 0 and u.eta_s is not None for u in moving)
@@ -438,8 +463,11 @@ def test_queue_runs_downloads_one_at_a_time_and_cancels_a_pending_one(hub):
     hub.faults.delay_per_chunk_s = 0.002
     queue = DownloadQueue(make_downloader(hub))
     try:
-        tasks = [queue.submit(request(first, "one")), queue.submit(request(second, "two")),
-                 queue.submit(request(third, "three"))]
+        tasks = [
+            queue.submit(request(first, "one")),
+            queue.submit(request(second, "two")),
+            queue.submit(request(third, "three")),
+        ]
         assert queue.submit(request(first, "one")) is tasks[0]
         queue.cancel("three")
         assert all(task.wait(20) for task in tasks)

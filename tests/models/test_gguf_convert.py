@@ -20,8 +20,15 @@ STEPS = [[7], [120, 9, 33]]  # a cached single-token step, then a cached multi-t
 
 
 def ref_config(arch: str) -> RefConfig:
-    return RefConfig(LAYERS, HEADS, KV_HEADS, HEAD_DIM, 10000.0 if arch == "llama" else 1e6,
-                     1e-5, rope_interleaved=arch == "llama")
+    return RefConfig(
+        LAYERS,
+        HEADS,
+        KV_HEADS,
+        HEAD_DIM,
+        10000.0 if arch == "llama" else 1e6,
+        1e-5,
+        rope_interleaved=arch == "llama",
+    )
 
 
 def reference_logits(weights: dict, arch: str) -> list[np.ndarray]:
@@ -43,7 +50,8 @@ def nbits_weights(src, weights: dict) -> dict:
     out = dict(weights)
     for name, t in g.tensors.items():
         if (len(t.shape) == 2 and name != "token_embd.weight") or (
-                name == "token_embd.weight" and "output.weight" not in g.tensors):
+            name == "token_embd.weight" and "output.weight" not in g.tensors
+        ):
             lin = ws.linear(name)
             dense = lin if isinstance(lin, np.ndarray) else lin.dequantize()
             if name == "token_embd.weight":
@@ -153,22 +161,39 @@ def test_folder_layout_and_metadata(tmp_path):
     write_tiny_gguf(src, qtype=Q.Q8_0)
     dest = convert_gguf(src, tmp_path / "model", name="Tiny")
     names = sorted(p.name for p in dest.iterdir())
-    assert names == ["chat_template.jinja", "genai_config.json", "hearth-manifest.json",
-                     "model.onnx", "model.onnx.data", "tokenizer.json",
-                     "tokenizer_config.json"]
+    assert names == [
+        "chat_template.jinja",
+        "genai_config.json",
+        "hearth-manifest.json",
+        "model.onnx",
+        "model.onnx.data",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
     assert not list(tmp_path.glob(".model.partial*"))
     cfg = json.loads((dest / "genai_config.json").read_text())
     dec = cfg["model"]["decoder"]
-    assert (dec["num_hidden_layers"], dec["num_attention_heads"], dec["num_key_value_heads"],
-            dec["head_size"]) == (LAYERS, HEADS, KV_HEADS, HEAD_DIM)
+    assert (
+        dec["num_hidden_layers"],
+        dec["num_attention_heads"],
+        dec["num_key_value_heads"],
+        dec["head_size"],
+    ) == (LAYERS, HEADS, KV_HEADS, HEAD_DIM)
     assert dec["inputs"]["past_key_names"] == "past_key_values.%d.key"
     assert cfg["model"]["eos_token_id"] == 2 and cfg["model"]["bos_token_id"] == 1
     session = open_session(dest)
-    assert [o.name for o in session.get_outputs()][:3] == ["logits", "present.0.key",
-                                                           "present.0.value"]
+    assert [o.name for o in session.get_outputs()][:3] == [
+        "logits",
+        "present.0.key",
+        "present.0.value",
+    ]
     assert session.get_outputs()[0].shape == ["batch_size", 1, 288]
-    ops = {n.op_type for n in __import__("onnx").load(str(dest / "model.onnx"),
-                                                         load_external_data=False).graph.node}
+    ops = {
+        n.op_type
+        for n in __import__("onnx")
+        .load(str(dest / "model.onnx"), load_external_data=False)
+        .graph.node
+    }
     assert {"GroupQueryAttention", "MatMulNBits", "SkipSimplifiedLayerNormalization"} <= ops
     manifest = json.loads((dest / "hearth-manifest.json").read_text())
     assert manifest["id"] == "model" and manifest["name"] == "Tiny"

@@ -64,10 +64,10 @@ def test_unsupported_quantization(tmp_path):
     # truncated; the gguf package cannot dequantize it)
     name = b"blk.0.attn_q.weight"
     at = data.index(name) + len(name)
-    n_dims = int.from_bytes(data[at:at + 4], "little")
+    n_dims = int.from_bytes(data[at : at + 4], "little")
     type_at = at + 4 + 8 * n_dims
-    assert int.from_bytes(data[type_at:type_at + 4], "little") == Q.Q8_0
-    data[type_at:type_at + 4] = int(Q.Q1_0).to_bytes(4, "little")
+    assert int.from_bytes(data[type_at : type_at + 4], "little") == Q.Q8_0
+    data[type_at : type_at + 4] = int(Q.Q1_0).to_bytes(4, "little")
     src.write_bytes(bytes(data))
     err = _convert_fails(src, tmp_path, ConversionError, "quantization type Q1_0")
     assert "blk.0.attn_q.weight" in str(err)

@@ -29,28 +29,65 @@ def test_symmetric_types_are_exact(qtype):
     np.testing.assert_array_equal(w.dequantize(), ref)
 
 
-@pytest.mark.parametrize(("qtype", "code_bits"), [(Q.Q4_1, 4), (Q.Q5_1, 5), (Q.Q4_K, 4)])
-@pytest.mark.parametrize("offset", [0.0, 0.04])
-def test_affine_types_within_bound(qtype, code_bits, offset):
-    """q8 = f·q + k, scale s/f: error ≤ s/(2f) (= d/32 for Q4_1), blocks that do not fit
-    fall back to 8-bit min/max with error ≤ half their step."""
+@pytest.mark.parametrize("qtype", [Q.Q4_1, Q.Q4_K])
+@pytest.mark.parametrize("offset", [0.0, 0.04, 1.0])
+def test_4bit_affine_types_are_exact_with_offsets(qtype, offset):
+    """w = s·q + o → 4-bit codes unchanged, zero point z = round(−o/s) and a float block
+    offset o + s·z: bit-exact, even when the offset is far from −8 steps (z clips)."""
     raw, ref = _raw(qtype, offset=offset)
     w = quant.to_nbits(raw, qtype, N, K)
-    assert w.bits == 8 and w.zero_points is not None
+    assert (w.bits, w.block_size, w.exact, w.fallback_blocks) == (4, 32, True, 0)
+    assert w.offsets is not None and w.offsets.shape == (N, K // 32)
+    np.testing.assert_array_equal(w.dequantize(), ref)
+    z = w.zero_point_array()
+    # an unclipped zero point leaves at most half a step (s = 0: the offset is the weight)
+    inside = (z > 0) & (z < 15) & (w.scales > 0)
+    assert qtype != Q.Q4_1 or offset != 0.0 or inside.mean() > 0.95  # min ≤ 0 ≤ max
+    assert np.all(np.abs(w.offsets[inside]) <= w.scales[inside] * 0.5 * (1 + 1e-5))
+
+
+def test_q4_1_codes_carry_over_unchanged():
+    """The packed nibbles are the GGUF's own codes (element j of a block = byte j's low
+    nibble, element j + 16 = its high nibble), re-packed in element order."""
+    raw, _ = _raw(Q.Q4_1, seed=4)
+    w = quant.to_nbits(raw, Q.Q4_1, N, K)
+    qs = raw.reshape(-1, 20)[:, 4:]
+    gguf_codes = np.concatenate([qs & 0x0F, qs >> 4], axis=1).reshape(N, K)
+    np.testing.assert_array_equal(w.codes(), gguf_codes)
+    lo, hi = w.zero_points[0, 0] & 0x0F, w.zero_points[0, 0] >> 4
+    assert (lo, hi) == tuple(w.zero_point_array()[0, :2].astype(np.uint8))
+
+
+@pytest.mark.parametrize("offset", [0.0, 0.04])
+def test_5bit_affine_types_within_bound(offset):
+    """Q5_1 → q8 = 8·q + k, scale s/8: error ≤ s/16 per weight."""
+    raw, ref = _raw(Q.Q5_1, offset=offset)
+    w = quant.to_nbits(raw, Q.Q5_1, N, K)
+    assert w.bits == 8 and w.zero_points is not None and w.offsets is None
     err = np.abs(w.dequantize() - ref).reshape(N, -1, w.block_size).max(axis=-1)
     assert np.all(err <= w.scales * 0.5 * (1 + 1e-5) + 1e-9)
-    if qtype == Q.Q4_1:  # the bound in the source's own step d
-        d = raw.reshape(-1, 20)[:, :2].copy().view(np.float16).astype(np.float32)
-        assert np.all(err.reshape(-1) <= d.reshape(-1) / 32 * (1 + 1e-5) + 1e-9)
-        assert w.fallback_blocks == 0
 
 
 def test_offset_that_does_not_fit_falls_back():
-    raw, ref = _raw(Q.Q4_1, offset=1.0)  # all weights positive: min ≫ step
-    w = quant.to_nbits(raw, Q.Q4_1, N, K)
+    raw, ref = _raw(Q.Q5_1, offset=1.0)  # all weights positive: min ≫ step
+    w = quant.to_nbits(raw, Q.Q5_1, N, K)
     assert w.fallback_blocks > 0
     err = np.abs(w.dequantize() - ref).reshape(N, -1, 32).max(axis=-1)
     assert np.all(err <= w.scales * 0.5 * (1 + 1e-5))
+
+
+@pytest.mark.parametrize("qtype", [Q.Q4_1, Q.Q8_0, Q.Q5_1])
+def test_concat_stacks_rows(qtype):
+    parts = [quant.to_nbits(_raw(qtype, seed=s)[0], qtype, N, K) for s in (1, 2)]
+    fused = quant.concat(parts)
+    assert fused.n == 2 * N and fused.same_form(parts[0])
+    np.testing.assert_array_equal(
+        fused.dequantize(), np.concatenate([p.dequantize() for p in parts], axis=0)
+    )
+    other = quant.to_nbits(_raw(Q.Q4_0)[0], Q.Q4_0, N, K)
+    assert not parts[0].same_form(other)
+    with pytest.raises(ValueError):
+        quant.concat([parts[0], other])
 
 
 def test_int4_packing_order_and_bound():
@@ -64,7 +101,7 @@ def test_int4_packing_order_and_bound():
     assert np.all(np.abs(w.dequantize() - dense).reshape(8, 2, 32) <= absmax / 8 + 1e-6)
 
 
-@pytest.mark.parametrize("qtype", [Q.Q4_0, Q.Q4_1, Q.Q8_0, Q.Q6_K])
+@pytest.mark.parametrize("qtype", [Q.Q4_0, Q.Q4_1, Q.Q4_K, Q.Q5_1, Q.Q8_0, Q.Q6_K])
 def test_size_estimate_is_exact(qtype):
     raw, _ = _raw(qtype)
     assert quant.nbits_size(qtype, N, K) == quant.to_nbits(raw, qtype, N, K).nbytes

@@ -31,10 +31,14 @@ def hub(monkeypatch, tmp_path):
     entry = load_catalog().get(MODEL_ID)
     folder = build_plain_kv_model(tmp_path / "tiny", variant_name="model_q4")
     with FakeHub() as server:
-        server.add(FakeRepo.from_folder(entry.repo, folder, downloads=50,
-                                        extra={DATA: random_bytes(2_000_000)}))
-        server.add(FakeRepo("someone/Other-ONNX", {"config.json": b"{}"}, license="mit",
-                            downloads=5))
+        server.add(
+            FakeRepo.from_folder(
+                entry.repo, folder, downloads=50, extra={DATA: random_bytes(2_000_000)}
+            )
+        )
+        server.add(
+            FakeRepo("someone/Other-ONNX", {"config.json": b"{}"}, license="mit", downloads=5)
+        )
         yield server
 
 
@@ -45,8 +49,9 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def test_download_list_and_rm(hub, capsys):
-    code, out, err = run(capsys, "models", "download", MODEL_ID, "--variant", "cpu",
-                         "--endpoint", hub.url)
+    code, out, err = run(
+        capsys, "models", "download", MODEL_ID, "--variant", "cpu", "--endpoint", hub.url
+    )
     assert code == 0, err
     assert "Installed SmolLM2 135M instruct (cpu-q4)" in out
     assert f"{MODEL_ID} [" in err and "100.0%" in err and "done" in err  # progress bar
@@ -101,11 +106,18 @@ def test_errors_are_sentences_with_exit_code_2(capsys):
 
 def test_download_interrupted_by_a_killed_process_resumes_on_rerun(hub, capsys, hearth_home):
     hub.faults.delay_per_chunk_s = 0.02
-    env = {**os.environ, "HEARTH_HOME": str(hearth_home), "HF_HUB_OFFLINE": "0",
-           "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "HEARTH_HOME": str(hearth_home),
+        "HF_HUB_OFFLINE": "0",
+        "PYTHONPATH": str(ROOT),
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "app", "models", "download", MODEL_ID, "--endpoint", hub.url],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     part = hearth_home / "staging" / MODEL_ID / (DATA + ".part")
     try:
@@ -130,4 +142,5 @@ def test_download_interrupted_by_a_killed_process_resumes_on_rerun(hub, capsys, 
     assert hub.served(DATA) - before == 2_000_000 - kept
     model = ModelStore().require(MODEL_ID)
     assert (model.path / DATA).read_bytes() == hub.repos[
-        "HuggingFaceTB/SmolLM2-135M-Instruct"].files[DATA]
+        "HuggingFaceTB/SmolLM2-135M-Instruct"
+    ].files[DATA]

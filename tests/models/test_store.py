@@ -25,10 +25,22 @@ def staged(name: str, files: dict[str, bytes]) -> Path:
 
 
 def manifest(model_id: str, **extra) -> dict:
-    return {"id": model_id, "name": model_id.title(),
-            "source": {"kind": "hub", "repo": "o/r", "revision": "a" * 40, "variant": "cpu",
-                       "path": None},
-            "format": "optimum", "files": [], "context_length": 512, "parameters": 1, **extra}
+    return {
+        "id": model_id,
+        "name": model_id.title(),
+        "source": {
+            "kind": "hub",
+            "repo": "o/r",
+            "revision": "a" * 40,
+            "variant": "cpu",
+            "path": None,
+        },
+        "format": "optimum",
+        "files": [],
+        "context_length": 512,
+        "parameters": 1,
+        **extra,
+    }
 
 
 def test_install_from_staging_moves_the_folder_and_writes_the_manifest():
@@ -83,10 +95,12 @@ def test_list_get_require_and_the_store_folder_argument(tmp_path):
     assert store.list_models() == [] and store.get("nope") is None
     with pytest.raises(HearthError, match="No installed model"):
         store.require("nope")
-    store.install_from_staging(staged("1", {"a": b"1"}), manifest("first",
-                               installed_at="2025-01-01T00:00:00+00:00"))
-    store.install_from_staging(staged("2", {"a": b"22"}), manifest("second",
-                               installed_at="2025-02-01T00:00:00+00:00"))
+    store.install_from_staging(
+        staged("1", {"a": b"1"}), manifest("first", installed_at="2025-01-01T00:00:00+00:00")
+    )
+    store.install_from_staging(
+        staged("2", {"a": b"22"}), manifest("second", installed_at="2025-02-01T00:00:00+00:00")
+    )
     (store.root / "junk").mkdir()  # a folder without a manifest is not a model
     assert [m.id for m in store.list_models()] == ["second", "first"]
     assert store.get("first").size_on_disk > 1
@@ -110,8 +124,13 @@ def test_import_folder_registers_in_place_and_rm_keeps_the_files(tmp_path):
     store = ModelStore()
     model = store.import_folder(folder)
     assert model.id == "my-model" and model.path == folder.resolve() and model.linked
-    assert model.manifest["source"] == {"kind": "local", "repo": None, "revision": None,
-                                        "variant": None, "path": str(folder.resolve())}
+    assert model.manifest["source"] == {
+        "kind": "local",
+        "repo": None,
+        "revision": None,
+        "variant": None,
+        "path": str(folder.resolve()),
+    }
     assert model.manifest["format"] == "optimum" and model.manifest["context_length"] == 512
     assert sorted(p.name for p in (store.root / "my-model").iterdir()) == [MANIFEST_NAME]
     assert model.size_on_disk > 100_000  # the linked folder's bytes
@@ -146,18 +165,27 @@ def test_import_gguf_installs_what_the_converter_writes(tmp_path, monkeypatch):
         seen.update(src=src, precision=precision)
         assert not dest.exists()
         build_gqa_model(dest)
-        (dest / MANIFEST_NAME).write_text(json.dumps({
-            "id": dest.name, "name": "Smol", "source": {"kind": "gguf", "path": str(src),
-                                                       "sha256": "ab"},
-            "format": "genai", "files": [{"path": "model.onnx", "size": 1, "sha256": "c"}],
-            "context_length": 512, "parameters": 7}))
+        (dest / MANIFEST_NAME).write_text(
+            json.dumps(
+                {
+                    "id": dest.name,
+                    "name": "Smol",
+                    "source": {"kind": "gguf", "path": str(src), "sha256": "ab"},
+                    "format": "genai",
+                    "files": [{"path": "model.onnx", "size": 1, "sha256": "c"}],
+                    "context_length": 512,
+                    "parameters": 7,
+                }
+            )
+        )
         progress(1.0, "done")
         return dest
 
     monkeypatch.setattr(convert, "convert_gguf", fake_convert)
     reports = []
-    model = ModelStore().import_gguf(gguf, precision="int4", name="My Smol",
-                                     progress=lambda *a: reports.append(a))
+    model = ModelStore().import_gguf(
+        gguf, precision="int4", name="My Smol", progress=lambda *a: reports.append(a)
+    )
     assert seen == {"src": gguf.resolve(), "precision": "int4"}
     assert model.id == "my-smol" and model.name == "My Smol"
     assert model.manifest["source"]["kind"] == "gguf"
@@ -187,12 +215,15 @@ def test_import_gguf_failure_leaves_nothing_behind(tmp_path, monkeypatch):
 def test_default_model_prefers_choice_then_last_used_then_newest():
     store = ModelStore()
     assert store.default_model() is None
-    store.install_from_staging(staged("1", {}), manifest("old",
-                               installed_at="2025-01-01T00:00:00+00:00"))
-    store.install_from_staging(staged("2", {}), manifest("new",
-                               installed_at="2025-03-01T00:00:00+00:00"))
-    store.install_from_staging(staged("3", {}), manifest("mid",
-                               installed_at="2025-02-01T00:00:00+00:00"))
+    store.install_from_staging(
+        staged("1", {}), manifest("old", installed_at="2025-01-01T00:00:00+00:00")
+    )
+    store.install_from_staging(
+        staged("2", {}), manifest("new", installed_at="2025-03-01T00:00:00+00:00")
+    )
+    store.install_from_staging(
+        staged("3", {}), manifest("mid", installed_at="2025-02-01T00:00:00+00:00")
+    )
     assert store.default_model().id == "new"
     store.mark_used("mid")
     assert ModelStore().default_model().id == "mid"

@@ -20,8 +20,11 @@ CHAT_TEMPLATE = (
 
 def byte_level_alphabet() -> list[str]:
     """GPT-2's bytes→unicode table, in byte order."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
-        range(ord("®"), ord("ÿ") + 1))
+    bs = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
     cs = bs[:]
     n = 0
     for b in range(256):
@@ -48,8 +51,7 @@ def _raw_kquant(qtype: Q, n: int, k: int, rng: np.random.Generator) -> np.ndarra
     block, size = quants.GGML_QUANT_SIZES[qtype]
     blocks = rng.integers(0, 256, size=(n * k // block, size), dtype=np.uint8)
     if qtype == Q.Q6_K:
-        blocks[:, 192:208] = rng.integers(-40, 40, (len(blocks), 16)).astype(np.int8).view(
-            np.uint8)
+        blocks[:, 192:208] = rng.integers(-40, 40, (len(blocks), 16)).astype(np.int8).view(np.uint8)
         blocks[:, 208:210] = np.full((len(blocks), 1), 4e-5, np.float16).view(np.uint8)
     elif qtype == Q.Q4_K:
         blocks[:, 0:2] = np.full((len(blocks), 1), 2e-4, np.float16).view(np.uint8)
@@ -63,9 +65,17 @@ def encode(w: np.ndarray, qtype: Q, rng: np.random.Generator) -> np.ndarray:
     return quants.quantize(w.astype(np.float32), qtype)
 
 
-def write_tiny_gguf(path: Path, *, arch: str = "llama", qtype: Q = Q.F32, tied: bool = True,
-                    bias: bool = False, embd_type: Q | None = None, seed: int = 0,
-                    tokenizer: bool = True) -> dict[str, np.ndarray]:
+def write_tiny_gguf(
+    path: Path,
+    *,
+    arch: str = "llama",
+    qtype: Q = Q.F32,
+    tied: bool = True,
+    bias: bool = False,
+    embd_type: Q | None = None,
+    seed: int = 0,
+    tokenizer: bool = True,
+) -> dict[str, np.ndarray]:
     """Write a tiny model; returns its weights as the reference sees them (float32)."""
     rng = np.random.default_rng(seed)
     tokens, types = gpt2_vocab()
@@ -95,8 +105,9 @@ def write_tiny_gguf(path: Path, *, arch: str = "llama", qtype: Q = Q.F32, tied: 
         w.add_chat_template(CHAT_TEMPLATE)
     weights: dict[str, np.ndarray] = {}
 
-    def put(name: str, shape: tuple[int, ...], qt: Q, scale: float = 0.05,
-            offset: float = 0.0) -> None:
+    def put(
+        name: str, shape: tuple[int, ...], qt: Q, scale: float = 0.05, offset: float = 0.0
+    ) -> None:
         data = (rng.standard_normal(shape) * scale + offset).astype(np.float32)
         if len(shape) == 1 or qt == Q.F32:
             raw = data
@@ -117,17 +128,18 @@ def write_tiny_gguf(path: Path, *, arch: str = "llama", qtype: Q = Q.F32, tied: 
         p = f"blk.{i}."
         put(p + "attn_norm.weight", (HIDDEN,), Q.F32, 0.1, 1.0)
         put(p + "ffn_norm.weight", (HIDDEN,), Q.F32, 0.1, 1.0)
-        put(p + "attn_q.weight", (HEADS * HEAD_DIM, HIDDEN), qtype)
-        put(p + "attn_k.weight", (KV_HEADS * HEAD_DIM, HIDDEN), qtype)
-        put(p + "attn_v.weight", (KV_HEADS * HEAD_DIM, HIDDEN), qtype)
+        put(p + "attn_q.weight", (HEADS * HEAD_DIM, HIDDEN), types.get("attn_q", qtype))
+        put(p + "attn_k.weight", (KV_HEADS * HEAD_DIM, HIDDEN), types.get("attn_k", qtype))
+        put(p + "attn_v.weight", (KV_HEADS * HEAD_DIM, HIDDEN), types.get("attn_v", qtype))
         if bias:
             put(p + "attn_q.bias", (HEADS * HEAD_DIM,), Q.F32, 0.1)
             put(p + "attn_k.bias", (KV_HEADS * HEAD_DIM,), Q.F32, 0.1)
             put(p + "attn_v.bias", (KV_HEADS * HEAD_DIM,), Q.F32, 0.1)
-        put(p + "attn_output.weight", (HIDDEN, HEADS * HEAD_DIM), qtype)
-        put(p + "ffn_gate.weight", (FFN, HIDDEN), qtype)
-        put(p + "ffn_up.weight", (FFN, HIDDEN), qtype)
-        put(p + "ffn_down.weight", (HIDDEN, FFN), qtype)
+        put(p + "attn_output.weight", (HIDDEN, HEADS * HEAD_DIM),
+            types.get("attn_output", qtype))
+        put(p + "ffn_gate.weight", (FFN, HIDDEN), types.get("ffn_gate", qtype))
+        put(p + "ffn_up.weight", (FFN, HIDDEN), types.get("ffn_up", qtype))
+        put(p + "ffn_down.weight", (HIDDEN, FFN), types.get("ffn_down", qtype))
     put("output_norm.weight", (HIDDEN,), Q.F32, 0.1, 1.0)
     if not tied:
         put("output.weight", (vocab, HIDDEN), qtype)

@@ -24,7 +24,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from app.models.gguf.quant import NBitsWeight
+from app.models.gguf.quant import NBitsWeight, concat
 from app.models.gguf.reader import ModelParams
 from app.models.gguf.weights import Linear, WeightSource
 
@@ -103,10 +103,13 @@ class GraphBuilder:
         self.progress = progress or (lambda _f, _m: None)
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[TensorProto] = []
+        self._block_sums: dict[tuple[str, int], str] = {}
+        self._init_names: set[str] = set()
 
     # -- helpers ---------------------------------------------------------------------------
     def _init(self, name: str, array: np.ndarray) -> str:
         self.inits.append(self.data.tensor(name, array))
+        self._init_names.add(name)
         return name
 
     def _node(
@@ -129,10 +132,11 @@ class GraphBuilder:
             ]
             if weight.zero_points is not None:
                 inputs.append(self._init(f"{name}.qzeros", weight.zero_points.reshape(-1)))
+            main = out if weight.offsets is None else f"{name}/codes"
             self._node(
                 "MatMulNBits",
                 inputs,
-                [out],
+                [main],
                 name,
                 MS,
                 K=weight.k,
@@ -141,6 +145,10 @@ class GraphBuilder:
                 block_size=weight.block_size,
                 accuracy_level=self.accuracy_level,
             )
+            if weight.offsets is not None:  # out = block_sums(x) @ offsets.T + codes part
+                sums = self._block_sum(x, weight.k, weight.block_size)
+                table = self._init(f"{name}.offsets", np.ascontiguousarray(weight.offsets.T))
+                self._node("Gemm", [sums, table, main], [out], f"{name}/offsets")
             return out
         w_t = self._init(f"{name}.weight", np.ascontiguousarray(weight.T))
         if weight.dtype == np.float16:
@@ -150,13 +158,70 @@ class GraphBuilder:
         self._node("MatMul", [x, w_t], [out], name)
         return out
 
+    def _block_sum(self, x: str, k: int, block_size: int) -> str:
+        """Sums of ``x`` [M, K] over each run of ``block_size`` inputs → [M, K/block_size]:
+        one small float matmul with a 0/1 matrix (shared by every x of that width)."""
+        key = (x, block_size)
+        if key not in self._block_sums:
+            ones = f"const.block_ones.{k}x{block_size}"
+            if not self._has_init(ones):
+                eye = np.repeat(np.eye(k // block_size, dtype=np.float32), block_size, axis=0)
+                self._init(ones, eye)
+            self._node("MatMul", [x, ones], [f"{x}/block_sums"], f"{x}/block_sums")
+            self._block_sums[key] = f"{x}/block_sums"
+        return self._block_sums[key]
+
+    def _has_init(self, name: str) -> bool:
+        return name in self._init_names
+
     def _linear(self, x: str, gguf_name: str, name: str) -> str:
-        out = self._matmul(x, self.w.linear(gguf_name + ".weight"), name)
-        bias = self.w.optional_vector(gguf_name + ".bias")
-        if bias is not None:
-            (out,) = self._node(
-                "Add", [out, self._init(f"{name}.bias", bias)], [f"{name}/biased"], f"{name}/bias"
+        weight = self.w.linear(gguf_name + ".weight")
+        return self._biased(self._matmul(x, weight, name), self.w.optional_vector(
+            gguf_name + ".bias"), name)
+
+    def _fused_linear(
+        self, x: str, parts: list[tuple[str, str]], name: str, *, split: bool = True
+    ) -> tuple[str | None, list[str]]:
+        """Projections of one input, ``parts`` = (GGUF name, ONNX name) each.
+
+        When every weight has the same form they run as one matmul stacked along N (fewer,
+        larger kernels: the small q/k/v and gate/up matrices thread better) and the result
+        is (fused output, its parts after a Split, or [] when ``split`` is false); otherwise
+        (None, separate outputs).
+        Biases follow their weights."""
+        weights = [self.w.linear(g + ".weight") for g, _ in parts]
+        biases = [self.w.optional_vector(g + ".bias") for g, _ in parts]
+        if not _stackable(weights):
+            return None, [
+                self._biased(self._matmul(x, w, n), b, n)
+                for w, b, (_, n) in zip(weights, biases, parts, strict=True)
+            ]
+        sizes = [_rows(w) for w in weights]
+        fused_w = (
+            concat(weights) if isinstance(weights[0], NBitsWeight)
+            else np.concatenate(weights, axis=0)
+        )
+        del weights
+        fused_b = None
+        if any(b is not None for b in biases):
+            fused_b = np.concatenate(
+                [np.zeros(n, np.float32) if b is None else b for b, n in zip(biases, sizes,
+                                                                             strict=True)]
             )
+        out = self._biased(self._matmul(x, fused_w, name), fused_b, name)
+        if not split:
+            return out, []
+        split_sizes = self._const(f"{name}.split", np.array(sizes, np.int64))
+        outs = [f"{name}/part{j}" for j in range(len(sizes))]
+        self._node("Split", [out, split_sizes], outs, f"{name}/split", axis=-1)
+        return out, outs
+
+    def _biased(self, out: str, bias: np.ndarray | None, name: str) -> str:
+        if bias is None:
+            return out
+        (out,) = self._node(
+            "Add", [out, self._init(f"{name}.bias", bias)], [f"{name}/biased"], f"{name}/bias"
+        )
         return out
 
     # -- graph -----------------------------------------------------------------------------
@@ -197,14 +262,19 @@ class GraphBuilder:
         if table.dtype == np.float16:
             (x,) = self._node("Cast", [x], ["embed/fp32"], "embed/cast", to=TensorProto.FLOAT)
         del table
+        # the hidden stream runs as rows [batch·seq, hidden]: every matmul is 2-D, so a
+        # weight's block-offset term is one Gemm that also adds the codes' result
+        rows = self._const("const.rows_shape", np.array([-1, p.hidden], np.int64))
+        (x,) = self._node("Reshape", [x, rows], ["embed/rows"], "embed/rows")
         residual, delta = x, None
         for i in range(p.n_layers):
             residual, delta = self._layer(i, residual, delta)
             self.progress((i + 1) / (p.n_layers + 1), f"layer {i + 1}/{p.n_layers}")
         normed, _ = self._norm(residual, delta, self.w.vector("output_norm.weight"), "final_norm")
         head = "output" if "output.weight" in self.w.g.tensors else "token_embd"
-        self._matmul(normed, self.w.linear(head + ".weight"), "lm_head")
-        self.nodes[-1].output[0] = "logits"  # the lm_head's MatMul/MatMulNBits is last
+        head_out = self._matmul(normed, self.w.linear(head + ".weight"), "lm_head")
+        logits_shape = self._const("const.logits_shape", np.array([-1, 1, p.vocab_size], np.int64))
+        self._node("Reshape", [head_out, logits_shape], ["logits"], "logits")
         self.progress(1.0, "output layer")
         graph = helper.make_graph(self.nodes, "hearth-decoder", inputs, outputs, self.inits)
         model = helper.make_model(
@@ -229,6 +299,9 @@ class GraphBuilder:
         cos, sin = rope_caches(self.p, self.w.g.rope_freq_factors())
         self._init("cos_cache", cos)
         self._init("sin_cache", sin)
+        minus_one = self._const("const.minus_one", np.array([-1], np.int64))
+        self._node("Shape", ["input_ids"], ["ids/shape"], "ids/shape")
+        self._node("Concat", ["ids/shape", minus_one], ["shape3d"], "shape3d", axis=0)
         self._const("const.last_start", np.array([-1], np.int64))
         self._const("const.last_end", np.array([np.iinfo(np.int64).max], np.int64))
 
@@ -264,16 +337,21 @@ class GraphBuilder:
         h, residual = self._norm(
             residual, delta, self.w.vector(f"{pre}.attn_norm.weight"), f"{name}.input_norm"
         )
-        q = self._linear(h, f"{pre}.attn_q", f"{name}.attn.q_proj")
-        k = self._linear(h, f"{pre}.attn_k", f"{name}.attn.k_proj")
-        v = self._linear(h, f"{pre}.attn_v", f"{name}.attn.v_proj")
+        qkv, parts = self._fused_linear(
+            h,
+            [(f"{pre}.attn_{t}", f"{name}.attn.{t}_proj") for t in ("q", "k", "v")],
+            f"{name}.attn.qkv_proj",
+            split=False,
+        )
+        # packed QKV: GroupQueryAttention takes [q | k | v] as its query, key/value empty
+        q_k_v = [self._to_3d(t) for t in ([qkv] if qkv is not None else parts)]
+        if qkv is not None:
+            q_k_v += ["", ""]
         attn = f"{name}.attn/out"
         self._node(
             "GroupQueryAttention",
             [
-                q,
-                k,
-                v,
+                *q_k_v,
                 f"past_key_values.{i}.key",
                 f"past_key_values.{i}.value",
                 "seqlens_k",
@@ -292,20 +370,50 @@ class GraphBuilder:
         )
         if i == p.n_layers - 1:  # only the last position is needed from here on
             attn = self._last_position(attn, f"{name}.attn/last")
-            residual = self._last_position(residual, f"{name}.residual/last")
+            residual = self._last_position(self._to_3d(residual), f"{name}.residual/last")
+            residual = self._to_rows(residual)
+        attn = self._to_rows(attn)
         o = self._linear(attn, f"{pre}.attn_output", f"{name}.attn.o_proj")
         h2, residual = self._norm(
             residual, o, self.w.vector(f"{pre}.ffn_norm.weight"), f"{name}.post_attention_norm"
         )
-        gate = self._linear(h2, f"{pre}.ffn_gate", f"{name}.mlp.gate_proj")
-        up = self._linear(h2, f"{pre}.ffn_up", f"{name}.mlp.up_proj")
+        _, (gate, up) = self._fused_linear(
+            h2,
+            [(f"{pre}.ffn_{t}", f"{name}.mlp.{t}_proj") for t in ("gate", "up")],
+            f"{name}.mlp.gate_up_proj",
+        )
         self._node("Sigmoid", [gate], [f"{name}.mlp/sig"], f"{name}.mlp/sigmoid")
         self._node("Mul", [gate, f"{name}.mlp/sig"], [f"{name}.mlp/silu"], f"{name}.mlp/silu")
         self._node("Mul", [f"{name}.mlp/silu", up], [f"{name}.mlp/act"], f"{name}.mlp/act")
         down = self._linear(f"{name}.mlp/act", f"{pre}.ffn_down", f"{name}.mlp.down_proj")
         return residual, down
 
+    def _to_3d(self, x: str) -> str:
+        """Rows [batch·seq, n] → [batch, seq, n] (a view)."""
+        (out,) = self._node("Reshape", [x, "shape3d"], [f"{x}/3d"], f"{x}/3d")
+        return out
+
+    def _to_rows(self, x: str) -> str:
+        (out,) = self._node("Reshape", [x, "const.rows_shape"], [f"{x}/rows"], f"{x}/rows")
+        return out
+
     def _last_position(self, x: str, name: str) -> str:
         axis = self._const(f"{name}.axis", np.array([1], np.int64))
         self._node("Slice", [x, "const.last_start", "const.last_end", axis], [name], name)
         return name
+
+
+def _rows(w: Linear) -> int:
+    return w.n if isinstance(w, NBitsWeight) else int(w.shape[0])
+
+
+def _stackable(weights: list[Linear]) -> bool:
+    """Whether the weights share one form (all the same MatMulNBits layout, or all floats of
+    one dtype), so they can run as one stacked matmul."""
+    first = weights[0]
+    if isinstance(first, NBitsWeight):
+        return all(isinstance(w, NBitsWeight) and first.same_form(w) for w in weights[1:])
+    return all(
+        isinstance(w, np.ndarray) and w.dtype == first.dtype and w.shape[1] == first.shape[1]
+        for w in weights[1:]
+    )

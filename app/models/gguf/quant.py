@@ -8,11 +8,17 @@ carry over as they are:
 * Q8_0 (``w = d·q``, q int8) → 8-bit, default zero point 128: exact.
 * Q5_0 / Q6_K (symmetric, 5/6-bit codes) → 8-bit, zero point 128: exact (Q6_K in 16-element
   sub-blocks, scale ``d·sc``).
-* Q4_1 / Q4_K / Q5_1 / Q5_K (``w = s·q + o``: a scale and a per-block offset) → 8-bit with
-  uint8 zero points: ``q8 = f·q + k`` with ``f = 2**(8 − bits)``, scale ``s/f`` and
-  ``zp = k − round(f·o/s)``. The codes stay exact; only the offset is rounded, so the error
-  is at most ``s/(2f)`` (``d/32`` for Q4_1). A block whose offset does not fit the uint8 zero
-  point falls back to a plain 8-bit min/max quantization of its values (counted).
+* Q4_1 / Q4_K (``w = s·q + o``, 4-bit codes, a scale and an offset per 32-block) → 4-bit with
+  the codes unchanged, a packed zero point ``z = round(−o/s)`` clipped to 0..15 and a float
+  block offset ``o + s·z``: ``w = s·(q − z) + (o + s·z)``, exact. MatMulNBits computes the
+  first term; the graph adds ``blocksum(x) @ offsets`` (a tiny float matmul). ``z`` keeps the
+  quantized part centred (``s·(q − z) ≈ w``), so int8 activations (accuracy_level 4) err as
+  they would on the plain weights, and the offsets stay small.
+* Q5_1 / Q5_K (``w = s·q + o``, 5-bit codes) → 8-bit with uint8 zero points:
+  ``q8 = f·q + k`` with ``f = 2**(8 − bits)``, scale ``s/f`` and ``zp = k − round(f·o/s)``.
+  The codes stay exact; only the offset is rounded, so the error is at most ``s/(2f)``
+  (``s/16``). A block whose offset does not fit the uint8 zero point falls back to a plain
+  8-bit min/max quantization of its values (counted).
 
 Float types become float matrices. ``quantize_int4`` is the only lossy *fresh* quantizer
 (``--precision int4``: symmetric 4-bit, block 32).
@@ -34,7 +40,9 @@ QK_K = 256
 
 @dataclass
 class NBitsWeight:
-    """A weight in MatMulNBits form: ``w[n, k] = scales[n, b] · (q[n, k] − zp[n, b])``."""
+    """A weight in MatMulNBits form: ``w[n, k] = scales[n, b] · (q[n, k] − zp[n, b])``, plus
+    ``offsets[n, b]`` when present (added by a separate float matmul of the input's block
+    sums; see ``GraphBuilder``)."""
 
     bits: int  # 4 or 8
     block_size: int
@@ -45,11 +53,13 @@ class NBitsWeight:
     zero_points: np.ndarray | None  # uint8: 8-bit [N, k_blocks]; 4-bit packed [N, ceil(kb/2)]
     exact: bool = True
     fallback_blocks: int = 0  # blocks re-quantized because their offset did not fit
+    offsets: np.ndarray | None = None  # float32 [N, k_blocks]: added to every weight of a block
 
     @property
     def nbytes(self) -> int:
         zp = 0 if self.zero_points is None else self.zero_points.nbytes
-        return self.packed.nbytes + self.scales.nbytes + zp
+        off = 0 if self.offsets is None else self.offsets.nbytes
+        return self.packed.nbytes + self.scales.nbytes + zp + off
 
     def codes(self) -> np.ndarray:
         """Unpacked integer codes, [N, K] uint8."""
@@ -73,7 +83,42 @@ class NBitsWeight:
         """The float32 [N, K] matrix that MatMulNBits computes with."""
         q = self.codes().astype(np.float32).reshape(self.n, -1, self.block_size)
         zp = self.zero_point_array()[..., None]
-        return ((q - zp) * self.scales[..., None]).reshape(self.n, self.k)
+        w = (q - zp) * self.scales[..., None]
+        if self.offsets is not None:
+            w = w + self.offsets[..., None]
+        return w.reshape(self.n, self.k)
+
+    def same_form(self, other: NBitsWeight) -> bool:
+        """Whether ``concat`` can stack the two along N (one MatMulNBits for both)."""
+        return (
+            (self.bits, self.block_size, self.k) == (other.bits, other.block_size, other.k)
+            and (self.zero_points is None) == (other.zero_points is None)
+            and (self.offsets is None) == (other.offsets is None)
+        )
+
+
+def concat(parts: list[NBitsWeight]) -> NBitsWeight:
+    """Stack weights of the same form along N (rows): the fused matrix of q/k/v or gate/up."""
+    first = parts[0]
+    if not all(first.same_form(p) for p in parts[1:]):
+        raise ValueError("weights of different forms cannot be stacked")
+
+    def stack(attr: str) -> np.ndarray | None:
+        arrays = [getattr(p, attr) for p in parts]
+        return None if arrays[0] is None else np.concatenate(arrays, axis=0)
+
+    return NBitsWeight(
+        first.bits,
+        first.block_size,
+        sum(p.n for p in parts),
+        first.k,
+        stack("packed"),
+        stack("scales"),
+        stack("zero_points"),
+        exact=all(p.exact for p in parts),
+        fallback_blocks=sum(p.fallback_blocks for p in parts),
+        offsets=stack("offsets"),
+    )
 
 
 def _row_blocks(raw: np.ndarray, n: int, k: int, qtype: Q) -> np.ndarray:
@@ -153,6 +198,8 @@ def to_nbits(raw: np.ndarray, qtype: Q, n: int, k: int) -> NBitsWeight:
         codes = np.where(s[:, None] != 0, np.rint((w - o[:, None]) / s[:, None]), 0)
     codes = np.clip(codes, 0, 2**bits - 1).astype(np.int32)
     kb = k // sub
+    if bits == 4 and sub == 32:
+        return _nbits4_with_offsets(codes, s, o, n, k)
     symmetric = bool(np.all(o == -(2 ** (bits - 1)) * s))
     if symmetric:  # zero point 2**(bits-1): shift the codes to the 8-bit default 128
         q8 = (codes + 128 - 2 ** (bits - 1)).astype(np.uint8)
@@ -190,6 +237,28 @@ def to_nbits(raw: np.ndarray, qtype: Q, n: int, k: int) -> NBitsWeight:
     )
 
 
+def _nbits4_with_offsets(
+    codes: np.ndarray, s: np.ndarray, o: np.ndarray, n: int, k: int
+) -> NBitsWeight:
+    """4-bit codes with ``w = s·code + o`` → ``s·(code − z) + (o + s·z)`` (module docstring)."""
+    kb = k // 32
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(s != 0, np.rint(-o / s), 8)
+    z = np.clip(z, 0, 15).astype(np.uint8)
+    offsets = (o + s * z.astype(np.float32)).astype(np.float32)
+    packed = _pack4(codes.astype(np.uint8).reshape(n, kb, 32))
+    zero_points = None
+    if np.any(z != 8):  # default 8 otherwise
+        zr = z.reshape(n, kb)
+        if kb % 2:
+            zr = np.concatenate([zr, np.zeros((n, 1), np.uint8)], axis=1)
+        zero_points = _pack4(zr)
+    return NBitsWeight(
+        4, 32, n, k, packed, s.astype(np.float32).reshape(n, kb), zero_points,
+        offsets=offsets.reshape(n, kb),
+    )
+
+
 def quantize_int4(w: np.ndarray, block_size: int = 32) -> NBitsWeight:
     """A fresh, lossy symmetric 4-bit quantization of a float [N, K] matrix (zero point 8)."""
     n, k = w.shape
@@ -209,6 +278,9 @@ def nbits_size(qtype: Q, n: int, k: int) -> int:
     """Bytes that ``to_nbits`` produces for a tensor, without converting it."""
     if qtype == Q.Q4_0:
         return n * k // 2 + n * k // 32 * 4
+    if qtype in (Q.Q4_1, Q.Q4_K):  # codes, scales, packed zero points, offsets
+        kb = k // 32
+        return n * k // 2 + n * kb * 8 + n * ((kb + 1) // 2)
     sub = 16 if qtype == Q.Q6_K else 32
     zp = 0 if qtype in (Q.Q8_0, Q.Q5_0, Q.Q6_K) else n * k // sub
     return n * k + n * k // sub * 4 + zp
