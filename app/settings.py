@@ -1,0 +1,135 @@
+"""App settings: one declarative table drives defaults, validation, labels and the panel.
+
+Stored as JSON at ``app.paths.settings_path()``. Unknown keys in the file are kept (a newer
+Hearth may have written them); invalid values fall back to the default.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.paths import settings_path
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    type: type
+    default: Any
+    label: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    per_chat: bool = False  # also overridable per conversation (side panel)
+
+    def validate(self, value: Any) -> Any:
+        """Return ``value`` coerced to this setting's type; raise ValueError if invalid."""
+        if self.type is bool:
+            if not isinstance(value, bool):
+                raise ValueError(f"{self.key} must be true or false")
+            return value
+        if self.type in (int, float):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{self.key} must be a number")
+            value = self.type(value)
+            if self.minimum is not None and value < self.minimum:
+                raise ValueError(f"{self.key} must be at least {self.minimum}")
+            if self.maximum is not None and value > self.maximum:
+                raise ValueError(f"{self.key} must be at most {self.maximum}")
+            return value
+        if self.type is str:
+            if value is None:
+                value = ""
+            if not isinstance(value, str):
+                raise ValueError(f"{self.key} must be text")
+            if self.choices and value not in self.choices:
+                raise ValueError(f"{self.key} must be one of {', '.join(self.choices)}")
+            return value
+        raise TypeError(f"unsupported setting type {self.type}")
+
+
+CONTEXT_POLICIES = ("stop", "truncate_oldest", "sliding_window")
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("system_prompt", str, "", "System prompt", per_chat=True),
+    Setting("temperature", float, 0.7, "Temperature", 0.0, 2.0, per_chat=True),
+    Setting("top_p", float, 1.0, "Top-p", 0.0, 1.0, per_chat=True),
+    Setting("top_k", int, 0, "Top-k (0 = off)", 0, 1000, per_chat=True),
+    Setting("max_tokens", int, 512, "Max new tokens", 1, 32768, per_chat=True),
+    Setting(
+        "context_policy",
+        str,
+        "stop",
+        "When the context is full",
+        choices=CONTEXT_POLICIES,
+        per_chat=True,
+    ),
+    Setting("last_model", str, "", "Last used model folder"),
+    Setting("show_side_panel", bool, True, "Show the chat settings panel"),
+)
+
+BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
+PER_CHAT: tuple[Setting, ...] = tuple(s for s in SETTINGS if s.per_chat)
+
+
+def defaults() -> dict[str, Any]:
+    return {s.key: s.default for s in SETTINGS}
+
+
+class Settings:
+    """The user's settings, read from and written to one JSON file."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or settings_path()
+        self._values = defaults()
+        self._extra: dict[str, Any] = {}
+        self.load()
+
+    def load(self) -> None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        if not isinstance(data, dict):
+            return
+        for key, value in data.items():
+            setting = BY_KEY.get(key)
+            if setting is None:
+                self._extra[key] = value
+                continue
+            try:
+                self._values[key] = setting.validate(value)
+            except ValueError:
+                self._values[key] = setting.default
+
+    def save(self) -> None:
+        """Write atomically (temp file + rename) so a crash never leaves half a file."""
+        tmp = self.path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps({**self._extra, **self._values}, indent=2), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def get(self, key: str) -> Any:
+        return self._values[key]
+
+    def set(self, key: str, value: Any) -> None:
+        self._values[key] = BY_KEY[key].validate(value)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+
+def chat_settings(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Per-chat values: ``overrides`` (validated) on top of ``base`` for PER_CHAT keys."""
+    result = {s.key: base.get(s.key, s.default) for s in PER_CHAT}
+    for key, value in overrides.items():
+        setting = BY_KEY.get(key)
+        if setting is None or not setting.per_chat:
+            continue
+        with contextlib.suppress(ValueError):
+            result[key] = setting.validate(value)
+    return result

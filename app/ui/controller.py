@@ -1,0 +1,456 @@
+"""The chat controller: turns user intents into history writes and worker requests.
+
+Lives on the UI thread. Owns the history, the two item models and the worker host; the
+widgets only call its methods and listen to its signals. Every user message is saved before
+generation starts; the reply is saved as it streams (ReplyWriter, at most 1 s behind) and
+marked complete / stopped / failed at the end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from app.engine.types import GenerationSettings, GenerationStats, Message, SamplingSettings
+from app.errors import HearthError, StorageError
+from app.settings import PER_CHAT, Settings, chat_settings
+from app.storage import transfer
+from app.storage.history import History, ReplyWriter
+from app.ui.chat_model import ChatModel
+from app.ui.conversation_list import ConversationListModel
+from app.ui.message_bridge import MessageBridge
+from app.workers.generation_worker import (
+    EngineLoader,
+    GenerationRequest,
+    GenerationResult,
+    ModelInfo,
+    WorkerHost,
+)
+
+
+@dataclass
+class ActiveReply:
+    conversation_id: str
+    message_id: int
+    writer: ReplyWriter
+    settings: GenerationSettings
+    row: int | None  # row in the chat model while its conversation is open
+
+
+class ChatController(QObject):
+    """Signals:
+    conversation_opened(object conversation_id | None, dict chat_values)
+    generating_changed(bool)
+    model_loading(str path)
+    model_loaded(ModelInfo)
+    model_load_failed(str message)
+    stats_changed(GenerationStats)
+    edit_started(str text): the composer should hold this text for editing.
+    notice(str text): a short status-bar note ("Copied", "Exported to …").
+    """
+
+    conversation_opened = Signal(object, dict)
+    generating_changed = Signal(bool)
+    model_loading = Signal(str)
+    model_loaded = Signal(object)
+    model_load_failed = Signal(str)
+    stats_changed = Signal(object)
+    edit_started = Signal(str)
+    notice = Signal(str)
+
+    def __init__(
+        self,
+        history: History,
+        settings: Settings,
+        bridge: MessageBridge,
+        loader: EngineLoader | None = None,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.history = history
+        self.settings = settings
+        self.bridge = bridge
+        self.chat_model = ChatModel(self)
+        self.conversations = ConversationListModel(history, self)
+        self.host = WorkerHost(loader, self)
+        self.current_id: str | None = None
+        self.model_info: ModelInfo | None = None
+        self.loading_path: str | None = None
+        self.last_stats: GenerationStats | None = None
+        self._active: ActiveReply | None = None
+        self._edit_row: int | None = None
+        self._pending_values: dict[str, Any] = {}
+        self.host.loaded.connect(self.on_loaded)
+        self.host.load_failed.connect(self.on_load_failed)
+        self.host.chunk.connect(self.on_chunk)
+        self.host.finished.connect(self.on_finished)
+        self.host.failed.connect(self.on_failed)
+        self.host.crashed.connect(self.bridge.crash)
+
+    # state --------------------------------------------------------------------------------
+
+    @property
+    def generating(self) -> bool:
+        return self._active is not None
+
+    @property
+    def editing(self) -> bool:
+        return self._edit_row is not None
+
+    def chat_values(self) -> dict[str, Any]:
+        """Per-chat settings of the open conversation (or of the next new one)."""
+        if self.current_id is None:
+            return chat_settings(self.settings.as_dict(), self._pending_values)
+        conv = self.history.get_conversation(self.current_id)
+        overrides = dict(conv.settings) if conv else {}
+        if conv:
+            overrides["system_prompt"] = conv.system_prompt
+        return chat_settings(self.settings.as_dict(), overrides)
+
+    # models -------------------------------------------------------------------------------
+
+    def load_model(self, path: str | Path) -> bool:
+        if self.generating:
+            self.bridge.info("Stop the reply before switching models.")
+            return False
+        self.loading_path = str(path)
+        self.model_loading.emit(str(path))
+        self.host.load_requested.emit(str(path))
+        return True
+
+    def on_loaded(self, info: ModelInfo) -> None:
+        self.loading_path = None
+        self.model_info = info
+        self.settings.set("last_model", info.path)
+        self.save_settings()
+        self.model_loaded.emit(info)
+
+    def on_load_failed(self, message: str) -> None:
+        self.loading_path = None
+        self.bridge.error(message)
+        self.model_load_failed.emit(message)
+
+    # conversations ------------------------------------------------------------------------
+
+    def new_conversation(self) -> None:
+        """Show an empty chat; the conversation is created when the first message is sent."""
+        self.current_id = None
+        self._edit_row = None
+        self._pending_values = {}
+        self.chat_model.set_messages([])
+        self.conversation_opened.emit(None, self.chat_values())
+
+    def open_conversation(self, conversation_id: str) -> None:
+        if conversation_id == self.current_id:
+            return
+        if self.history.get_conversation(conversation_id) is None:
+            return
+        self.current_id = conversation_id
+        self._edit_row = None
+        messages = self.history.messages(conversation_id)
+        active = self._active
+        if active is not None:
+            active.row = None
+            if active.conversation_id == conversation_id:
+                for row, msg in enumerate(messages):
+                    if msg.id == active.message_id:
+                        messages[row] = dataclasses.replace(msg, content=active.writer.text)
+                        active.row = row
+        self.chat_model.set_messages(messages)
+        self.conversation_opened.emit(conversation_id, self.chat_values())
+
+    def rename_conversation(self, conversation_id: str, title: str) -> None:
+        self._guard(self.history.rename_conversation, conversation_id, title)
+        self.conversations.upsert(conversation_id)
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        if self._active is not None and self._active.conversation_id == conversation_id:
+            self.bridge.info("Stop the reply before deleting this chat.")
+            return
+        self._guard(self.history.delete_conversation, conversation_id)
+        self.conversations.remove(conversation_id)
+        if conversation_id == self.current_id:
+            self.new_conversation()
+
+    def update_chat_values(self, values: dict[str, Any]) -> None:
+        """The side panel changed a per-chat value."""
+        keys = {s.key for s in PER_CHAT}
+        values = {k: v for k, v in values.items() if k in keys}
+        if self.current_id is None:
+            self._pending_values = values
+            return
+        prompt = values.pop("system_prompt", None)
+        self._guard(
+            self.history.update_conversation,
+            self.current_id,
+            system_prompt=prompt,
+            settings=values,
+        )
+
+    # turns --------------------------------------------------------------------------------
+
+    def send(self, text: str) -> bool:
+        """Save the user's message, then ask the worker for a reply."""
+        text = text.strip()
+        if not text:
+            return False
+        if self.generating:
+            self.bridge.info("Wait for the reply to finish, or stop it first.")
+            return False
+        if self.model_info is None:
+            self.bridge.error("No model is loaded yet. Pick a model in the toolbar first.")
+            return False
+        try:
+            if self.current_id is None:
+                values = chat_settings(self.settings.as_dict(), self._pending_values)
+                conv = self.history.create_conversation(
+                    system_prompt=values.pop("system_prompt"),
+                    settings=values,
+                    model_id=self.model_info.path,
+                )
+                self.current_id = conv.id
+                self._pending_values = {}
+            if self._edit_row is not None:
+                self._truncate(self._edit_row)
+                self._edit_row = None
+            msg = self.history.add_message(self.current_id, "user", text)
+        except StorageError as exc:
+            self.bridge.report(exc)
+            return False
+        self.chat_model.append(msg)
+        self.conversations.upsert(self.current_id)
+        return self._start_reply()
+
+    def stop(self) -> None:
+        """Stop the streaming reply (sets the worker's Event directly; not queued)."""
+        if self._active is not None:
+            self.host.stop()
+
+    def regenerate(self, row: int) -> bool:
+        """Drop the reply at ``row`` (and everything after it) and ask again."""
+        if not self._can_change(row) or self.chat_model.message(row).role != "assistant":
+            return False
+        self._truncate(row)
+        return self._start_reply()
+
+    def begin_edit(self, row: int) -> bool:
+        """Put a user message in the composer; sending it replaces it and what follows."""
+        if not self._can_change(row) or self.chat_model.message(row).role != "user":
+            return False
+        self._edit_row = row
+        self.edit_started.emit(self.chat_model.message(row).content)
+        return True
+
+    def cancel_edit(self) -> None:
+        self._edit_row = None
+
+    def delete_turn(self, row: int) -> bool:
+        """Delete a user message with its reply, or a reply with the message it answers."""
+        if not self._can_change(row):
+            return False
+        msg = self.chat_model.message(row)
+        rows = [row]
+        if msg.role == "user" and row + 1 < self.chat_model.rowCount():
+            if self.chat_model.message(row + 1).role == "assistant":
+                rows.append(row + 1)
+        elif (
+            msg.role == "assistant" and row > 0 and self.chat_model.message(row - 1).role == "user"
+        ):
+            rows.insert(0, row - 1)
+        for r in rows:
+            self._guard(self.history.delete_message, self.chat_model.message(r).id)
+        self.chat_model.remove_rows(rows[0], rows[-1])
+        self._edit_row = None
+        return True
+
+    def last_reply(self) -> str | None:
+        for msg in reversed(self.chat_model.messages()):
+            if msg.role == "assistant" and msg.content:
+                return msg.content
+        return None
+
+    # export / import ----------------------------------------------------------------------
+
+    def export_conversation(self, path: str | Path, fmt: str) -> bool:
+        if self.current_id is None:
+            self.bridge.info("Open a chat to export it.")
+            return False
+        conv = self.history.get_conversation(self.current_id)
+        assert conv is not None
+        messages = self.history.messages(conv.id)
+        text = (
+            transfer.to_markdown(conv, messages)
+            if fmt == "markdown"
+            else transfer.to_json(conv, messages)
+        )
+        try:
+            Path(path).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            self.bridge.error(f"The chat could not be exported to {path}: {exc.strerror}.")
+            return False
+        self.notice.emit(f"Exported to {path}")
+        return True
+
+    def import_conversation(self, path: str | Path) -> str | None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+            conv = transfer.import_json(self.history, text)
+        except OSError as exc:
+            self.bridge.error(f"The file {path} could not be read: {exc.strerror}.")
+            return None
+        except HearthError as exc:
+            self.bridge.report(exc)
+            return None
+        self.conversations.refresh()
+        self.open_conversation(conv.id)
+        self.notice.emit(f"Imported “{conv.title}”")
+        return conv.id
+
+    # worker results -----------------------------------------------------------------------
+
+    def on_chunk(self, conversation_id: str, text: str) -> None:
+        active = self._active
+        if active is None or active.conversation_id != conversation_id:
+            return
+        active.writer.append(text)
+        if active.row is not None and conversation_id == self.current_id:
+            self.chat_model.append_text(active.row, text)
+
+    def on_finished(self, conversation_id: str, result: GenerationResult) -> None:
+        active = self._active
+        if active is None or active.conversation_id != conversation_id:
+            return
+        status = "stopped" if result.finish_reason == "cancelled" else "complete"
+        provenance = self._provenance(active, result.stats, result.finish_reason)
+        provenance["provider"] = result.provider
+        provenance["model"] = result.model
+        self.last_stats = result.stats
+        self.stats_changed.emit(result.stats)
+        self._end_reply(status, provenance)
+
+    def on_failed(self, conversation_id: str, message: str) -> None:
+        active = self._active
+        if active is None or active.conversation_id != conversation_id:
+            return
+        self.bridge.error(message)  # first, so listeners to generating_changed can read it
+        if active.writer.text:
+            provenance = self._provenance(active, None, None)
+            provenance["error"] = message
+            self._end_reply("failed", provenance)
+        else:  # nothing was written: drop the empty reply row
+            self._guard(self.history.delete_message, active.message_id)
+            if active.row is not None:
+                self.chat_model.remove_rows(active.row, active.row)
+            self._active = None
+            self.generating_changed.emit(False)
+
+    # shutdown -----------------------------------------------------------------------------
+
+    def shutdown(self) -> bool:
+        """Stop → quit → wait; a reply still streaming is saved as stopped."""
+        self.host.stop()
+        if self._active is not None:
+            self._active.writer.finish("stopped", self._provenance(self._active, None, None))
+            self._active = None
+        return self.host.shutdown(5000)
+
+    # helpers ------------------------------------------------------------------------------
+
+    def _start_reply(self) -> bool:
+        assert self.current_id is not None and self.model_info is not None
+        values = self.chat_values()
+        messages = self._prompt_messages(values["system_prompt"])
+        sampling = SamplingSettings(
+            temperature=float(values["temperature"]),
+            top_p=float(values["top_p"]),
+            top_k=int(values["top_k"]),
+            seed=random.randrange(2**31),
+        )
+        gen = GenerationSettings(
+            sampling=sampling,
+            max_new_tokens=int(values["max_tokens"]),
+            context_policy=values["context_policy"],
+        )
+        try:
+            reply = self.history.add_message(self.current_id, "assistant", "", status="streaming")
+        except StorageError as exc:
+            self.bridge.report(exc)
+            return False
+        row = self.chat_model.append(reply)
+        writer = ReplyWriter(self.history, reply.id)
+        self._active = ActiveReply(self.current_id, reply.id, writer, gen, row)
+        self.generating_changed.emit(True)
+        self.host.generate_requested.emit(GenerationRequest(self.current_id, tuple(messages), gen))
+        return True
+
+    def _prompt_messages(self, system_prompt: str) -> list[Message]:
+        messages = [Message("system", system_prompt)] if system_prompt.strip() else []
+        for msg in self.chat_model.messages():
+            if msg.role == "assistant" and (msg.status == "failed" or not msg.content):
+                continue
+            messages.append(Message(msg.role, msg.content))
+        return messages
+
+    def _end_reply(self, status: str, provenance: dict) -> None:
+        active = self._active
+        assert active is not None
+        try:
+            active.writer.finish(status, provenance)
+        except StorageError as exc:
+            self.bridge.report(exc)
+        if active.row is not None and active.conversation_id == self.current_id:
+            self.chat_model.update_message(
+                active.row, content=active.writer.text, status=status, provenance=provenance
+            )
+        self._active = None
+        self.conversations.upsert(active.conversation_id)
+        self.generating_changed.emit(False)
+
+    def _provenance(
+        self, active: ActiveReply, stats: GenerationStats | None, finish: str | None
+    ) -> dict:
+        info = self.model_info
+        sampling = active.settings.sampling
+        result: dict[str, Any] = {
+            "model": info.name if info else None,
+            "model_path": info.path if info else None,
+            "provider": info.provider if info else None,
+            "sampling": dataclasses.asdict(sampling),
+            "seed": sampling.seed,
+            "max_new_tokens": active.settings.max_new_tokens,
+            "context_policy": active.settings.context_policy,
+        }
+        if stats is not None:
+            result["stats"] = stats.as_dict()
+        if finish is not None:
+            result["finish_reason"] = finish
+        return result
+
+    def _can_change(self, row: int) -> bool:
+        if self.generating:
+            self.bridge.info("Stop the reply before changing the conversation.")
+            return False
+        return 0 <= row < self.chat_model.rowCount() and self.current_id is not None
+
+    def _truncate(self, row: int) -> None:
+        assert self.current_id is not None
+        position = self.chat_model.message(row).position
+        self.history.delete_messages_from(self.current_id, position)
+        self.chat_model.truncate(row)
+
+    def _guard(self, fn, *args, **kwargs) -> None:
+        try:
+            fn(*args, **kwargs)
+        except StorageError as exc:
+            self.bridge.report(exc)
+
+    def save_settings(self) -> None:
+        try:
+            self.settings.save()
+        except OSError as exc:
+            self.bridge.warning(f"Settings could not be saved: {exc.strerror}.")

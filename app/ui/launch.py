@@ -1,0 +1,66 @@
+"""Start the desktop app (``python -m app``) or its offscreen smoke test."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from app.errors import HearthError
+
+
+def run_app(smoke_test: str | None = None) -> int:
+    """Open the window and run the event loop; return the exit code."""
+    if smoke_test:
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    from app.settings import Settings
+    from app.storage.history import History
+    from app.ui.controller import ChatController
+    from app.ui.installed_models import default_model
+    from app.ui.main_window import MainWindow
+    from app.ui.message_bridge import MessageBridge
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("Hearth")
+    app.setApplicationDisplayName("Hearth")
+    bridge = MessageBridge()
+    bridge.install()
+    try:
+        history = History()
+    except HearthError as exc:
+        if smoke_test:
+            print(f"smoke-test failed: {exc}", file=sys.stderr)
+        else:
+            QMessageBox.critical(None, "Hearth", str(exc))
+        bridge.uninstall()
+        return 2
+    settings = Settings()
+    controller = ChatController(history, settings, bridge)
+    window = MainWindow(controller)
+    window.show()
+    try:
+        if smoke_test:
+            from app.ui.smoke import SmokeTest
+
+            smoke = SmokeTest(window, Path(smoke_test))
+            smoke.start()
+            if smoke.code is None:
+                smoke.in_loop = True
+                code = app.exec()
+            else:
+                code = smoke.code
+        else:
+            path = default_model(str(settings.get("last_model") or ""))
+            if path is not None:
+                controller.load_model(path)
+            code = app.exec()
+    finally:
+        controller.shutdown()
+        app.setQuitOnLastWindowClosed(False)  # we are leaving already; post no quit event
+        window.close()
+        app.setQuitOnLastWindowClosed(True)
+        history.close()
+        bridge.uninstall()
+    return int(code)

@@ -1,0 +1,309 @@
+"""The main window: conversation list | chat view + composer | chat settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QProgressBar,
+    QSplitter,
+    QStackedWidget,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.ui.chat_view import ChatView
+from app.ui.composer import Composer
+from app.ui.controller import ChatController
+from app.ui.conversation_list import ConversationList
+from app.ui.first_run import FirstRunPanel
+from app.ui.installed_models import installed_models
+from app.ui.message_bridge import Banner, CrashDialog
+from app.ui.settings_panel import SettingsPanel
+from app.ui.status_bar import ChatStatusBar
+from app.workers.generation_worker import ModelInfo
+from app.workers.starter_worker import StarterHost
+
+CHAT_PAGE, WELCOME_PAGE = 0, 1
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, controller: ChatController) -> None:
+        super().__init__()
+        self.controller = controller
+        self.bridge = controller.bridge
+        self.crash_dialogs: list[CrashDialog] = []
+        self._starter: StarterHost | None = None
+        self.setWindowTitle("Hearth")
+        self.setAccessibleName("Hearth")
+        self.resize(1200, 800)
+
+        self.conversation_list = ConversationList(controller.conversations, self)
+        self.chat_view = ChatView(controller.chat_model, self)
+        self.composer = Composer(self)
+        self.settings_panel = SettingsPanel(self)
+        self.first_run = FirstRunPanel(self)
+        self.banner = Banner(self)
+
+        chat_page = QWidget(self)
+        chat_layout = QVBoxLayout(chat_page)
+        chat_layout.setContentsMargins(0, 0, 0, 0)
+        chat_layout.addWidget(self.chat_view, 1)
+        chat_layout.addWidget(self.composer)
+        self.stack = QStackedWidget(self)
+        self.stack.addWidget(chat_page)
+        self.stack.addWidget(self.first_run)
+        centre = QWidget(self)
+        centre_layout = QVBoxLayout(centre)
+        centre_layout.setContentsMargins(0, 0, 0, 0)
+        centre_layout.addWidget(self.banner)
+        centre_layout.addWidget(self.stack, 1)
+
+        self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
+        self.splitter.addWidget(self.conversation_list)
+        self.splitter.addWidget(centre)
+        self.splitter.addWidget(self.settings_panel)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([240, 700, 260])
+        self.setCentralWidget(self.splitter)
+
+        self.status = ChatStatusBar(self)
+        self.setStatusBar(self.status)
+        self._build_toolbar()
+        self._build_shortcuts()
+        self._connect()
+        self.refresh_models()
+        self.controller.new_conversation()
+        self._update_page()
+        self.composer.edit.setFocus()
+
+    # construction -------------------------------------------------------------------------
+
+    def _build_toolbar(self) -> None:
+        bar = QToolBar("Main", self)
+        bar.setObjectName("mainToolbar")
+        bar.setMovable(False)
+        self.addToolBar(bar)
+        bar.addWidget(QLabel(" Model: ", self))
+        self.model_picker = QComboBox(self)
+        self.model_picker.setObjectName("modelPicker")
+        self.model_picker.setMinimumWidth(240)
+        self.model_picker.setAccessibleName("Model")
+        self.model_picker.setAccessibleDescription("Pick the model that answers in this window.")
+        bar.addWidget(self.model_picker)
+        self.load_progress = QProgressBar(self)
+        self.load_progress.setRange(0, 0)
+        self.load_progress.setMaximumWidth(120)
+        self.load_progress.setAccessibleName("Model loading")
+        self.load_progress.hide()
+        self.load_progress_action = bar.addWidget(self.load_progress)
+        self.load_progress_action.setVisible(False)
+        bar.addSeparator()
+        self.new_action = self._action(bar, "New chat", "Ctrl+N", self.controller.new_conversation)
+        self.export_md_action = self._action(bar, "Export Markdown…", None, self.on_export_md)
+        self.export_json_action = self._action(bar, "Export JSON…", None, self.on_export_json)
+        self.import_action = self._action(bar, "Import JSON…", None, self.on_import)
+        self.panel_action = self._action(bar, "Chat settings", None, self.on_toggle_panel)
+        self.panel_action.setCheckable(True)
+        self.panel_action.setChecked(bool(self.controller.settings.get("show_side_panel")))
+        self.settings_panel.setVisible(self.panel_action.isChecked())
+
+    def _action(self, bar: QToolBar, text: str, shortcut: str | None, slot) -> QAction:
+        action = QAction(text, self)
+        if shortcut:
+            action.setShortcut(QKeySequence(shortcut))
+            action.setToolTip(f"{text} ({shortcut})")
+        action.triggered.connect(slot)
+        bar.addAction(action)
+        return action
+
+    def _build_shortcuts(self) -> None:
+        QShortcut(QKeySequence("Ctrl+F"), self, self.on_focus_search)
+        QShortcut(QKeySequence("Ctrl+Shift+C"), self, self.on_copy_last_reply)
+        QShortcut(QKeySequence("Ctrl+Return"), self.composer.edit, self.composer.on_send)
+        QShortcut(QKeySequence("Ctrl+Enter"), self.composer.edit, self.composer.on_send)
+
+    def _connect(self) -> None:
+        c = self.controller
+        self.composer.submitted.connect(self.on_submitted)
+        self.composer.stop_requested.connect(c.stop)
+        self.conversation_list.selected.connect(c.open_conversation)
+        self.conversation_list.new_requested.connect(c.new_conversation)
+        self.conversation_list.rename_requested.connect(c.rename_conversation)
+        self.conversation_list.delete_requested.connect(c.delete_conversation)
+        self.chat_view.action_requested.connect(self.on_chat_action)
+        self.chat_view.copied.connect(lambda what: self.status.showMessage(f"Copied {what}", 2000))
+        self.settings_panel.changed.connect(c.update_chat_values)
+        self.model_picker.activated.connect(self.on_model_picked)
+        c.conversation_opened.connect(self.on_conversation_opened)
+        c.generating_changed.connect(self.on_generating_changed)
+        c.model_loading.connect(self.on_model_loading)
+        c.model_loaded.connect(self.on_model_loaded)
+        c.model_load_failed.connect(self.on_model_load_failed)
+        c.stats_changed.connect(self.status.set_stats)
+        c.edit_started.connect(self.composer.set_text)
+        c.notice.connect(lambda text: self.status.showMessage(text, 4000))
+        self.bridge.message_shown.connect(self.banner.show_message)
+        self.bridge.crash_reported.connect(self.on_crash)
+        self.first_run.setup_requested.connect(self.on_setup_starter)
+        for sig in (c.conversations.rowsMoved, c.conversations.rowsInserted):
+            sig.connect(self._reselect)
+        c.conversations.modelReset.connect(self._reselect)
+
+    # models -------------------------------------------------------------------------------
+
+    def refresh_models(self) -> None:
+        """Fill the picker with the installed models; keep the loaded one selected."""
+        self.model_picker.clear()
+        for model in installed_models():
+            self.model_picker.addItem(model.name, str(model.path))
+            self.model_picker.setItemData(
+                self.model_picker.count() - 1, str(model.path), Qt.ItemDataRole.ToolTipRole
+            )
+        self._select_picker(self.controller.model_info.path if self.controller.model_info else "")
+        self._update_page()
+
+    def _select_picker(self, path: str) -> None:
+        index = self.model_picker.findData(path) if path else -1
+        self.model_picker.setCurrentIndex(index)
+
+    def on_model_picked(self, index: int) -> None:
+        path = self.model_picker.itemData(index)
+        current = self.controller.model_info.path if self.controller.model_info else None
+        if path and path != current and not self.controller.load_model(path):
+            self._select_picker(current or "")
+
+    def on_model_loading(self, path: str) -> None:
+        self.model_picker.setEnabled(False)
+        self.load_progress_action.setVisible(True)
+        self.load_progress.show()
+        self.status.set_loading(path)
+
+    def on_model_loaded(self, info: ModelInfo) -> None:
+        self._loading_done()
+        if self.model_picker.findData(info.path) < 0:
+            self.refresh_models()
+        self._select_picker(info.path)
+        self.status.set_model(info, self.model_picker.currentText())
+        self.settings_panel.set_model_defaults(info.generation_defaults)
+        self.status.showMessage(f"Loaded {info.name} in {info.load_ms / 1000:.1f} s", 4000)
+        self._update_page()
+
+    def on_model_load_failed(self, message: str) -> None:
+        self._loading_done()
+        info = self.controller.model_info
+        self._select_picker(info.path if info else "")
+        self.status.set_model(info, self.model_picker.currentText())
+
+    def _loading_done(self) -> None:
+        self.model_picker.setEnabled(True)
+        self.load_progress.hide()
+        self.load_progress_action.setVisible(False)
+
+    def on_setup_starter(self) -> None:
+        if self._starter is None:
+            self._starter = StarterHost(self)
+            self._starter.progress.connect(self.first_run.on_progress)
+            self._starter.failed.connect(self.on_starter_failed)
+            self._starter.done.connect(self.on_starter_done)
+        self._starter.start_requested.emit()
+
+    def on_starter_failed(self, message: str) -> None:
+        self.first_run.on_failed(message)
+        self.bridge.error(message.split("\n\n")[0])
+
+    def on_starter_done(self, path: str) -> None:
+        self.first_run.on_done()
+        self.refresh_models()
+        self.controller.load_model(path)
+
+    def _update_page(self) -> None:
+        has_model = self.controller.model_info is not None or self.model_picker.count() > 0
+        self.stack.setCurrentIndex(CHAT_PAGE if has_model else WELCOME_PAGE)
+
+    # chat ---------------------------------------------------------------------------------
+
+    def on_submitted(self, text: str) -> None:
+        self.settings_panel.flush()
+        if not self.controller.send(text) and not self.controller.generating:
+            self.composer.set_text(text)  # keep what the user wrote
+
+    def on_chat_action(self, action: str, row: int) -> None:
+        if action == "regenerate":
+            self.controller.regenerate(row)
+        elif action == "edit":
+            self.controller.begin_edit(row)
+        elif action == "delete":
+            self.controller.delete_turn(row)
+
+    def on_generating_changed(self, generating: bool) -> None:
+        self.composer.set_generating(generating)
+        self.chat_view.set_busy(generating)
+        if not generating:
+            self.chat_view.flush()
+
+    def on_conversation_opened(self, conversation_id: str | None, values: dict) -> None:
+        self.settings_panel.set_values(values)
+        self.conversation_list.select(conversation_id)
+        self.chat_view.scroll_to_end()
+
+    def _reselect(self, *_: object) -> None:
+        self.conversation_list.select(self.controller.current_id)
+
+    def on_focus_search(self) -> None:
+        self.conversation_list.search.setFocus()
+        self.conversation_list.search.selectAll()
+
+    def on_copy_last_reply(self) -> None:
+        text = self.controller.last_reply()
+        if text:
+            QGuiApplication.clipboard().setText(text)
+            self.status.showMessage("Copied the last reply", 2000)
+
+    def on_toggle_panel(self, checked: bool) -> None:
+        self.settings_panel.setVisible(checked)
+        self.controller.settings.set("show_side_panel", checked)
+        self.controller.save_settings()
+
+    # export / import ----------------------------------------------------------------------
+
+    def on_export_md(self) -> None:
+        path = self.ask_save_path("Export chat as Markdown", "Markdown (*.md)", ".md")
+        if path:
+            self.controller.export_conversation(path, "markdown")
+
+    def on_export_json(self) -> None:
+        path = self.ask_save_path("Export chat as JSON", "JSON (*.json)", ".json")
+        if path:
+            self.controller.export_conversation(path, "json")
+
+    def on_import(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Import chat", "", "JSON (*.json)")
+        if path:
+            self.controller.import_conversation(path)
+
+    def ask_save_path(self, title: str, filters: str, suffix: str) -> str:
+        path, _ = QFileDialog.getSaveFileName(self, title, "", filters)
+        if path and not Path(path).suffix:
+            path += suffix
+        return path
+
+    # errors and shutdown ------------------------------------------------------------------
+
+    def on_crash(self, details: str) -> None:
+        dialog = CrashDialog(details, self)
+        self.crash_dialogs.append(dialog)
+        dialog.show()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.controller.shutdown()
+        if self._starter is not None:
+            self._starter.shutdown()
+        super().closeEvent(event)

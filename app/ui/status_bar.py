@@ -1,0 +1,76 @@
+"""Status bar: model, execution provider (why, on hover), speed, TTFT, context used / max."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
+
+from app.engine.types import GenerationStats
+from app.workers.generation_worker import ModelInfo
+
+CONTEXT_WARN = 0.8
+
+
+class ChatStatusBar(QStatusBar):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model_label = self._label("No model loaded", "Model")
+        self.provider_label = self._label("", "Execution provider")
+        self.speed_label = self._label("", "Decoding speed")
+        self.ttft_label = self._label("", "Time to first token")
+        self.context_label = self._label("", "Context used")
+        self.context_warning = False
+
+    def _label(self, text: str, name: str) -> QLabel:
+        label = QLabel(text, self)
+        label.setAccessibleName(name)
+        self.addPermanentWidget(label)
+        return label
+
+    def set_loading(self, path: str) -> None:
+        self.model_label.setText(f"Loading {path.rstrip('/').split('/')[-1]}…")
+
+    def set_model(self, info: ModelInfo | None, display_name: str = "") -> None:
+        if info is None:
+            self.model_label.setText("No model loaded")
+            self.provider_label.setText("")
+            self.provider_label.setToolTip("")
+            return
+        self.model_label.setText(display_name or info.name)
+        self.model_label.setToolTip(f"{info.path}\nloaded in {info.load_ms:.0f} ms")
+        self.provider_label.setText(info.provider_summary)
+        reasons = "\n".join(f"{name}: {why}" for name, why in info.provider_reasons.items())
+        tip = f"Running on {info.provider_summary}."
+        if reasons:
+            tip += "\nNot used:\n" + reasons
+        self.provider_label.setToolTip(tip)
+        self.provider_label.setAccessibleDescription(tip)
+        self.set_context(0, info.context_length)
+
+    def set_stats(self, stats: GenerationStats) -> None:
+        self.speed_label.setText(f"{stats.decode_tok_s:.1f} tok/s")
+        self.ttft_label.setText(f"TTFT {stats.ttft_ms:.0f} ms")
+        reused = f", {stats.reused_tokens} reused" if stats.reused_tokens else ""
+        self.ttft_label.setToolTip(
+            f"{stats.prompt_tokens} prompt tokens ({stats.prefilled_tokens} prefilled{reused}),"
+            f" {stats.generated_tokens} generated"
+        )
+        self.set_context(stats.context_used, stats.context_max)
+
+    def set_context(self, used: int, maximum: int) -> None:
+        if maximum <= 0:
+            self.context_label.setText("")
+            return
+        share = used / maximum
+        self.context_warning = share > CONTEXT_WARN
+        self.context_label.setText(f"Context {used:,} / {maximum:,}")
+        if self.context_warning:
+            self.context_label.setStyleSheet("color: #d29922; font-weight: bold;")
+            tip = (
+                f"The chat uses {share:.0%} of the model's context. Start a new chat, or pick "
+                "another context policy in the side panel."
+            )
+        else:
+            self.context_label.setStyleSheet("")
+            tip = f"The chat uses {share:.0%} of the model's context."
+        self.context_label.setToolTip(tip)
+        self.context_label.setAccessibleDescription(tip)

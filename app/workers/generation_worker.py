@@ -1,0 +1,246 @@
+"""The generation worker: owns the Engine on its own QThread and adapts it to signals.
+
+Only this worker's thread ever calls into the engine. Requests arrive by queued signals;
+Stop is a ``threading.Event`` the UI sets directly (checked by the engine every token).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from app.engine.types import GenerationSettings, GenerationStats, Message
+from app.errors import HearthError
+
+
+class EngineLike(Protocol):
+    """The slice of ``app.engine.engine.Engine`` the worker uses."""
+
+    spec: Any
+    provider_report: Any
+
+    def chat(self, messages, settings, *, cancel=None, conversation_id=None): ...
+
+    def count_tokens(self, messages) -> int: ...
+
+    def close(self) -> None: ...
+
+
+EngineLoader = Callable[[Path], EngineLike]
+
+
+def default_loader(path: Path) -> EngineLike:
+    """Load a real engine (imported lazily: the engine module pulls in onnxruntime)."""
+    from app.engine.engine import Engine
+
+    return Engine.load(path)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the UI needs to know about the loaded model."""
+
+    path: str
+    name: str
+    provider: str
+    provider_summary: str
+    provider_reasons: dict[str, str]
+    context_length: int
+    generation_defaults: dict
+    load_ms: float
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    conversation_id: str
+    messages: tuple[Message, ...]
+    settings: GenerationSettings = field(default_factory=GenerationSettings)
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    conversation_id: str
+    text: str
+    finish_reason: str
+    stats: GenerationStats
+    model: str
+    provider: str
+
+
+class GenerationWorker(QObject):
+    """Adapts the engine to Qt signals. Lives on the generation thread.
+
+    Signals:
+        loaded(ModelInfo): a model finished loading and is now current.
+        load_failed(str): loading failed; the previous model (if any) stays loaded.
+        chunk(str conversation_id, str text): a streamed text delta.
+        finished(str conversation_id, GenerationResult): the reply ended (any finish reason,
+            including "cancelled").
+        failed(str conversation_id, str message): the reply could not start or broke off.
+        crashed(str details): an unexpected exception (a bug) with its traceback.
+    """
+
+    loaded = Signal(object)
+    load_failed = Signal(str)
+    chunk = Signal(str, str)
+    finished = Signal(str, object)
+    failed = Signal(str, str)
+    crashed = Signal(str)
+
+    def __init__(self, loader: EngineLoader | None = None) -> None:
+        super().__init__()
+        self._loader = loader or default_loader
+        self._engine: EngineLike | None = None
+        self._info: ModelInfo | None = None
+        self.cancel = threading.Event()
+
+    def stop(self) -> None:
+        """Thread-safe: called directly from the UI thread."""
+        self.cancel.set()
+
+    @Slot(object)
+    def on_load_requested(self, path: object) -> None:
+        started = time.perf_counter()
+        try:
+            engine = self._loader(Path(str(path)))
+        except HearthError as exc:
+            self.load_failed.emit(str(exc))
+            return
+        except Exception as exc:
+            self.load_failed.emit(f"The model at {path} could not be loaded: {exc}")
+            self.crashed.emit(traceback.format_exc())
+            return
+        previous, self._engine = self._engine, engine
+        if previous is not None:
+            previous.close()
+        self._info = _model_info(engine, Path(str(path)), time.perf_counter() - started)
+        self.loaded.emit(self._info)
+
+    @Slot(object)
+    def on_generate_requested(self, request: GenerationRequest) -> None:
+        conv = request.conversation_id
+        engine = self._engine
+        if engine is None or self._info is None:
+            self.failed.emit(conv, "No model is loaded. Pick a model in the toolbar first.")
+            return
+        self.cancel.clear()
+        text: list[str] = []
+        try:
+            for piece in engine.chat(
+                list(request.messages),
+                request.settings,
+                cancel=self.cancel,
+                conversation_id=conv,
+            ):
+                if piece.text:
+                    text.append(piece.text)
+                    self.chunk.emit(conv, piece.text)
+                if piece.finish_reason is not None:
+                    stats = piece.stats or GenerationStats()
+                    self.finished.emit(
+                        conv,
+                        GenerationResult(
+                            conversation_id=conv,
+                            text="".join(text),
+                            finish_reason=piece.finish_reason,
+                            stats=stats,
+                            model=self._info.name,
+                            provider=stats.provider or self._info.provider,
+                        ),
+                    )
+                    return
+        except HearthError as exc:
+            self.failed.emit(conv, str(exc))
+            return
+        except Exception as exc:
+            self.failed.emit(conv, f"The reply broke off because of an internal error: {exc}")
+            self.crashed.emit(traceback.format_exc())
+            return
+        self.failed.emit(conv, "The model stopped without finishing its reply.")
+
+    def close_engine(self) -> None:
+        """Close the engine. Call only when the worker thread is not running it."""
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+            self._info = None
+
+
+def _model_info(engine: EngineLike, path: Path, seconds: float) -> ModelInfo:
+    spec = engine.spec
+    report = engine.provider_report
+    return ModelInfo(
+        path=str(path),
+        name=str(getattr(spec, "name", path.name)),
+        provider=str(getattr(report, "chosen", "cpu")),
+        provider_summary=report.summary() if hasattr(report, "summary") else "CPU",
+        provider_reasons=dict(getattr(report, "reasons", {}) or {}),
+        context_length=int(getattr(spec, "context_length", 0) or 0),
+        generation_defaults=dict(getattr(spec, "generation_defaults", {}) or {}),
+        load_ms=seconds * 1000.0,
+    )
+
+
+class WorkerHost(QObject):
+    """Owns the generation thread and worker; the UI side talks to the worker through it.
+
+    Signals (requests, queued to the worker thread):
+        load_requested(str path)
+        generate_requested(GenerationRequest)
+    Signals (results, relayed from the worker and delivered on the host's thread):
+        loaded, load_failed, chunk, finished, failed, crashed: as on GenerationWorker.
+    """
+
+    load_requested = Signal(object)
+    generate_requested = Signal(object)
+    loaded = Signal(object)
+    load_failed = Signal(str)
+    chunk = Signal(str, str)
+    finished = Signal(str, object)
+    failed = Signal(str, str)
+    crashed = Signal(str)
+
+    def __init__(self, loader: EngineLoader | None = None, parent: QObject | None = None):
+        super().__init__(parent)
+        self.thread = QThread()
+        self.thread.setObjectName("hearth-generation")
+        self.worker = GenerationWorker(loader)
+        self.worker.moveToThread(self.thread)
+        wire(self, self.worker)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.worker.stop()
+
+    def shutdown(self, timeout_ms: int = 5000) -> bool:
+        """Stop → quit → wait; then close the engine (no other thread uses it by then)."""
+        if not self.thread.isRunning():
+            return True
+        self.worker.stop()
+        self.thread.quit()
+        ok = self.thread.wait(timeout_ms)
+        if ok:
+            self.worker.close_engine()
+        return ok
+
+
+def wire(host: WorkerHost, worker: GenerationWorker) -> None:
+    """Every cross-thread connection, in one place. All are queued (different threads)."""
+    from PySide6.QtCore import Qt
+
+    queued = Qt.ConnectionType.QueuedConnection
+    host.load_requested.connect(worker.on_load_requested, queued)
+    host.generate_requested.connect(worker.on_generate_requested, queued)
+    worker.loaded.connect(host.loaded, queued)
+    worker.load_failed.connect(host.load_failed, queued)
+    worker.chunk.connect(host.chunk, queued)
+    worker.finished.connect(host.finished, queued)
+    worker.failed.connect(host.failed, queued)
+    worker.crashed.connect(host.crashed, queued)

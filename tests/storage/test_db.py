@@ -1,0 +1,89 @@
+"""The migrated schema is exactly what we expect; newer databases are refused."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from app.errors import StorageError
+from app.storage import db
+
+EXPECTED_SCHEMA = [
+    (
+        "index",
+        "conversations_updated",
+        "CREATE INDEX conversations_updated ON conversations (updated_at DESC)",
+    ),
+    ("table", "_meta", "CREATE TABLE _meta ( key TEXT PRIMARY KEY, value TEXT NOT NULL )"),
+    (
+        "table",
+        "_migrations",
+        "CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)",
+    ),
+    (
+        "table",
+        "conversations",
+        "CREATE TABLE conversations ( id TEXT PRIMARY KEY, title TEXT NOT NULL DEFAULT '', "
+        "created_at REAL NOT NULL, updated_at REAL NOT NULL, system_prompt TEXT NOT NULL "
+        "DEFAULT '', settings TEXT NOT NULL DEFAULT '{}', model_id TEXT )",
+    ),
+    (
+        "table",
+        "messages",
+        "CREATE TABLE messages ( id INTEGER PRIMARY KEY AUTOINCREMENT, conversation_id TEXT "
+        "NOT NULL REFERENCES conversations (id) ON DELETE CASCADE, position INTEGER NOT NULL, "
+        "role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')), content TEXT NOT "
+        "NULL DEFAULT '', status TEXT NOT NULL DEFAULT 'complete' CHECK (status IN "
+        "('complete', 'streaming', 'stopped', 'failed')), provenance TEXT NOT NULL DEFAULT "
+        "'{}', created_at REAL NOT NULL, UNIQUE (conversation_id, position) )",
+    ),
+]
+
+
+def test_fresh_database_has_exact_schema(tmp_path):
+    conn = db.connect(tmp_path / "h.sqlite3")
+    assert db.schema_snapshot(conn) == EXPECTED_SCHEMA
+    assert db.applied_migrations(conn) == [name for name, _ in db.MIGRATIONS]
+    assert db.stored_major(conn) == db.SCHEMA_MAJOR
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+
+
+def test_migrations_are_named_unique_and_idempotent(tmp_path):
+    names = [name for name, _ in db.MIGRATIONS]
+    assert len(set(names)) == len(names)
+    path = tmp_path / "h.sqlite3"
+    db.connect(path).close()
+    conn = db.connect(path)
+    assert db.migrate(conn) == []
+    assert db.schema_snapshot(conn) == EXPECTED_SCHEMA
+
+
+def test_newer_major_is_refused(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    conn = db.connect(path)
+    conn.execute(
+        "UPDATE _meta SET value = ? WHERE key = 'schema_major'", (str(db.SCHEMA_MAJOR + 1),)
+    )
+    conn.close()
+    with pytest.raises(StorageError, match="newer version of Hearth"):
+        db.connect(path)
+
+
+def test_not_a_database_is_a_readable_error(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StorageError, match="cannot be opened"):
+        db.connect(path)
+
+
+def test_partial_migration_rolls_back(tmp_path, monkeypatch):
+    broken = [*db.MIGRATIONS, ("m999_broken", "CREATE TABLE x (a); CREATE TABLE x (b)")]
+    monkeypatch.setattr(db, "MIGRATIONS", broken)
+    with pytest.raises(StorageError, match="already exists"):
+        db.connect(tmp_path / "h.sqlite3")
+    conn = sqlite3.connect(tmp_path / "h.sqlite3")
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert "x" not in tables
+    assert "m999_broken" not in {r[0] for r in conn.execute("SELECT name FROM _migrations")}

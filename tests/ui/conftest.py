@@ -1,0 +1,101 @@
+"""UI fixtures: the real window and controller over a temp history, with a fake engine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.paths import history_db_path, models_dir
+from app.settings import Settings
+from app.storage.history import History
+from app.ui.controller import ChatController
+from app.ui.main_window import MainWindow
+from app.ui.message_bridge import MessageBridge
+from tests.workers.fake_engine import FakeLoader
+
+
+def make_model_folder(name: str, display: str | None = None) -> Path:
+    folder = models_dir() / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text("{}", encoding="utf-8")
+    if display:
+        (folder / "hearth-manifest.json").write_text(json.dumps({"name": display}))
+    return folder
+
+
+class App:
+    """One app instance: history, settings, bridge, controller and window."""
+
+    def __init__(self, qtbot, loader: FakeLoader) -> None:
+        self.qtbot = qtbot
+        self.loader = loader
+        self.history = History(history_db_path())
+        self.settings = Settings()
+        self.bridge = MessageBridge()
+        self.controller = ChatController(self.history, self.settings, self.bridge, loader)
+        self.window = MainWindow(self.controller)
+        qtbot.addWidget(self.window)
+        self.window.show()
+        qtbot.waitExposed(self.window)
+        self.closed = False
+
+    def load(self, path: Path) -> None:
+        with self.qtbot.waitSignal(self.controller.model_loaded, timeout=5000):
+            self.controller.load_model(path)
+
+    def send(self, text: str, wait: bool = True) -> None:
+        """Type into the composer and press Enter, like a user."""
+        from PySide6.QtCore import Qt
+
+        edit = self.window.composer.edit
+        edit.setFocus()
+        edit.setPlainText(text)
+        self.qtbot.keyClick(edit, Qt.Key.Key_Return)
+        if wait:
+            self.wait_idle()
+
+    def wait_idle(self, timeout: int = 5000) -> None:
+        self.qtbot.waitUntil(lambda: not self.controller.generating, timeout=timeout)
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        return [(m.role, m.content, m.status) for m in self.controller.chat_model.messages()]
+
+    def close(self) -> None:
+        if not self.closed:
+            self.window.close()
+            assert not self.controller.host.thread.isRunning()
+            self.history.close()
+            self.closed = True
+
+
+@pytest.fixture
+def loader() -> FakeLoader:
+    return FakeLoader()
+
+
+@pytest.fixture
+def model_dir() -> Path:
+    return make_model_folder("tiny-model", "Tiny Model")
+
+
+@pytest.fixture
+def make_app(qtbot, loader):
+    apps: list[App] = []
+
+    def factory(custom_loader: FakeLoader | None = None) -> App:
+        app = App(qtbot, custom_loader or loader)
+        apps.append(app)
+        return app
+
+    yield factory
+    for app in apps:
+        app.close()
+
+
+@pytest.fixture
+def app(make_app, model_dir) -> App:
+    instance = make_app()
+    instance.load(model_dir)
+    return instance

@@ -1,0 +1,225 @@
+"""Window chrome: model picker, first run, status bar, shortcuts, side panel, errors, a11y."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QAbstractButton, QAbstractSpinBox, QComboBox, QLineEdit, QListView
+
+from app.errors import DiskFullError
+from app.ui.main_window import CHAT_PAGE, WELCOME_PAGE
+from tests.ui.conftest import make_model_folder
+
+pytestmark = [
+    pytest.mark.qt_log_level_fail("WARNING"),
+    pytest.mark.qt_log_ignore("propagateSizeHints"),
+]
+
+
+def test_picker_lists_installed_models_and_load_failure_keeps_previous(make_app):
+    good = make_model_folder("good", "Good Model")
+    make_model_folder("broken", "Broken Model")
+    (good.parent / "not-a-model").mkdir()
+    app = make_app()
+    picker = app.window.model_picker
+    assert [picker.itemText(i) for i in range(picker.count())] == ["Broken Model", "Good Model"]
+    assert app.window.stack.currentIndex() == CHAT_PAGE
+    app.load(good)
+    assert picker.currentText() == "Good Model"
+    with app.qtbot.waitSignal(app.controller.model_load_failed, timeout=5000):
+        picker.activated.emit(picker.findText("Broken Model"))
+        assert app.window.load_progress_action.isVisible()
+    assert "has no model.onnx" in app.window.banner.text()
+    assert picker.currentText() == "Good Model"
+    assert not app.window.load_progress_action.isVisible()
+    app.send("still works?")
+    assert app.rows()[1][1] == "You said: still works?"
+    assert app.controller.model_info.name == "good"
+
+
+def test_load_bug_opens_crash_dialog_and_app_keeps_running(make_app):
+    make_model_folder("buggy")
+    ok = make_model_folder("ok")
+    app = make_app()
+    with app.qtbot.waitSignal(app.controller.model_load_failed, timeout=5000):
+        app.controller.load_model(ok.parent / "buggy")
+    app.qtbot.waitUntil(lambda: len(app.window.crash_dialogs) == 1)
+    assert "unexpected bug while loading" in app.window.crash_dialogs[0].details
+    app.load(ok)
+    app.send("fine")
+    assert app.rows()[1][2] == "complete"
+
+
+def test_first_run_panel_sets_up_starter(make_app, monkeypatch):
+    import types
+
+    calls = []
+
+    def ensure_starter(progress=None):
+        progress("Converting", 1, 2)
+        calls.append(True)
+        return make_model_folder("starter", "Starter")
+
+    fake = types.ModuleType("app.models.starter")
+    fake.ensure_starter = ensure_starter
+    monkeypatch.setitem(sys.modules, "app.models.starter", fake)
+    app = make_app()
+    assert app.window.stack.currentIndex() == WELCOME_PAGE
+    with app.qtbot.waitSignal(app.controller.model_loaded, timeout=5000):
+        app.qtbot.mouseClick(app.window.first_run.button, Qt.MouseButton.LeftButton)
+    assert calls == [True]
+    assert app.window.stack.currentIndex() == CHAT_PAGE
+    picker = app.window.model_picker
+    assert picker.currentText() == "Starter"
+    app.send("hello")
+    assert app.rows()[1][2] == "complete"
+
+
+def test_first_run_without_starter_module_says_so(make_app, monkeypatch):
+    monkeypatch.setitem(sys.modules, "app.models.starter", None)  # import fails
+    app = make_app()
+    app.qtbot.mouseClick(app.window.first_run.button, Qt.MouseButton.LeftButton)
+    app.qtbot.waitUntil(lambda: "not part of this build" in app.window.banner.text())
+    assert app.window.first_run.button.isEnabled()
+
+
+def test_send_without_model_is_a_readable_error(make_app):
+    make_model_folder("m")
+    app = make_app()
+    app.send("hello?")
+    assert "No model is loaded" in app.window.banner.text()
+    assert app.window.composer.text() == "hello?"  # nothing lost
+
+
+def test_composer_keys(app):
+    edit = app.window.composer.edit
+    edit.setFocus()
+    app.qtbot.keyClicks(edit, "line one")
+    app.qtbot.keyClick(edit, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    app.qtbot.keyClicks(edit, "line two")
+    assert edit.toPlainText() == "line one\nline two"
+    assert app.rows() == []
+    app.qtbot.keyClick(edit, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    app.wait_idle()
+    assert app.rows()[0][1] == "line one\nline two"
+    assert edit.toPlainText() == ""
+
+
+def test_shortcuts_copy_last_reply_search_and_new(app):
+    app.send("alpha")
+    app.qtbot.keyClick(
+        app.window,
+        Qt.Key.Key_C,
+        Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier,
+    )
+    assert QGuiApplication.clipboard().text() == "You said: alpha"
+    app.qtbot.keyClick(app.window, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
+    assert app.window.conversation_list.search.hasFocus()
+    app.qtbot.keyClick(app.window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
+    assert app.controller.current_id is None and app.rows() == []
+
+
+def test_search_rename_delete_with_confirmation(app, monkeypatch):
+    app.send("apples")
+    apples = app.controller.current_id
+    app.controller.new_conversation()
+    app.send("bananas")
+    bananas = app.controller.current_id
+    listing = app.window.conversation_list
+    app.qtbot.keyClicks(listing.search, "You said: app")
+    assert listing.model.rowCount() == 1 and listing.model.conversation(0).id == apples
+    listing.search.clear()
+    monkeypatch.setattr(listing, "ask_text", lambda *a: ("Fruit", True))
+    listing.rename(apples)
+    assert app.history.get_conversation(apples).title == "Fruit"
+    monkeypatch.setattr(listing, "confirm", lambda *a: False)
+    listing.delete(bananas)
+    assert app.history.get_conversation(bananas) is not None
+    monkeypatch.setattr(listing, "confirm", lambda *a: True)
+    listing.delete(bananas)
+    assert app.history.get_conversation(bananas) is None
+    assert app.controller.current_id is None  # the open chat was deleted
+    assert [listing.model.index(r, 0).data() for r in range(listing.model.rowCount())] == ["Fruit"]
+
+
+def test_side_panel_settings_drive_generation_and_reset(app, loader):
+    panel = app.window.settings_panel
+    panel.editors["temperature"].setValue(0.3)
+    panel.editors["top_k"].setValue(40)
+    panel.editors["max_tokens"].setValue(2)
+    combo = panel.editors["context_policy"]
+    combo.setCurrentIndex(combo.findData("truncate_oldest"))
+    panel.editors["system_prompt"].setPlainText("Talk like a pirate.")
+    app.send("hi")
+    settings = loader.last.settings[-1]
+    assert settings.sampling.temperature == pytest.approx(0.3)
+    assert settings.sampling.top_k == 40
+    assert settings.max_new_tokens == 2
+    assert settings.context_policy == "truncate_oldest"
+    assert loader.last.calls[-1][0].role == "system"
+    assert loader.last.calls[-1][0].content == "Talk like a pirate."
+    assert app.rows()[1][1] == "You said:"  # capped at 2 tokens
+    conv = app.history.get_conversation(app.controller.current_id)
+    assert conv.system_prompt == "Talk like a pirate." and conv.settings["top_k"] == 40
+    app.qtbot.mouseClick(panel.reset_button, Qt.MouseButton.LeftButton)
+    values = panel.values()
+    assert values["temperature"] == pytest.approx(0.6)  # the fake model's default
+    assert values["top_p"] == pytest.approx(0.9)
+    assert values["top_k"] == 0 and values["system_prompt"] == "Talk like a pirate."
+    conv = app.history.get_conversation(app.controller.current_id)
+    assert conv.settings["temperature"] == pytest.approx(0.6)
+
+
+def test_context_warning_over_80_percent(app):
+    bar = app.window.status
+    bar.set_context(700, 1000)
+    assert not bar.context_warning
+    bar.set_context(900, 1000)
+    assert bar.context_warning and "90%" in bar.context_label.toolTip()
+
+
+def test_message_bridge_and_excepthook(app):
+    bridge = app.bridge
+    bridge.install()
+    try:
+        try:
+            raise DiskFullError("The disk is full.", hint="Free some space.")
+        except DiskFullError:
+            sys.excepthook(*sys.exc_info())
+        assert app.window.banner.text() == "The disk is full. Free some space."
+        assert app.window.crash_dialogs == []
+        try:
+            raise ZeroDivisionError("boom")
+        except ZeroDivisionError:
+            sys.excepthook(*sys.exc_info())
+        assert len(app.window.crash_dialogs) == 1
+        dialog = app.window.crash_dialogs[0]
+        assert "ZeroDivisionError: boom" in dialog.text.toPlainText()
+        dialog.on_copy()
+        assert "ZeroDivisionError" in QGuiApplication.clipboard().text()
+    finally:
+        bridge.uninstall()
+    app.send("still alive")
+    assert app.rows()[-1][2] == "complete"
+
+
+def test_every_interactive_widget_has_an_accessible_name(app):
+    kinds = (QAbstractButton, QLineEdit, QComboBox, QAbstractSpinBox, QListView)
+    from PySide6.QtWidgets import QPlainTextEdit, QTextBrowser
+
+    widgets = app.window.findChildren(QPlainTextEdit) + app.window.findChildren(QTextBrowser)
+    for kind in kinds:
+        widgets += app.window.findChildren(kind)
+    unnamed = [
+        w
+        for w in widgets
+        if not w.accessibleName()
+        and w.isVisibleTo(app.window)
+        and w.parent() is not None
+        and not w.objectName().startswith("qt_")  # internal parts of composite widgets
+        and type(w).__name__ not in ("QToolButton",)  # toolbar buttons read their action text
+    ]
+    assert unnamed == []

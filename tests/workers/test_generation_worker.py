@@ -1,0 +1,150 @@
+"""The generation worker on its own thread, driven by the scripted fake engine."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from PySide6.QtCore import QThread
+
+from app.engine.types import GenerationSettings, Message
+from app.errors import ContextOverflowError
+from app.workers.generation_worker import GenerationRequest, GenerationResult, WorkerHost
+from tests.workers.fake_engine import FakeLoader
+
+pytestmark = [pytest.mark.qt_log_level_fail("WARNING")]
+
+
+def request(conv: str = "c1", text: str = "hello there", **settings) -> GenerationRequest:
+    return GenerationRequest(
+        conversation_id=conv,
+        messages=(Message("user", text),),
+        settings=GenerationSettings(**settings),
+    )
+
+
+def load(qtbot, host, path="models/tiny"):
+    with qtbot.waitSignal(host.loaded, timeout=5000) as blocker:
+        host.load_requested.emit(path)
+    return blocker.args[0]
+
+
+def test_strict_signal_order(qtbot, host, recorder, loader):
+    info = load(qtbot, host)
+    assert info.name == "tiny" and info.provider == "cpu"
+    assert info.provider_reasons == {"dml": "not available on this machine"}
+    with qtbot.waitSignal(host.finished, timeout=5000):
+        host.generate_requested.emit(request(text="a b"))
+    assert recorder.kinds() == ["loaded", "chunk", "chunk", "chunk", "chunk", "finished"]
+    texts = [e[2] for e in recorder.events if e[0] == "chunk"]
+    assert texts == ["You", " said:", " a", " b"]
+    result: GenerationResult = recorder.events[-1][2]
+    assert result.text == "You said: a b"
+    assert result.finish_reason == "eos"
+    assert result.stats.generated_tokens == 4
+    assert result.model == "tiny"
+    # the engine was only ever touched from the worker thread
+    assert len(loader.threads | loader.last.threads) == 1
+    assert threading.get_ident() not in loader.last.threads
+
+
+def test_stop_during_long_reply_is_not_a_queued_slot(qtbot, host, recorder, loader):
+    loader.engine_kwargs = {"script": [f" t{i}" for i in range(5000)], "delay": 0.002}
+    load(qtbot, host)
+    host.generate_requested.emit(request(max_new_tokens=5000))
+    qtbot.waitUntil(lambda: recorder.kinds().count("chunk") >= 3, timeout=5000)
+    started = time.perf_counter()
+    host.stop()  # sets the Event directly; the worker thread is busy in its loop
+    with qtbot.waitSignal(host.finished, timeout=5000) as blocker:
+        pass
+    assert time.perf_counter() - started < 1.0
+    result = blocker.args[1]
+    assert result.finish_reason == "cancelled"
+    assert 3 <= result.stats.generated_tokens < 5000
+    chunks = "".join(e[2] for e in recorder.events if e[0] == "chunk")
+    assert chunks == result.text
+    assert recorder.kinds()[-1] == "finished"
+
+
+def test_engine_error_mid_reply_fails_after_partial_chunks(qtbot, host, recorder, loader):
+    loader.engine_kwargs = {"script": ["one", " two", " three", " four"], "error_after": 2}
+    load(qtbot, host)
+    with qtbot.waitSignal(host.failed, timeout=5000) as blocker:
+        host.generate_requested.emit(request())
+    qtbot.waitUntil(lambda: "crashed" in recorder.kinds(), timeout=5000)
+    assert recorder.kinds() == ["loaded", "chunk", "chunk", "failed", "crashed"]
+    assert blocker.args[0] == "c1"
+    assert "internal error" in blocker.args[1]
+    assert "scripted engine failure" in recorder.events[-1][1]  # traceback for the crash dialog
+
+
+def test_hearth_error_before_first_chunk_is_a_readable_failure(qtbot, host, recorder, loader):
+    loader.engine_kwargs = {
+        "error_before": ContextOverflowError("The conversation is too long for this model.")
+    }
+    load(qtbot, host)
+    with qtbot.waitSignal(host.failed, timeout=5000) as blocker:
+        host.generate_requested.emit(request())
+    assert blocker.args == ["c1", "The conversation is too long for this model."]
+    assert recorder.kinds() == ["loaded", "failed"]
+
+
+def test_failed_load_keeps_previous_model(qtbot, host, recorder, loader):
+    load(qtbot, host, "models/good")
+    with qtbot.waitSignal(host.load_failed, timeout=5000) as blocker:
+        host.load_requested.emit("models/broken")
+    assert "has no model.onnx" in blocker.args[0]
+    with qtbot.waitSignal(host.finished, timeout=5000) as done:
+        host.generate_requested.emit(request())
+    assert done.args[1].model == "good"
+    assert not loader.engines[0].closed
+
+
+def test_new_model_replaces_and_closes_old(qtbot, host, loader):
+    load(qtbot, host, "models/a")
+    load(qtbot, host, "models/b")
+    assert loader.engines[0].closed and not loader.engines[1].closed
+
+
+def test_generate_without_model_fails_readably(qtbot, host, recorder):
+    with qtbot.waitSignal(host.failed, timeout=5000) as blocker:
+        host.generate_requested.emit(request())
+    assert "No model is loaded" in blocker.args[1]
+
+
+def test_requests_are_served_on_the_worker_thread(qtbot, host):
+    assert host.worker.thread() is host.thread
+    assert host.thread is not QThread.currentThread()
+
+
+def test_shutdown_while_generating_stops_quits_and_closes(qtbot):
+    loader = FakeLoader(script=[" x"] * 100000, delay=0.001)
+    h = WorkerHost(loader)
+    with qtbot.waitSignal(h.loaded, timeout=5000):
+        h.load_requested.emit("models/tiny")
+    got_chunk = threading.Event()
+    h.chunk.connect(lambda *_: got_chunk.set())
+    h.generate_requested.emit(request(max_new_tokens=100000))
+    qtbot.waitUntil(got_chunk.is_set, timeout=5000)
+    started = time.perf_counter()
+    assert h.shutdown(5000)
+    assert time.perf_counter() - started < 2.0
+    assert not h.thread.isRunning()
+    assert loader.last.closed
+
+
+def test_starter_progress_is_understood_in_any_shape():
+    from types import SimpleNamespace
+
+    from app.workers.starter_worker import describe_progress, starter_path
+
+    assert describe_progress("Converting", 5, 10) == ("Converting", 50)
+    assert describe_progress(0.25) == ("Setting up the starter model…", 25)
+    assert describe_progress(SimpleNamespace(message="Tokenizer", done=1, total=4)) == (
+        "Tokenizer",
+        25,
+    )
+    assert describe_progress("Reading") == ("Reading", -1)
+    assert starter_path("/m/x") == "/m/x"
+    assert starter_path(SimpleNamespace(path="/m/y")) == "/m/y"
