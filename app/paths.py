@@ -6,6 +6,7 @@ dir, or ``$HEARTH_HOME`` when set. Tests and checks set ``HEARTH_HOME`` to a tem
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -30,8 +31,22 @@ def _sub(name: str) -> Path:
 
 
 def models_dir() -> Path:
-    """Installed models, one folder each."""
+    """Installed models, one folder each: the "models_folder" setting, else under the root."""
+    custom = _stored_setting("models_folder")
+    if isinstance(custom, str) and custom.strip():
+        path = Path(custom).expanduser()
+        path.mkdir(parents=True, exist_ok=True)
+        return path
     return _sub("models")
+
+
+def _stored_setting(key: str) -> object:
+    """One value from the settings file, without importing the settings layer."""
+    try:
+        data = json.loads(settings_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get(key) if isinstance(data, dict) else None
 
 
 def staging_dir() -> Path:

@@ -70,6 +70,11 @@ SETTINGS: tuple[Setting, ...] = (
         per_chat=True,
     ),
     Setting("last_model", str, "", "Last used model folder"),
+    Setting("hub_endpoint", str, "", "Model download server (mirror URL; empty = Hugging Face)"),
+    Setting("hub_token", str, "", "Hugging Face access token (for gated or private models)"),
+    Setting("models_folder", str, "", "Models folder (empty = the default)"),
+    Setting("kv_snapshot_budget_mb", int, 512,
+            "Memory for keeping other chats' caches (MB)", 0, 65536),
     Setting("show_side_panel", bool, True, "Show the chat settings panel"),
 )
 

@@ -1,8 +1,8 @@
 """Installed models as the toolbar picker sees them (plain Python, no Qt).
 
-A model is a sub-folder of ``models_dir()`` holding ``genai_config.json`` or ``config.json``;
-an optional ``hearth-manifest.json`` gives its display name. The model manager (issue 6)
-will replace this with its store.
+The list comes from the model store (``app.models.store``), so folders imported in place and
+a moved models folder show up too; a bare sub-folder of ``models_dir()`` holding
+``genai_config.json`` or ``config.json`` (copied there by hand) counts as well.
 """
 
 from __future__ import annotations
@@ -25,12 +25,15 @@ class InstalledModel:
 
 def installed_models(root: Path | None = None) -> list[InstalledModel]:
     """Installed models sorted by display name."""
+    from app.models.store import ModelStore
+
     base = root or models_dir()
-    found: list[InstalledModel] = []
+    found = {m.path.resolve(): InstalledModel(m.path, m.name)
+             for m in ModelStore(base).list_models() if is_model_folder(m.path)}
     for child in sorted(base.iterdir()) if base.is_dir() else []:
-        if child.is_dir() and any((child / marker).is_file() for marker in MARKERS):
-            found.append(InstalledModel(child, display_name(child)))
-    return sorted(found, key=lambda m: m.name.lower())
+        if is_model_folder(child) and child.resolve() not in found:
+            found[child.resolve()] = InstalledModel(child, display_name(child))
+    return sorted(found.values(), key=lambda m: m.name.lower())
 
 
 def display_name(folder: Path) -> str:

@@ -21,6 +21,7 @@ def run_app(smoke_test: str | None = None) -> int:
     from app.ui.installed_models import default_model
     from app.ui.main_window import MainWindow
     from app.ui.message_bridge import MessageBridge
+    from app.ui.model_manager import install_model_manager
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Hearth")
@@ -39,6 +40,7 @@ def run_app(smoke_test: str | None = None) -> int:
     settings = Settings()
     controller = ChatController(history, settings, bridge)
     window = MainWindow(controller)
+    install_model_manager(window, controller)
     window.show()
     try:
         if smoke_test:

@@ -39,8 +39,11 @@ EngineLoader = Callable[[Path], EngineLike]
 def default_loader(path: Path) -> EngineLike:
     """Load a real engine (imported lazily: the engine module pulls in onnxruntime)."""
     from app.engine.engine import Engine
+    from app.settings import Settings
 
-    return Engine.load(path)
+    engine = Engine.load(path)
+    engine.snapshot_budget_bytes = Settings().get("kv_snapshot_budget_mb") * 1024 * 1024
+    return engine
 
 
 @dataclass(frozen=True)
