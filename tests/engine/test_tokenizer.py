@@ -286,3 +286,36 @@ def test_add_bos_without_bos_token_is_refused(tmp_path):
     path = write_tokenizer(tmp_path, "bytelevel")
     with pytest.raises(ModelLoadError, match="BOS"):
         Tokenizer.from_files(path, add_bos_token=True)
+
+
+def test_long_text_encodes_the_same_without_holding_the_gil(tmp_path):
+    """Long prompts go through encode_batch (which releases the GIL): same ids, and another
+    thread keeps running while it works."""
+    import threading
+    import time
+
+    from tests.fixtures.tiny_tokenizer import build_tokenizer_files
+
+    build_tokenizer_files(tmp_path)
+    tok = Tokenizer.from_files(tmp_path / "tokenizer.json", bos_token="<|im_start|>",
+                               eos_token="<|im_end|>")
+    text = "<|im_start|>user\nThe keeper lit the lamp, é ü 中文 😀.<|im_end|>\n" * 4000
+    assert tok.encode(text) == tok._inner.encode(text, add_special_tokens=False).ids
+
+    done = threading.Event()
+    stalls = []
+
+    def ticker():
+        while not done.is_set():
+            start = time.perf_counter()
+            time.sleep(0.001)
+            stalls.append(time.perf_counter() - start)
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    started = time.perf_counter()
+    while time.perf_counter() - started < 0.3:
+        tok.encode(text)
+    done.set()
+    thread.join()
+    assert len(stalls) > 20  # the other thread ran throughout, not only between encodes
