@@ -15,7 +15,6 @@ from __future__ import annotations
 import collections
 import errno
 import hashlib
-import json
 import os
 import queue
 import shutil
@@ -29,6 +28,7 @@ import httpx2
 
 from app import paths
 from app.errors import DiskFullError, DownloadError, HearthError
+from app.fileio import read_json, write_json_atomic
 from app.models.catalog import CatalogEntry, Variant
 from app.models.hub import HubClient, RemoteFile, is_commit
 from app.models.store import InstalledModel, ModelStore, now_iso
@@ -307,7 +307,7 @@ class Downloader:
             )
         staging = self.staging_folder(request.model_id)
         staging.mkdir(parents=True, exist_ok=True)
-        state = _read_json(staging / STATE_NAME)
+        state = read_json(staging / STATE_NAME)
         if (
             state.get("repo") != request.repo
             or state.get("commit") != commit
@@ -317,7 +317,7 @@ class Downloader:
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir(parents=True)
             state = {"repo": request.repo, "commit": commit, "variant": variant.name, "files": {}}
-            _write_json(staging / STATE_NAME, state)
+            write_json_atomic(staging / STATE_NAME, state)
         return _Plan(request, commit, files, staging, state)
 
     def _bytes_on_disk(self, plan: _Plan) -> int:
@@ -360,13 +360,13 @@ class Downloader:
             if problem is None:
                 os.replace(part, final)
                 plan.state["files"][local] = {"sha256": sha256, "size": remote.size}
-                _write_json(plan.staging / STATE_NAME, plan.state)
+                write_json_atomic(plan.staging / STATE_NAME, plan.state)
                 return
             # Corrupt: throw the bytes away and fetch the file once more.
             meter.done -= remote.size
             part.unlink(missing_ok=True)
             plan.state["files"].pop(local, None)
-            _write_json(plan.staging / STATE_NAME, plan.state)
+            write_json_atomic(plan.staging / STATE_NAME, plan.state)
             if attempt == 2:
                 raise DownloadError(
                     f"{url} was downloaded twice and failed verification both times ({problem}).",
@@ -482,7 +482,7 @@ class Downloader:
             etag = response.headers.get("etag")
             if etag and etag != entry.get("etag"):
                 entry["etag"] = etag
-                _write_json(plan.staging / STATE_NAME, plan.state)
+                write_json_atomic(plan.staging / STATE_NAME, plan.state)
             written = 0
             since_check = 0
             try:
@@ -552,7 +552,7 @@ class Downloader:
         try:
             return self.store.install_from_staging(plan.staging, manifest)
         except HearthError:
-            _write_json(plan.staging / STATE_NAME, plan.state)
+            write_json_atomic(plan.staging / STATE_NAME, plan.state)
             raise
 
 
@@ -606,18 +606,6 @@ def _size(n: int) -> str:
         n /= 1000
     return f"{n:.1f} GB"
 
-
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
 
 
 # -- queue -----------------------------------------------------------------------------

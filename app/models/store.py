@@ -14,7 +14,6 @@ import contextlib
 import datetime as _dt
 import errno
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from app import paths
 from app.errors import HearthError
+from app.fileio import read_json, write_json_atomic
 
 MANIFEST_NAME = "hearth-manifest.json"
 STATE_NAME = ".hearth-store.json"
@@ -156,7 +156,7 @@ class ModelStore:
         return model
 
     def _read(self, folder: Path) -> InstalledModel | None:
-        manifest = _read_json(folder / MANIFEST_NAME)
+        manifest = read_json(folder / MANIFEST_NAME)
         if not manifest:
             return None
         source = manifest.get("source") or {}
@@ -191,7 +191,7 @@ class ModelStore:
         staging = Path(staging)
         manifest = dict(manifest)
         manifest.setdefault("installed_at", now_iso())
-        _write_json(staging / MANIFEST_NAME, manifest)
+        write_json_atomic(staging / MANIFEST_NAME, manifest)
         try:
             os.rename(staging, dest)
         except OSError as exc:
@@ -279,7 +279,7 @@ class ModelStore:
         try:
             dest = work / model_id
             convert_gguf(src, dest, precision=precision, name=name, progress=progress)
-            manifest = _read_json(dest / MANIFEST_NAME)
+            manifest = read_json(dest / MANIFEST_NAME)
             if not manifest.get("files"):
                 manifest["files"] = describe_files(dest)
             manifest["id"] = model_id
@@ -352,21 +352,8 @@ class ModelStore:
         return models[0] if models else None
 
     def _state(self) -> dict:
-        return _read_json(self.root / STATE_NAME)
+        return read_json(self.root / STATE_NAME)
 
     def _save_state(self, state: dict) -> None:
-        _write_json(self.root / STATE_NAME, state)
+        write_json_atomic(self.root / STATE_NAME, state)
 
-
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
-def _write_json(path: Path, data: dict) -> None:
-    """Write JSON atomically (temp file + rename)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
