@@ -20,6 +20,7 @@ from app.engine.decoder import Decoder
 from app.engine.generation import stream_generate
 from app.engine.graph_info import describe_session
 from app.engine.kv_cache import KVCache, SlidingWindowCache
+from app.engine.kv_snapshot import SnapshotStore, model_fingerprint
 from app.engine.package import read_model_folder
 from app.engine.providers import create_session, machine_provider
 from app.engine.tokenizer import Tokenizer
@@ -75,6 +76,7 @@ class Engine:
         self.snapshot_budget_bytes = DEFAULT_SNAPSHOT_BUDGET_MB * 1024 * 1024
         self._conversation: str | None = None
         self._snapshots: OrderedDict[str, KVCache] = OrderedDict()
+        self.disk_snapshots: SnapshotStore | None = None
 
     @classmethod
     def load(
@@ -206,7 +208,11 @@ class Engine:
                 self._snapshots[self._conversation] = decoder.cache
                 self._snapshots.move_to_end(self._conversation)
             cache = self._snapshots.pop(conversation_id, None) if conversation_id else None
-            decoder.cache = cache if cache is not None else self._new_cache(sliding)
+            if cache is None:
+                cache = self._new_cache(sliding)
+                if conversation_id and self.disk_snapshots is not None and not sliding:
+                    self.disk_snapshots.load(conversation_id, cache, self._kv_signature())
+            decoder.cache = cache
             self._conversation = conversation_id
             self._trim_snapshots()
         if sliding != isinstance(decoder.cache, SlidingWindowCache):
@@ -221,8 +227,33 @@ class Engine:
     def _trim_snapshots(self) -> None:
         total = sum(cache.nbytes for cache in self._snapshots.values())
         while self._snapshots and total > self.snapshot_budget_bytes:
-            _, oldest = self._snapshots.popitem(last=False)
+            conversation_id, oldest = self._snapshots.popitem(last=False)
             total -= oldest.nbytes
+            if self.disk_snapshots is not None:
+                self.disk_snapshots.save(conversation_id, oldest)
+
+    def _kv_signature(self) -> list[tuple[tuple[int, ...], str]]:
+        return [((1, layer.kv_heads, layer.head_dim), layer.dtype)
+                for layer in self.graph.kv_layers for _ in (0, 1)]
+
+    def enable_disk_snapshots(self, folder: Path | None = None, *,
+                              min_tokens: int = 256) -> None:
+        """Keep long chats' KV caches on disk (under ``folder``, by default the cache dir),
+        so they reopen without a prefill after a restart."""
+        from app.paths import cache_dir
+
+        root = folder or cache_dir() / "kv"
+        self.disk_snapshots = SnapshotStore(root, model_fingerprint(self.spec),
+                                            min_tokens=min_tokens)
+
+    def save_snapshots(self) -> int:
+        """Write the current and parked conversation caches to disk; returns how many."""
+        if self.disk_snapshots is None or self.decoder is None:
+            return 0
+        caches = dict(self._snapshots)
+        if self._conversation is not None:
+            caches[self._conversation] = self.decoder.cache
+        return sum(self.disk_snapshots.save(cid, cache) for cid, cache in caches.items())
 
     @property
     def snapshot_ids(self) -> list[str]:
@@ -279,8 +310,14 @@ class Engine:
     def forget_conversation(self, conversation_id: str) -> None:
         """Drop a conversation's parked KV cache (it was deleted)."""
         self._snapshots.pop(conversation_id, None)
+        if self.disk_snapshots is not None:
+            self.disk_snapshots.delete(conversation_id)
 
     def close(self) -> None:
+        """Release the session; long chats' caches go to disk first when enabled."""
+        if self.decoder is None:
+            return
+        self.save_snapshots()
         self._snapshots.clear()
         self.decoder = None  # type: ignore[assignment]
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
+import numpy as np
 import onnxruntime as ort
 
 from app.engine.kv_ops import KVOps, empty_kv
@@ -31,6 +32,19 @@ _BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 class CacheRewindError(Exception):
     """The cache cannot be cut back to the requested length; nothing was changed."""
+
+
+def _exportable(layers: Sequence[KVLayer], device: str) -> None:
+    if device != "cpu" or any(layer.dtype == "bfloat16" for layer in layers):
+        raise NotImplementedError("only float32/float16 caches on the CPU can be exported")
+
+
+def _host_value(array: np.ndarray, device: str) -> ort.OrtValue:
+    """An ORT-owned copy of ``array`` (numpy memory may go away)."""
+    value = ort.OrtValue.ortvalue_from_shape_and_type(list(array.shape), array.dtype.type,
+                                                      device, 0)
+    value.update_inplace(np.ascontiguousarray(array))
+    return value
 
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
@@ -85,6 +99,17 @@ class KVCache(ABC):
     def nbytes(self) -> int:
         """Bytes held by the KV tensors (for the snapshot budget)."""
         return 0
+
+    def export_arrays(self) -> list[np.ndarray]:
+        """Host copies of the KV tensors' valid positions, in layer order (K, V, K, V …).
+
+        Raises NotImplementedError where an exact export is not possible (device tensors,
+        bfloat16, sliding windows)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be exported")
+
+    def import_arrays(self, tokens: Sequence[int], arrays: Sequence[np.ndarray]) -> None:
+        """Replace the cache's content with exported arrays covering ``tokens``."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be imported")
 
     @abstractmethod
     def _trim_tensors(self, length: int) -> None: ...
@@ -161,6 +186,15 @@ class RebindCache(KVCache):
             * self.kv_length
         )
 
+    def export_arrays(self) -> list[np.ndarray]:
+        _exportable(self._layers, self._device)
+        return [value.numpy() for value in self._past]
+
+    def import_arrays(self, tokens: Sequence[int], arrays: Sequence[np.ndarray]) -> None:
+        _exportable(self._layers, self._device)
+        self._past = [_host_value(array, self._device) for array in arrays]
+        self.tokens = list(tokens)
+
     def bind(self, io: ort.IOBinding, new_count: int, *, rebind: bool) -> bool:
         # The presents of the last step are this step's pasts: rebound every step, no copy.
         for i, layer in enumerate(self._layers):
@@ -203,6 +237,7 @@ class SharedBufferCache(KVCache):
         self._initial = min(initial_capacity, max_length)
         self.capacity = 0
         self._buffers: list[ort.OrtValue] = []
+        self._rebind_needed = False
 
     def _allocate(self, capacity: int) -> None:
         if not self._buffers:
@@ -234,6 +269,25 @@ class SharedBufferCache(KVCache):
     def _trim_tensors(self, length: int) -> None:
         pass  # the cursor (len(tokens)) moves; stale positions are masked and overwritten
 
+    def export_arrays(self) -> list[np.ndarray]:
+        _exportable(self._layers, self._device)
+        n = self.kv_length
+        return [value.numpy()[:, :, :n] for value in self._buffers]
+
+    def import_arrays(self, tokens: Sequence[int], arrays: Sequence[np.ndarray]) -> None:
+        _exportable(self._layers, self._device)
+        n = len(tokens)
+        capacity = _bucket(min(n + 1, self._max_length), self._max_length,
+                           max(self._initial, 1))
+        buffers = []
+        for array in arrays:
+            full = np.zeros((*array.shape[:2], capacity, *array.shape[3:]), dtype=array.dtype)
+            full[:, :, :n] = array
+            buffers.append(_host_value(full, self._device))
+        self._buffers, self.capacity = buffers, capacity
+        self._rebind_needed = True
+        self.tokens = list(tokens)
+
     @property
     def nbytes(self) -> int:
         return (
@@ -243,8 +297,9 @@ class SharedBufferCache(KVCache):
 
     def bind(self, io: ort.IOBinding, new_count: int, *, rebind: bool) -> bool:
         grew = self.ensure_capacity(self.kv_length + new_count)
-        if not (rebind or grew):
+        if not (rebind or grew or self._rebind_needed):
             return False  # the same buffers are still bound
+        self._rebind_needed = False
         for i, layer in enumerate(self._layers):
             key, value = self._buffers[2 * i], self._buffers[2 * i + 1]
             io.bind_ortvalue_input(layer.past_key, key)
@@ -279,6 +334,9 @@ class SlidingWindowCache(RebindCache):
     @property
     def kv_length(self) -> int:
         return self._held
+
+    def export_arrays(self) -> list[np.ndarray]:
+        raise NotImplementedError("sliding-window caches are not exported")
 
     @property
     def max_step(self) -> int:

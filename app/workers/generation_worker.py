@@ -43,6 +43,7 @@ def default_loader(path: Path) -> EngineLike:
 
     engine = Engine.load(path)
     engine.snapshot_budget_bytes = Settings().get("kv_snapshot_budget_mb") * 1024 * 1024
+    engine.enable_disk_snapshots()
     return engine
 
 
