@@ -34,7 +34,7 @@ def test_chat_reopens_from_disk_after_restart_and_equals_fresh(model, request, t
     folder = request.getfixturevalue(model)
     first = Engine.load(folder, provider="cpu", threads=1)
     first.enable_disk_snapshots(tmp_path / "kv", min_tokens=16)
-    messages = conversation(4) + [Message("user", "And the tide?")]
+    messages = [*conversation(4), Message("user", "And the tide?")]
     _, answer, stats = chat(first, messages)
     assert stats.reused_tokens == 0
     first.close()  # the app quits: the cache goes to disk
@@ -54,7 +54,7 @@ def test_snapshot_of_other_model_files_or_corrupt_data_is_ignored(plain_model_di
     shutil.copytree(plain_model_dir, changed)
     engine = Engine.load(changed, provider="cpu", threads=1)
     engine.enable_disk_snapshots(tmp_path / "kv", min_tokens=16)
-    messages = conversation(3) + [Message("user", "Any news?")]
+    messages = [*conversation(3), Message("user", "Any news?")]
     chat(engine, messages)
     engine.close()
     control = Engine.load(changed, provider="cpu", threads=1)
