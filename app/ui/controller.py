@@ -173,6 +173,7 @@ class ChatController(QObject):
             self.bridge.info("Stop the reply before deleting this chat.")
             return
         self._guard(self.history.delete_conversation, conversation_id)
+        self.host.forget_requested.emit(conversation_id)
         self.conversations.remove(conversation_id)
         if conversation_id == self.current_id:
             self.new_conversation()

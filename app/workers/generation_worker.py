@@ -169,6 +169,12 @@ class GenerationWorker(QObject):
             return
         self.failed.emit(conv, "The model stopped without finishing its reply.")
 
+    @Slot(str)
+    def on_forget_requested(self, conversation_id: str) -> None:
+        forget = getattr(self._engine, "forget_conversation", None)
+        if forget is not None:
+            forget(conversation_id)
+
     def close_engine(self) -> None:
         """Close the engine. Call only when the worker thread is not running it."""
         if self._engine is not None:
@@ -198,12 +204,14 @@ class WorkerHost(QObject):
     Signals (requests, queued to the worker thread):
         load_requested(str path)
         generate_requested(GenerationRequest)
+        forget_requested(str conversation_id): a chat was deleted; drop its KV caches
     Signals (results, relayed from the worker and delivered on the host's thread):
         loaded, load_failed, chunk, finished, failed, crashed: as on GenerationWorker.
     """
 
     load_requested = Signal(object)
     generate_requested = Signal(object)
+    forget_requested = Signal(str)
     loaded = Signal(object)
     load_failed = Signal(str)
     chunk = Signal(str, str)
@@ -242,6 +250,7 @@ def wire(host: WorkerHost, worker: GenerationWorker) -> None:
     queued = Qt.ConnectionType.QueuedConnection
     host.load_requested.connect(worker.on_load_requested, queued)
     host.generate_requested.connect(worker.on_generate_requested, queued)
+    host.forget_requested.connect(worker.on_forget_requested, queued)
     worker.loaded.connect(host.loaded, queued)
     worker.load_failed.connect(host.load_failed, queued)
     worker.chunk.connect(host.chunk, queued)

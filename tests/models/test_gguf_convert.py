@@ -96,8 +96,8 @@ def test_float_paths_match_reference(tmp_path, arch, qtype, tied, bias, precisio
 )
 def test_native_quantized_paths_match_reference(tmp_path, arch, qtype, tied, bias):
     """With float activations (accuracy_level 0) the graph computes exactly the mapped
-    weights (1e-4). Exact types map to the GGUF's own values; Q4_1/Q4_K differ from them by
-    at most half an 8-bit step per weight (tested in test_gguf_quant)."""
+    weights (1e-4). Every type here maps to the GGUF's own values (Q4_1/Q4_K: 4-bit codes
+    plus the block-offset term; see test_gguf_quant)."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, arch=arch, qtype=qtype, tied=tied, bias=bias)
     dest = convert_gguf(src, tmp_path / "model", accuracy_level=0)
@@ -105,17 +105,60 @@ def test_native_quantized_paths_match_reference(tmp_path, arch, qtype, tied, bia
     want = reference_logits(nbits_weights(src, weights), arch)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
-    if qtype in (Q.Q8_0, Q.Q4_0, Q.Q6_K):  # exact: the GGUF's own weights
-        for g, w in zip(got, reference_logits(weights, arch), strict=True):
-            np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
+    for g, w in zip(got, reference_logits(weights, arch), strict=True):  # the GGUF's own
+        np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
 
 
-def test_default_accuracy_level_stays_close(tmp_path):
+def _graph(dest):
+    import onnx
+
+    return onnx.load(str(dest / "model.onnx"), load_external_data=False).graph
+
+
+@pytest.mark.parametrize("qtype", [Q.Q4_1, Q.Q8_0, Q.F32])
+def test_projections_are_fused(tmp_path, qtype):
+    """q/k/v run as one matmul feeding GroupQueryAttention packed (key/value empty), gate/up
+    as one matmul then a Split; Q4_1 adds its block offsets with one Gemm per matmul."""
+    src = tmp_path / "m.gguf"
+    write_tiny_gguf(src, qtype=qtype)
+    graph = _graph(convert_gguf(src, tmp_path / "model", accuracy_level=0))
+    by_op: dict[str, list] = {}
+    for node in graph.node:
+        by_op.setdefault(node.op_type, []).append(node)
+    matmul = "MatMul" if qtype == Q.F32 else "MatMulNBits"
+    weights = [n for n in by_op[matmul] if "block_sums" not in n.name]
+    assert len(weights) == LAYERS * 4 + 1  # qkv, o, gate_up, down per layer; lm_head
+    assert [a.input[1:3] for a in by_op["GroupQueryAttention"]] == [["", ""]] * LAYERS
+    assert len(by_op["Split"]) == LAYERS
+    # tied Q4_1 embeddings: the lm_head is Q4_1 as well
+    assert len(by_op.get("Gemm", [])) == (LAYERS * 4 + 1 if qtype == Q.Q4_1 else 0)
+    if qtype == Q.Q4_1:
+        fused = next(n for n in weights if n.name == "layers.0.attn.qkv_proj")
+        attrs = {a.name: a.i for a in fused.attribute}
+        assert (attrs["bits"], attrs["N"]) == (4, (HEADS + 2 * KV_HEADS) * HEAD_DIM)
+
+
+def test_mixed_types_are_not_fused_and_stay_exact(tmp_path):
+    """A file mixing types inside q/k/v and gate/up (as Q4_K_M does) keeps them separate."""
+    src = tmp_path / "m.gguf"
+    types = {"attn_v": Q.Q8_0, "ffn_up": Q.Q4_0}
+    weights = write_tiny_gguf(src, qtype=Q.Q4_1, matrix_types=types)
+    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0)
+    graph = _graph(dest)
+    assert all(n.input[1] for n in graph.node if n.op_type == "GroupQueryAttention")
+    assert not [n for n in graph.node if n.op_type == "Split"]
+    got = onnx_logits(GrowingRunner(open_session(dest)))
+    for g, w in zip(got, reference_logits(weights, "llama"), strict=True):
+        np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("qtype", [Q.Q8_0, Q.Q4_1])
+def test_default_accuracy_level_stays_close(tmp_path, qtype):
     """accuracy_level 4 quantizes activations to int8 per 32-element block (relative error
     ≤ 1/254 per element, like llama.cpp's q8 activations): logits stay within 2% of their
     range and the greedy choice is unchanged on this model."""
     src = tmp_path / "m.gguf"
-    weights = write_tiny_gguf(src, qtype=Q.Q8_0, seed=3)
+    weights = write_tiny_gguf(src, qtype=qtype, seed=3)
     dest = convert_gguf(src, tmp_path / "model")
     got = onnx_logits(GrowingRunner(open_session(dest)))
     for g, w in zip(got, reference_logits(weights, "llama"), strict=True):

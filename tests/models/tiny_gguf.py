@@ -75,8 +75,13 @@ def write_tiny_gguf(
     embd_type: Q | None = None,
     seed: int = 0,
     tokenizer: bool = True,
+    matrix_types: dict[str, Q] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Write a tiny model; returns its weights as the reference sees them (float32)."""
+    """Write a tiny model; returns its weights as the reference sees them (float32).
+
+    ``matrix_types`` overrides the type of some matrices by short name (``"attn_v"``), as
+    llama.cpp's mixed files do (Q4_K_M keeps attn_v and ffn_down in Q6_K)."""
+    overrides = matrix_types or {}
     rng = np.random.default_rng(seed)
     tokens, types = gpt2_vocab()
     vocab = len(tokens) + (-len(tokens)) % 32
@@ -128,18 +133,21 @@ def write_tiny_gguf(
         p = f"blk.{i}."
         put(p + "attn_norm.weight", (HIDDEN,), Q.F32, 0.1, 1.0)
         put(p + "ffn_norm.weight", (HIDDEN,), Q.F32, 0.1, 1.0)
-        put(p + "attn_q.weight", (HEADS * HEAD_DIM, HIDDEN), types.get("attn_q", qtype))
-        put(p + "attn_k.weight", (KV_HEADS * HEAD_DIM, HIDDEN), types.get("attn_k", qtype))
-        put(p + "attn_v.weight", (KV_HEADS * HEAD_DIM, HIDDEN), types.get("attn_v", qtype))
+        put(p + "attn_q.weight", (HEADS * HEAD_DIM, HIDDEN), overrides.get("attn_q", qtype))
+        put(p + "attn_k.weight", (KV_HEADS * HEAD_DIM, HIDDEN), overrides.get("attn_k", qtype))
+        put(p + "attn_v.weight", (KV_HEADS * HEAD_DIM, HIDDEN), overrides.get("attn_v", qtype))
         if bias:
             put(p + "attn_q.bias", (HEADS * HEAD_DIM,), Q.F32, 0.1)
             put(p + "attn_k.bias", (KV_HEADS * HEAD_DIM,), Q.F32, 0.1)
             put(p + "attn_v.bias", (KV_HEADS * HEAD_DIM,), Q.F32, 0.1)
-        put(p + "attn_output.weight", (HIDDEN, HEADS * HEAD_DIM),
-            types.get("attn_output", qtype))
-        put(p + "ffn_gate.weight", (FFN, HIDDEN), types.get("ffn_gate", qtype))
-        put(p + "ffn_up.weight", (FFN, HIDDEN), types.get("ffn_up", qtype))
-        put(p + "ffn_down.weight", (HIDDEN, FFN), types.get("ffn_down", qtype))
+        put(
+            p + "attn_output.weight",
+            (HIDDEN, HEADS * HEAD_DIM),
+            overrides.get("attn_output", qtype),
+        )
+        put(p + "ffn_gate.weight", (FFN, HIDDEN), overrides.get("ffn_gate", qtype))
+        put(p + "ffn_up.weight", (FFN, HIDDEN), overrides.get("ffn_up", qtype))
+        put(p + "ffn_down.weight", (HIDDEN, FFN), overrides.get("ffn_down", qtype))
     put("output_norm.weight", (HIDDEN,), Q.F32, 0.1, 1.0)
     if not tied:
         put("output.weight", (vocab, HIDDEN), qtype)

@@ -10,6 +10,15 @@ Contract (the engine relies on it; it matches onnxruntime-genai's builder):
   and ``total_sequence_length`` come from ``attention_mask`` inside the graph, so past and
   present may be bound to one shared max-length buffer.
 
+Layout chosen for CPU decode speed (one token: many small kernels, so fewer is faster):
+
+* q/k/v run as one matmul (weights stacked along N) whose output goes to GroupQueryAttention
+  as packed QKV; gate/up run as one matmul and a Split. Weights of different forms (mixed
+  files such as Q4_K_M) stay separate.
+* The hidden stream is 2-D rows [batch·seq, hidden] (reshaped to 3-D around attention), so
+  the block-offset term of Q4_1/Q4_K weights (see ``quant``) is one Gemm that also adds the
+  MatMulNBits result: ``Gemm(block_sums(x), offsets.T, codes_out)``.
+
 Weights are streamed into the external data file as they are built (see ``ExternalData``),
 so peak memory stays near one tensor plus the graph.
 """
@@ -176,8 +185,9 @@ class GraphBuilder:
 
     def _linear(self, x: str, gguf_name: str, name: str) -> str:
         weight = self.w.linear(gguf_name + ".weight")
-        return self._biased(self._matmul(x, weight, name), self.w.optional_vector(
-            gguf_name + ".bias"), name)
+        return self._biased(
+            self._matmul(x, weight, name), self.w.optional_vector(gguf_name + ".bias"), name
+        )
 
     def _fused_linear(
         self, x: str, parts: list[tuple[str, str]], name: str, *, split: bool = True
@@ -198,15 +208,18 @@ class GraphBuilder:
             ]
         sizes = [_rows(w) for w in weights]
         fused_w = (
-            concat(weights) if isinstance(weights[0], NBitsWeight)
+            concat(weights)
+            if isinstance(weights[0], NBitsWeight)
             else np.concatenate(weights, axis=0)
         )
         del weights
         fused_b = None
         if any(b is not None for b in biases):
             fused_b = np.concatenate(
-                [np.zeros(n, np.float32) if b is None else b for b, n in zip(biases, sizes,
-                                                                             strict=True)]
+                [
+                    np.zeros(n, np.float32) if b is None else b
+                    for b, n in zip(biases, sizes, strict=True)
+                ]
             )
         out = self._biased(self._matmul(x, fused_w, name), fused_b, name)
         if not split:

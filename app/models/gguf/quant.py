@@ -254,7 +254,13 @@ def _nbits4_with_offsets(
             zr = np.concatenate([zr, np.zeros((n, 1), np.uint8)], axis=1)
         zero_points = _pack4(zr)
     return NBitsWeight(
-        4, 32, n, k, packed, s.astype(np.float32).reshape(n, kb), zero_points,
+        4,
+        32,
+        n,
+        k,
+        packed,
+        s.astype(np.float32).reshape(n, kb),
+        zero_points,
         offsets=offsets.reshape(n, kb),
     )
 
