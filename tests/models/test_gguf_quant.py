@@ -35,7 +35,7 @@ def test_4bit_affine_types_are_exact_with_offsets(qtype, offset):
     """w = s·q + o → 4-bit codes unchanged, zero point z = round(−o/s) and a float block
     offset o + s·z: bit-exact, even when the offset is far from −8 steps (z clips)."""
     raw, ref = _raw(qtype, offset=offset)
-    w = quant.to_nbits(raw, qtype, N, K)
+    w = quant.to_nbits(raw, qtype, N, K, exact_offsets=True)
     assert (w.bits, w.block_size, w.exact, w.fallback_blocks) == (4, 32, True, 0)
     assert w.offsets is not None and w.offsets.shape == (N, K // 32)
     np.testing.assert_array_equal(w.dequantize(), ref)
@@ -50,7 +50,7 @@ def test_q4_1_codes_carry_over_unchanged():
     """The packed nibbles are the GGUF's own codes (element j of a block = byte j's low
     nibble, element j + 16 = its high nibble), re-packed in element order."""
     raw, _ = _raw(Q.Q4_1, seed=4)
-    w = quant.to_nbits(raw, Q.Q4_1, N, K)
+    w = quant.to_nbits(raw, Q.Q4_1, N, K, exact_offsets=True)
     qs = raw.reshape(-1, 20)[:, 4:]
     gguf_codes = np.concatenate([qs & 0x0F, qs >> 4], axis=1).reshape(N, K)
     np.testing.assert_array_equal(w.codes(), gguf_codes)
@@ -58,14 +58,26 @@ def test_q4_1_codes_carry_over_unchanged():
     assert (lo, hi) == tuple(w.zero_point_array()[0, :2].astype(np.uint8))
 
 
+@pytest.mark.parametrize(("qtype", "code_bits"), [(Q.Q4_1, 4), (Q.Q5_1, 5), (Q.Q4_K, 4)])
 @pytest.mark.parametrize("offset", [0.0, 0.04])
-def test_5bit_affine_types_within_bound(offset):
-    """Q5_1 → q8 = 8·q + k, scale s/8: error ≤ s/16 per weight."""
-    raw, ref = _raw(Q.Q5_1, offset=offset)
-    w = quant.to_nbits(raw, Q.Q5_1, N, K)
+def test_affine_types_within_bound(qtype, code_bits, offset):
+    """Default form: q8 = f·q + k, scale s/f: error ≤ s/(2f) (= d/32 for Q4_1), blocks that
+    do not fit fall back to 8-bit min/max with error ≤ half their step."""
+    raw, ref = _raw(qtype, offset=offset)
+    w = quant.to_nbits(raw, qtype, N, K)
     assert w.bits == 8 and w.zero_points is not None and w.offsets is None
     err = np.abs(w.dequantize() - ref).reshape(N, -1, w.block_size).max(axis=-1)
     assert np.all(err <= w.scales * 0.5 * (1 + 1e-5) + 1e-9)
+    if qtype == Q.Q4_1:  # the bound in the source's own step d
+        d = raw.reshape(-1, 20)[:, :2].copy().view(np.float16).astype(np.float32)
+        assert np.all(err.reshape(-1) <= d.reshape(-1) / 32 * (1 + 1e-5) + 1e-9)
+        assert w.fallback_blocks == 0
+
+
+def test_exact_offsets_leave_5bit_codes_on_8_bits():
+    raw, _ = _raw(Q.Q5_1)
+    w = quant.to_nbits(raw, Q.Q5_1, N, K, exact_offsets=True)
+    assert w.bits == 8 and w.offsets is None
 
 
 def test_offset_that_does_not_fit_falls_back():
@@ -76,9 +88,11 @@ def test_offset_that_does_not_fit_falls_back():
     assert np.all(err <= w.scales * 0.5 * (1 + 1e-5))
 
 
-@pytest.mark.parametrize("qtype", [Q.Q4_1, Q.Q8_0, Q.Q5_1])
-def test_concat_stacks_rows(qtype):
-    parts = [quant.to_nbits(_raw(qtype, seed=s)[0], qtype, N, K) for s in (1, 2)]
+@pytest.mark.parametrize(("qtype", "exact"), [(Q.Q4_1, True), (Q.Q4_1, False), (Q.Q8_0, False)])
+def test_concat_stacks_rows(qtype, exact):
+    parts = [
+        quant.to_nbits(_raw(qtype, seed=s)[0], qtype, N, K, exact_offsets=exact) for s in (1, 2)
+    ]
     fused = quant.concat(parts)
     assert fused.n == 2 * N and fused.same_form(parts[0])
     np.testing.assert_array_equal(
@@ -102,6 +116,8 @@ def test_int4_packing_order_and_bound():
 
 
 @pytest.mark.parametrize("qtype", [Q.Q4_0, Q.Q4_1, Q.Q4_K, Q.Q5_1, Q.Q8_0, Q.Q6_K])
-def test_size_estimate_is_exact(qtype):
+@pytest.mark.parametrize("exact", [False, True])
+def test_size_estimate_is_exact(qtype, exact):
     raw, _ = _raw(qtype)
-    assert quant.nbits_size(qtype, N, K) == quant.to_nbits(raw, qtype, N, K).nbytes
+    got = quant.to_nbits(raw, qtype, N, K, exact_offsets=exact).nbytes
+    assert quant.nbits_size(qtype, N, K, exact_offsets=exact) == got

@@ -53,6 +53,7 @@ def convert_gguf(
     name: str | None = None,
     progress: Progress | None = None,
     accuracy_level: int = 4,
+    exact_offsets: bool = False,
 ) -> Path:
     """Convert ``src`` (a .gguf file) into a complete model folder at ``dest``.
 
@@ -65,6 +66,9 @@ def convert_gguf(
         progress: called with (fraction 0..1, message).
         accuracy_level: MatMulNBits ``accuracy_level`` (4 = int8 activations, fastest on CPU;
             0 = float activations, used by tests to check the weights exactly).
+        exact_offsets: carry Q4_1/Q4_K over exactly as 4-bit codes plus a block-offset term
+            (see ``quant``) instead of 8-bit codes with rounded offsets (error ≤ d/32):
+            closer logits, slower prompts.
 
     Returns ``dest``. Raises ConversionError or DiskFullError with a sentence for the user.
     """
@@ -78,7 +82,7 @@ def convert_gguf(
         raise ConversionError(f"{dest} already exists; remove it or choose another name.")
     report(0.0, "reading GGUF")
     g = GGUFFile(src)
-    weights = WeightSource(g, precision)
+    weights = WeightSource(g, precision, exact_offsets=exact_offsets)
     tokenizer = build_tokenizer_json(g)  # fails early on missing tokenizer metadata
     tok_config = build_tokenizer_config(g, g.params.context_length)
 
@@ -105,6 +109,7 @@ def convert_gguf(
             "fallback_blocks": weights.stats.fallback_blocks,
             "gguf_tensor_types": g.tensor_types(),
             "accuracy_level": accuracy_level,
+            "exact_offsets": exact_offsets,
         }
         doc = manifest(
             tmp,

@@ -16,8 +16,9 @@ Layout chosen for CPU decode speed (one token: many small kernels, so fewer is f
   as packed QKV; gate/up run as one matmul and a Split. Weights of different forms (mixed
   files such as Q4_K_M) stay separate.
 * The hidden stream is 2-D rows [batch·seq, hidden] (reshaped to 3-D around attention), so
-  the block-offset term of Q4_1/Q4_K weights (see ``quant``) is one Gemm that also adds the
-  MatMulNBits result: ``Gemm(block_sums(x), offsets.T, codes_out)``.
+  the block-offset term of weights that have one (Q4_1/Q4_K converted with
+  ``exact_offsets``, see ``quant``) is one Gemm that also adds the MatMulNBits result:
+  ``Gemm(block_sums(x), offsets.T, codes_out)``.
 
 Weights are streamed into the external data file as they are built (see ``ExternalData``),
 so peak memory stays near one tensor plus the graph.
@@ -129,6 +130,7 @@ class GraphBuilder:
 
     def _const(self, name: str, value: np.ndarray) -> str:
         self.inits.append(numpy_helper.from_array(value, name))
+        self._init_names.add(name)
         return name
 
     def _matmul(self, x: str, weight: Linear, name: str) -> str:
@@ -168,15 +170,21 @@ class GraphBuilder:
         return out
 
     def _block_sum(self, x: str, k: int, block_size: int) -> str:
-        """Sums of ``x`` [M, K] over each run of ``block_size`` inputs → [M, K/block_size]:
-        one small float matmul with a 0/1 matrix (shared by every x of that width)."""
+        """Sums of ``x`` [M, K] over each run of ``block_size`` inputs → [M, K/block_size]
+        (a Reshape, free, and a ReduceSum), computed once per tensor and block size."""
         key = (x, block_size)
         if key not in self._block_sums:
-            ones = f"const.block_ones.{k}x{block_size}"
-            if not self._has_init(ones):
-                eye = np.repeat(np.eye(k // block_size, dtype=np.float32), block_size, axis=0)
-                self._init(ones, eye)
-            self._node("MatMul", [x, ones], [f"{x}/block_sums"], f"{x}/block_sums")
+            shape = f"const.blocks_shape.{k}x{block_size}"
+            if not self._has_init(shape):
+                self._const(shape, np.array([-1, k // block_size, block_size], np.int64))
+            self._node("Reshape", [x, shape], [f"{x}/blocks"], f"{x}/blocks")
+            self._node(
+                "ReduceSum",
+                [f"{x}/blocks", "const.minus_one"],
+                [f"{x}/block_sums"],
+                f"{x}/block_sums",
+                keepdims=0,
+            )
             self._block_sums[key] = f"{x}/block_sums"
         return self._block_sums[key]
 
@@ -197,8 +205,7 @@ class GraphBuilder:
         When every weight has the same form they run as one matmul stacked along N (fewer,
         larger kernels: the small q/k/v and gate/up matrices thread better) and the result
         is (fused output, its parts after a Split, or [] when ``split`` is false); otherwise
-        (None, separate outputs).
-        Biases follow their weights."""
+        (None, separate outputs). Biases follow their weights."""
         weights = [self.w.linear(g + ".weight") for g, _ in parts]
         biases = [self.w.optional_vector(g + ".bias") for g, _ in parts]
         if not _stackable(weights):

@@ -8,17 +8,20 @@ carry over as they are:
 * Q8_0 (``w = d·q``, q int8) → 8-bit, default zero point 128: exact.
 * Q5_0 / Q6_K (symmetric, 5/6-bit codes) → 8-bit, zero point 128: exact (Q6_K in 16-element
   sub-blocks, scale ``d·sc``).
-* Q4_1 / Q4_K (``w = s·q + o``, 4-bit codes, a scale and an offset per 32-block) → 4-bit with
-  the codes unchanged, a packed zero point ``z = round(−o/s)`` clipped to 0..15 and a float
-  block offset ``o + s·z``: ``w = s·(q − z) + (o + s·z)``, exact. MatMulNBits computes the
-  first term; the graph adds ``blocksum(x) @ offsets`` (a tiny float matmul). ``z`` keeps the
-  quantized part centred (``s·(q − z) ≈ w``), so int8 activations (accuracy_level 4) err as
-  they would on the plain weights, and the offsets stay small.
-* Q5_1 / Q5_K (``w = s·q + o``, 5-bit codes) → 8-bit with uint8 zero points:
-  ``q8 = f·q + k`` with ``f = 2**(8 − bits)``, scale ``s/f`` and ``zp = k − round(f·o/s)``.
-  The codes stay exact; only the offset is rounded, so the error is at most ``s/(2f)``
-  (``s/16``). A block whose offset does not fit the uint8 zero point falls back to a plain
-  8-bit min/max quantization of its values (counted).
+* Q4_1 / Q4_K / Q5_1 / Q5_K (``w = s·q + o``: a scale and a per-block offset) → 8-bit with
+  uint8 zero points: ``q8 = f·q + k`` with ``f = 2**(8 − bits)``, scale ``s/f`` and
+  ``zp = k − round(f·o/s)``. The codes stay exact; only the offset is rounded, so the error
+  is at most ``s/(2f)`` (``d/32`` for Q4_1). A block whose offset does not fit the uint8 zero
+  point falls back to a plain 8-bit min/max quantization of its values (counted).
+* ``exact_offsets=True``, Q4_1 / Q4_K only → 4-bit with the codes unchanged, a packed zero
+  point ``z = round(−o/s)`` clipped to 0..15 and a float block offset ``o + s·z``:
+  ``w = s·(q − z) + (o + s·z)``, exact. MatMulNBits computes the first term; the graph adds
+  ``block_sums(x) @ offsets`` (a small float Gemm). ``z`` keeps the quantized part centred
+  (``s·(q − z) ≈ w``), so int8 activations (accuracy_level 4) err as on the plain weights.
+  Measured on the SmolLM2 starter (2 cores): better logits (exact weights), but decode no
+  faster than the 8-bit form (the fp32 offsets table, 1 bit per weight, read by a
+  single-threaded Gemm, eats the 4-bit saving) and prompts 5–15% slower (ORT's 4-bit int8
+  kernel is slower than its 8-bit one when compute-bound). Hence not the default.
 
 Float types become float matrices. ``quantize_int4`` is the only lossy *fresh* quantizer
 (``--precision int4``: symmetric 4-bit, block 32).
@@ -176,7 +179,9 @@ def _pack4(codes: np.ndarray) -> np.ndarray:
     return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
 
 
-def to_nbits(raw: np.ndarray, qtype: Q, n: int, k: int) -> NBitsWeight:
+def to_nbits(
+    raw: np.ndarray, qtype: Q, n: int, k: int, *, exact_offsets: bool = False
+) -> NBitsWeight:
     """Carry a quantized GGUF matrix over to MatMulNBits blocks (see the module docstring)."""
     if qtype not in NBITS_TYPES:
         raise ValueError(f"{qtype.name} has no MatMulNBits form")
@@ -198,7 +203,7 @@ def to_nbits(raw: np.ndarray, qtype: Q, n: int, k: int) -> NBitsWeight:
         codes = np.where(s[:, None] != 0, np.rint((w - o[:, None]) / s[:, None]), 0)
     codes = np.clip(codes, 0, 2**bits - 1).astype(np.int32)
     kb = k // sub
-    if bits == 4 and sub == 32:
+    if exact_offsets and bits == 4 and sub == 32:
         return _nbits4_with_offsets(codes, s, o, n, k)
     symmetric = bool(np.all(o == -(2 ** (bits - 1)) * s))
     if symmetric:  # zero point 2**(bits-1): shift the codes to the 8-bit default 128
@@ -280,11 +285,11 @@ def quantize_int4(w: np.ndarray, block_size: int = 32) -> NBitsWeight:
     return NBitsWeight(4, block_size, n, k, _pack4(codes), scale, None, exact=False)
 
 
-def nbits_size(qtype: Q, n: int, k: int) -> int:
+def nbits_size(qtype: Q, n: int, k: int, *, exact_offsets: bool = False) -> int:
     """Bytes that ``to_nbits`` produces for a tensor, without converting it."""
     if qtype == Q.Q4_0:
         return n * k // 2 + n * k // 32 * 4
-    if qtype in (Q.Q4_1, Q.Q4_K):  # codes, scales, packed zero points, offsets
+    if exact_offsets and qtype in (Q.Q4_1, Q.Q4_K):  # codes, scales, zero points, offsets
         kb = k // 32
         return n * k // 2 + n * kb * 8 + n * ((kb + 1) // 2)
     sub = 16 if qtype == Q.Q6_K else 32

@@ -38,13 +38,14 @@ class ConversionStats:
 class WeightSource:
     """Hands the graph builder each weight in the form the precision asks for."""
 
-    def __init__(self, g: GGUFFile, precision: str) -> None:
+    def __init__(self, g: GGUFFile, precision: str, *, exact_offsets: bool = False) -> None:
         if precision not in PRECISIONS:
             raise ConversionError(
                 f"Unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}."
             )
         self.g = g
         self.precision = precision
+        self.exact_offsets = exact_offsets  # Q4_1/Q4_K as exact 4-bit + offsets (see quant)
         self.stats = ConversionStats()
         for t in g.tensors.values():
             _check_type(g, t)
@@ -54,7 +55,7 @@ class WeightSource:
         n, k = matrix_shape(t)
         qtype = t.tensor_type
         if self.precision == "native" and qtype in quant.NBITS_TYPES:
-            w = quant.to_nbits(t.data, qtype, n, k)
+            w = quant.to_nbits(t.data, qtype, n, k, exact_offsets=self.exact_offsets)
             if not w.exact:
                 self._measure(t, w)
             self.stats.count(f"{qtype.name}->nbits{w.bits}")
@@ -89,7 +90,7 @@ class WeightSource:
         t = self.g.tensor(name)
         n, k = matrix_shape(t)
         if self.precision == "native" and t.tensor_type in quant.NBITS_TYPES:
-            return quant.nbits_size(t.tensor_type, n, k)
+            return quant.nbits_size(t.tensor_type, n, k, exact_offsets=self.exact_offsets)
         if self.precision == "int4":
             return n * k // 2 + n * k // 8
         half = self.precision == "fp16" or (
