@@ -183,9 +183,11 @@ def run_llama_cpp(gguf: Path, prompt: list[int], threads: int) -> tuple[float, f
         import llama_cpp
     except ImportError:
         return None
+    n_ctx = len(prompt) + NEW_TOKENS + 8
     llm = llama_cpp.Llama(
         str(gguf),
-        n_ctx=len(prompt) + NEW_TOKENS + 8,
+        n_ctx=n_ctx,
+        n_batch=n_ctx,  # its score rows are n_batch long when logits_all is off
         n_threads=threads,
         n_threads_batch=threads,
         verbose=False,
