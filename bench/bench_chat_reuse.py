@@ -116,6 +116,8 @@ def main() -> int:
     engine = Engine.load(args.model_dir, threads=args.threads)
     print(f"model {engine.spec.name}  path {engine.decode_path}  "
           f"{engine.provider_report.summary()}")
+    run_hearth(engine, 1, 4, reuse=False)  # warm-up: first-run costs out of turn 1
+    engine.decoder.cache.reset()
     with_reuse, prompts = run_hearth(engine, args.turns, args.reply, reuse=True)
     engine.decoder.cache.reset()
     without, _ = run_hearth(engine, args.turns, args.reply, reuse=False)
