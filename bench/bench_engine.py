@@ -6,7 +6,8 @@ Prints TTFT for prompts of about 32 / 256 / 1024 tokens, decode tokens/s over 12
 tokens (median of the runs), the per-token time spent outside ``session.run`` (host overhead)
 as a share of the step, and peak RSS. When onnxruntime-genai is installed and the folder has a
 genai_config.json, runs it on the same prompts with the same thread count (written into a
-temporary copy of genai_config.json) and prints our/its ratios. Never asserts on time.
+temporary copy of genai_config.json), in a process of its own, and prints our/its ratios.
+Never asserts on time.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -92,7 +94,7 @@ def bench_hearth(engine: Engine, lengths, runs: int, decode: int) -> dict:
     return results
 
 
-def bench_genai(model_dir: Path, engine: Engine, lengths, runs: int, decode: int,
+def bench_genai(model_dir: Path, prompts: dict[int, list[int]], runs: int, decode: int,
                 threads: int) -> dict | None:
     try:
         import onnxruntime_genai as og
@@ -111,8 +113,7 @@ def bench_genai(model_dir: Path, engine: Engine, lengths, runs: int, decode: int
         (workdir / "genai_config.json").write_text(json.dumps(config))
         model = og.Model(str(workdir))
         results = {}
-        for length in lengths:
-            ids = prompt_ids(engine, length)
+        for length, ids in prompts.items():
             ttfts, rates = [], []
             for _ in range(runs):
                 params = og.GeneratorParams(model)
@@ -137,6 +138,27 @@ def bench_genai(model_dir: Path, engine: Engine, lengths, runs: int, decode: int
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def genai_in_own_process(args: argparse.Namespace, prompts: dict[int, list[int]],
+                         threads: int) -> dict | None:
+    """Run the onnxruntime-genai side in a process of its own: two sessions in one process
+    do not run at the same speed (the one created first was measurably slower here)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(prompts, handle)
+    try:
+        out = subprocess.run(
+            [sys.executable, __file__, str(args.model_dir), "--genai-only", handle.name,
+             "--runs", str(args.runs), "--decode", str(args.decode), "--threads", str(threads)],
+            capture_output=True, text=True, check=False,
+        )
+    finally:
+        os.unlink(handle.name)
+    if out.returncode != 0:
+        print(f"(onnxruntime-genai run failed: {out.stderr.strip()[-300:]})")
+        return None
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return {int(k): v for k, v in result.items()} if result else None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model_dir", type=Path)
@@ -145,8 +167,14 @@ def main() -> int:
     parser.add_argument("--decode", type=int, default=128)
     parser.add_argument("--lengths", default="32,256,1024")
     parser.add_argument("--provider", default=None)
+    parser.add_argument("--genai-only", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     lengths = [int(x) for x in args.lengths.split(",")]
+    if args.genai_only:  # child process: onnxruntime-genai alone, prompts from a file
+        prompts = {int(k): v for k, v in json.loads(args.genai_only.read_text()).items()}
+        result = bench_genai(args.model_dir, prompts, args.runs, args.decode, args.threads)
+        print(json.dumps(result))
+        return 0
 
     before = peak_rss_mb()
     start = time.perf_counter()
@@ -158,7 +186,7 @@ def main() -> int:
           f"RSS after load {peak_rss_mb():.0f} MB (before {before:.0f} MB)")
     ours = bench_hearth(engine, lengths, args.runs, args.decode)
     print(f"peak RSS {peak_rss_mb():.0f} MB")
-    theirs = bench_genai(args.model_dir, engine, lengths, args.runs, args.decode, threads)
+    theirs = genai_in_own_process(args, {n: prompt_ids(engine, n) for n in lengths}, threads)
     header = f"{'prompt':>7} {'TTFT ms':>9} {'decode tok/s':>13} {'host overhead':>14}"
     if theirs:
         header += f" {'genai TTFT':>11} {'genai tok/s':>12} {'TTFT ratio':>11} {'tok/s ratio':>12}"
