@@ -20,7 +20,8 @@ class RefConfig:
     rope_base: float
     rms_eps: float
     rope_interleaved: bool  # llama: adjacent pairs; qwen2: halves (NeoX)
-    freq_factors: np.ndarray | None = None
+    freq_factors: np.ndarray | None = None  # Llama 3 rope scaling: per-frequency divisors
+    rope_scale_linear: float = 1.0  # linear rope scaling: positions are divided by this
 
 
 @dataclass
@@ -44,7 +45,7 @@ def rope(x: np.ndarray, positions: np.ndarray, cfg: RefConfig) -> np.ndarray:
     inv = 1.0 / cfg.rope_base ** (np.arange(0, d // 2) * 2.0 / d)
     if cfg.freq_factors is not None:
         inv = inv / cfg.freq_factors[: d // 2]
-    ang = positions[:, None] * inv[None, :]
+    ang = (positions[:, None] / cfg.rope_scale_linear) * inv[None, :]
     cos, sin = np.cos(ang), np.sin(ang)
     if cfg.rope_interleaved:
         a, b = x[..., 0::2], x[..., 1::2]

@@ -101,8 +101,7 @@ class GGUFFile:
         vocab = int(emb.shape[1])
         if tokens is not None and len(tokens) != vocab:
             vocab = max(vocab, len(tokens))
-        scale_type = self.get(a + "rope.scaling.type", "none")
-        linear = float(self.get(a + "rope.scaling.factor", 1.0)) if scale_type == "linear" else 1.0
+        linear = self._linear_rope_scale(a)
         if head_dim % 8:
             raise ConversionError(
                 f"{self.path.name}: head size {head_dim} is not a multiple of 8, which ONNX "
@@ -125,6 +124,24 @@ class GGUFFile:
             tied_embeddings="output.weight" not in self.tensors,
             qkv_bias="blk.0.attn_q.bias" in self.tensors,
         )
+
+    def _linear_rope_scale(self, a: str) -> float:
+        """The linear rope factor (positions are divided by it), read as llama.cpp does: a
+        missing ``rope.scaling.type`` means linear, the factor may sit under the old key
+        ``rope.scale_linear``, and a missing or zero factor means no scaling."""
+        kind = str(self.get(a + "rope.scaling.type", "linear"))
+        if kind == "none":
+            return 1.0
+        if kind != "linear":  # YaRN, LongRoPE…: converting as if unscaled would be wrong
+            raise ConversionError(
+                f"{self.path.name} uses '{kind}' rope scaling, which Hearth cannot convert "
+                "yet (supported: none, linear, Llama 3 frequency factors).",
+                hint="Use an ONNX build of this model from the catalog instead.",
+            )
+        factor = self.get(a + "rope.scaling.factor")
+        if factor is None:
+            factor = self.get(a + "rope.scale_linear")
+        return float(factor) if factor else 1.0
 
     # -- tensors ---------------------------------------------------------------------------
     def tensor(self, name: str) -> ReaderTensor:

@@ -7,7 +7,10 @@ Two vocabularies are supported, as llama.cpp names them in ``tokenizer.ggml.mode
 * ``llama``: SentencePiece BPE with scores, ``<0x..>`` byte fallback and the ▁ metaspace.
   Merges are derived from the scores the way Hugging Face's converter does.
 
-Control and user-defined tokens (token types 3 and 4) become special added tokens.
+Control and user-defined tokens (token types 3 and 4) become added tokens, matched whole in
+the text. Only control tokens are special (left out of decoded text): llama.cpp's converter
+writes a tokenizer's non-special added tokens (``<think>``, say) as user-defined, and their
+text belongs in the output.
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ def _added_tokens(tokens: list[str], types: list[int] | None) -> list[dict]:
                     "lstrip": False,
                     "rstrip": False,
                     "normalized": False,
-                    "special": True,
+                    "special": kind == TOKEN_CONTROL,
                 }
             )
     return out
