@@ -13,10 +13,7 @@ Never asserts on time.
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.engine.engine import Engine
 from app.engine.types import GenerationSettings, Message, SamplingSettings
+from bench.genai_peer import genai_model
 
 QUESTIONS = [
     "Tell me one fact about lighthouses and the people who kept them running at night.",
@@ -55,22 +53,11 @@ def run_hearth(engine: Engine, turns: int, reply: int, reuse: bool):
 
 def run_genai(model_dir: Path, prompts: list[list[int]], reply: int, threads: int,
               continue_generator: bool) -> list[float] | None:
-    try:
+    with genai_model(model_dir, threads) as model:
+        if model is None:
+            return None
         import onnxruntime_genai as og
-    except ImportError:
-        return None
-    if not (model_dir / "genai_config.json").exists():
-        return None
-    workdir = Path(tempfile.mkdtemp(prefix="hearth-genai-"))
-    try:
-        for item in model_dir.iterdir():
-            (workdir / item.name).symlink_to(item.resolve())
-        config = json.loads((model_dir / "genai_config.json").read_text())
-        config["model"]["decoder"].setdefault("session_options", {})[
-            "intra_op_num_threads"] = threads
-        (workdir / "genai_config.json").unlink()
-        (workdir / "genai_config.json").write_text(json.dumps(config))
-        model = og.Model(str(workdir))
+
         ttfts = []
         generator, held = None, []
         for prompt in prompts:
@@ -97,8 +84,6 @@ def run_genai(model_dir: Path, prompts: list[list[int]], reply: int, threads: in
                 generator.generate_next_token()
             held = list(generator.get_sequence(0))
         return ttfts
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def prompt_len_cap(prompt: list[int], reply: int) -> int:

@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.engine.engine import Engine
 from app.engine.types import GenerationSettings, SamplingSettings
+from bench.genai_peer import genai_model
 
 TEXT = (
     "The history of the lighthouse is a story of fire, glass and patience. Keepers trimmed "
@@ -96,22 +96,11 @@ def bench_hearth(engine: Engine, lengths, runs: int, decode: int) -> dict:
 
 def bench_genai(model_dir: Path, prompts: dict[int, list[int]], runs: int, decode: int,
                 threads: int) -> dict | None:
-    try:
+    with genai_model(model_dir, threads) as model:
+        if model is None:
+            return None
         import onnxruntime_genai as og
-    except ImportError:
-        return None
-    if not (model_dir / "genai_config.json").exists():
-        return None
-    workdir = Path(tempfile.mkdtemp(prefix="hearth-genai-"))
-    try:
-        for item in model_dir.iterdir():
-            (workdir / item.name).symlink_to(item.resolve())
-        config = json.loads((model_dir / "genai_config.json").read_text())
-        options = config["model"]["decoder"].setdefault("session_options", {})
-        options["intra_op_num_threads"] = threads
-        (workdir / "genai_config.json").unlink()
-        (workdir / "genai_config.json").write_text(json.dumps(config))
-        model = og.Model(str(workdir))
+
         results = {}
         for length, ids in prompts.items():
             ttfts, rates = [], []
@@ -134,8 +123,6 @@ def bench_genai(model_dir: Path, prompts: dict[int, list[int]], runs: int, decod
             results[length] = {"ttft_ms": statistics.median(ttfts),
                                "decode_tok_s": statistics.median(rates)}
         return results
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def genai_in_own_process(args: argparse.Namespace, prompts: dict[int, list[int]],
