@@ -141,15 +141,13 @@ class Engine:
     ) -> Iterator[GenerationChunk]:
         """Stream a continuation of raw token ids."""
         self._check_budget(len(prompt_ids), settings)
+        return self._stream(prompt_ids, settings, cancel, reuse)
+
+    def _stream(self, ids: Sequence[int], settings: GenerationSettings,
+                cancel: threading.Event | None, reuse: bool) -> Iterator[GenerationChunk]:
         return stream_generate(
-            self.decoder,
-            self.tokenizer,
-            prompt_ids,
-            settings,
-            eos_ids=self.eos_token_ids,
-            cancel=cancel,
-            reuse=reuse,
-            provider=self.provider_report.chosen,
+            self.decoder, self.tokenizer, ids, settings, eos_ids=self.eos_token_ids,
+            cancel=cancel, reuse=reuse, provider=self.provider_report.chosen,
         )
 
     def chat(
@@ -186,16 +184,7 @@ class Engine:
             ids = self.encode_chat(messages)
         if policy != "sliding_window":
             self._check_budget(len(ids), settings)
-        stream = stream_generate(
-            self.decoder,
-            self.tokenizer,
-            ids,
-            settings,
-            eos_ids=self.eos_token_ids,
-            cancel=cancel,
-            reuse=reuse,
-            provider=self.provider_report.chosen,
-        )
+        stream = self._stream(ids, settings, cancel, reuse)
         if dropped:
             note = f"left out the {dropped} oldest messages to fit the context"
         return _annotate(stream, dropped=dropped, note=note)
