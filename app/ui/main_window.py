@@ -153,6 +153,7 @@ class MainWindow(QMainWindow):
         self.bridge.message_shown.connect(self.banner.show_message)
         self.bridge.crash_reported.connect(self.on_crash)
         self.first_run.setup_requested.connect(self.on_setup_starter)
+        self.controller.conversation_opened.connect(self._update_page)
         for sig in (c.conversations.rowsMoved, c.conversations.rowsInserted):
             sig.connect(self._reselect)
         c.conversations.modelReset.connect(self._reselect)
@@ -224,9 +225,12 @@ class MainWindow(QMainWindow):
         self.refresh_models()
         self.controller.load_model(path)
 
-    def _update_page(self) -> None:
+    def _update_page(self, *_args: object) -> None:
+        """The welcome page only while there is no model and nothing to read: a chat with
+        messages stays readable even when no model is installed."""
         has_model = self.controller.model_info is not None or self.model_picker.count() > 0
-        self.stack.setCurrentIndex(CHAT_PAGE if has_model else WELCOME_PAGE)
+        has_messages = self.controller.chat_model.rowCount() > 0
+        self.stack.setCurrentIndex(CHAT_PAGE if has_model or has_messages else WELCOME_PAGE)
 
     # chat ---------------------------------------------------------------------------------
 

@@ -78,6 +78,23 @@ def test_first_run_panel_sets_up_starter(make_app, monkeypatch):
     assert app.rows()[1][2] == "complete"
 
 
+def test_old_chats_stay_readable_when_no_model_is_installed(make_app):
+    from app.storage.history import History
+
+    history = History()
+    conv = history.create_conversation()
+    history.add_message(conv.id, "user", "An old question")
+    history.add_message(conv.id, "assistant", "An old answer")
+    history.close()
+    app = make_app()
+    assert app.window.stack.currentIndex() == WELCOME_PAGE  # a new, empty chat
+    app.controller.open_conversation(conv.id)
+    assert app.window.stack.currentIndex() == CHAT_PAGE
+    assert [row[1] for row in app.rows()] == ["An old question", "An old answer"]
+    app.controller.new_conversation()
+    assert app.window.stack.currentIndex() == WELCOME_PAGE
+
+
 def test_first_run_without_starter_module_says_so(make_app, monkeypatch):
     monkeypatch.setitem(sys.modules, "app.models.starter", None)  # import fails
     app = make_app()
