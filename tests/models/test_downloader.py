@@ -126,13 +126,13 @@ def test_full_download_installs_a_verified_model_that_loads(hub, tmp_path):
 
 
 def test_downloaded_model_chats(hub, tmp_path):
-    engine_module = pytest.importorskip("app.engine.engine")  # until the engine has landed
+    from app.engine.engine import Engine
     from app.engine.types import GenerationSettings, Message, SamplingSettings
 
     folder = build_plain_kv_model(tmp_path / "tiny", variant_name="model_q4")
     repo = hub.add(FakeRepo.from_folder("test/tiny-chat", folder))
     model = make_downloader(hub).download(request(repo, "tiny-chat"))
-    engine = engine_module.Engine.load(model.path)
+    engine = Engine.load(model.path)
     try:
         settings = GenerationSettings(sampling=SamplingSettings(temperature=0.0), max_new_tokens=4)
         chunks = list(engine.chat([Message("user", "hello")], settings))
