@@ -21,6 +21,20 @@ from app.models.gguf.tokenizer_builder import build_tokenizer_config, build_toke
 from app.models.gguf.weights import PRECISIONS, WeightSource
 
 Progress = Callable[[float, str], None]
+# Gemma 3 GGUFs made from the base checkpoints carry no chat template; this is the turn format
+# of Google's instruction-tuned Gemma 3 (a system message is folded into the first user turn).
+GEMMA3_CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% if messages and messages[0]['role'] == 'system' %}"
+    "{% set first = messages[0]['content'] + '\n\n' %}{% set rest = messages[1:] %}"
+    "{% else %}{% set first = '' %}{% set rest = messages %}{% endif %}"
+    "{% for m in rest %}"
+    "{% set role = 'model' if m['role'] == 'assistant' else m['role'] %}"
+    "<start_of_turn>{{ role }}\n{{ (first if loop.first else '') + m['content'] | trim }}"
+    "<end_of_turn>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
 DISK_MARGIN = 32 << 20  # tokenizer files, graph proto, file system slack
 
 
@@ -41,6 +55,8 @@ def estimate_output_bytes(g: GGUFFile, weights: WeightSource) -> int:
     total = sum(weights.estimated_bytes(n) for n in names)
     total += p.vocab_size * p.hidden * (2 if weights.precision == "fp16" else 4)  # Gather table
     total += p.context_length * p.head_dim * 4  # cos + sin caches
+    if p.local_layers:  # Gemma 3: the local layers' own caches
+        total += p.context_length * p.head_dim * 4
     total += sum(int(t.n_elements) * 4 for t in g.tensors.values() if len(t.shape) == 1)
     return total
 
@@ -85,6 +101,8 @@ def convert_gguf(
     weights = WeightSource(g, precision, exact_offsets=exact_offsets)
     tokenizer = build_tokenizer_json(g)  # fails early on missing tokenizer metadata
     tok_config = build_tokenizer_config(g, g.params.context_length)
+    if g.params.arch == "gemma3" and not tok_config.get("chat_template"):
+        tok_config["chat_template"] = GEMMA3_CHAT_TEMPLATE
 
     dest.parent.mkdir(parents=True, exist_ok=True)
     need = estimate_output_bytes(g, weights) + DISK_MARGIN
@@ -179,13 +197,28 @@ def _write_folder(
         value = g.get(key)
         return None if value is None else int(value)
 
+    eos: int | list[int] | None = token_id("tokenizer.ggml.eos_token_id")
+    if p.arch == "gemma3":  # a chat reply ends with <end_of_turn>, not <eos>
+        eos = _gemma3_eos_ids(g, eos)
     write_json(
         folder / "genai_config.json",
         genai_config(
             p,
             bos_id=token_id("tokenizer.ggml.bos_token_id"),
-            eos_id=token_id("tokenizer.ggml.eos_token_id"),
+            eos_id=eos,
             pad_id=token_id("tokenizer.ggml.padding_token_id"),
         ),
     )
     report(0.97, "hashing files")
+
+
+def _gemma3_eos_ids(g: GGUFFile, eos: int | None) -> list[int]:
+    """<eos> plus the end-of-turn token (the GGUF's eot id, else ``<end_of_turn>``)."""
+    ids = [] if eos is None else [eos]
+    eot = g.get("tokenizer.ggml.eot_token_id")
+    if eot is None:
+        tokens = g.get("tokenizer.ggml.tokens") or []
+        eot = next((j for j, t in enumerate(tokens) if t == "<end_of_turn>"), None)
+    if eot is not None and int(eot) not in ids:
+        ids.append(int(eot))
+    return ids

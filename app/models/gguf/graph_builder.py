@@ -26,6 +26,7 @@ so peak memory stays near one tensor plus the graph.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -286,13 +287,19 @@ class GraphBuilder:
         # weight's block-offset term is one Gemm that also adds the codes' result
         rows = self._const("const.rows_shape", np.array([-1, p.hidden], np.int64))
         (x,) = self._node("Reshape", [x, rows], ["embed/rows"], "embed/rows")
+        if p.embed_scale != 1.0:
+            scale = self._const("const.embed_scale", np.array(p.embed_scale, np.float32))
+            (x,) = self._node("Mul", [x, scale], ["embed/scaled"], "embed/scale")
+        layer = self._gemma3_layer if p.arch == "gemma3" else self._layer
         residual, delta = x, None
         for i in range(p.n_layers):
-            residual, delta = self._layer(i, residual, delta)
+            residual, delta = layer(i, residual, delta)
             self.progress((i + 1) / (p.n_layers + 1), f"layer {i + 1}/{p.n_layers}")
         normed, _ = self._norm(residual, delta, self.w.vector("output_norm.weight"), "final_norm")
         head = "output" if "output.weight" in self.w.g.tensors else "token_embd"
         head_out = self._matmul(normed, self.w.linear(head + ".weight"), "lm_head")
+        if p.final_logit_softcap:
+            head_out = self._softcap(head_out, p.final_logit_softcap)
         logits_shape = self._const("const.logits_shape", np.array([-1, 1, p.vocab_size], np.int64))
         self._node("Reshape", [head_out, logits_shape], ["logits"], "logits")
         self.progress(1.0, "output layer")
@@ -319,6 +326,13 @@ class GraphBuilder:
         cos, sin = rope_caches(self.p, self.w.g.rope_freq_factors())
         self._init("cos_cache", cos)
         self._init("sin_cache", sin)
+        if self.p.local_layers:  # local layers: their own base, never scaled
+            local = dataclasses.replace(
+                self.p, rope_base=self.p.rope_base_local, rope_scale_linear=1.0
+            )
+            cos, sin = rope_caches(local, None)
+            self._init("cos_cache_local", cos)
+            self._init("sin_cache_local", sin)
         minus_one = self._const("const.minus_one", np.array([-1], np.int64))
         self._node("Shape", ["input_ids"], ["ids/shape"], "ids/shape")
         self._node("Concat", ["ids/shape", minus_one], ["shape3d"], "shape3d", axis=0)
@@ -407,6 +421,96 @@ class GraphBuilder:
         self._node("Mul", [f"{name}.mlp/silu", up], [f"{name}.mlp/act"], f"{name}.mlp/act")
         down = self._linear(f"{name}.mlp/act", f"{pre}.ffn_down", f"{name}.mlp.down_proj")
         return residual, down
+
+    def _gemma3_layer(self, i: int, residual: str, delta: str | None) -> tuple[str, str]:
+        """A Gemma 3 block: sandwich norms around attention and MLP, per-head q/k RMSNorm
+        before rotary, GELU (tanh) gated MLP, and a sliding window on local layers."""
+        p, pre = self.p, f"blk.{i}"
+        name = f"layers.{i}"
+        h, residual = self._norm(
+            residual, delta, self.w.vector(f"{pre}.attn_norm.weight"), f"{name}.input_norm"
+        )
+        _, (q, k, v) = self._fused_linear(
+            h,
+            [(f"{pre}.attn_{t}", f"{name}.attn.{t}_proj") for t in ("q", "k", "v")],
+            f"{name}.attn.qkv_proj",
+        )
+        q = self._head_norm(q, self.w.vector(f"{pre}.attn_q_norm.weight"), f"{name}.attn.q_norm")
+        k = self._head_norm(k, self.w.vector(f"{pre}.attn_k_norm.weight"), f"{name}.attn.k_norm")
+        local = i in p.local_layers
+        suffix = "_local" if local else ""
+        # ORT's local_window_size counts the keys a query sees, its own included, as Gemma's
+        # window does (checked against the reference on CPU for windows 1, 4, 8 and 16)
+        window = {"local_window_size": p.sliding_window} if local else {}
+        attn = f"{name}.attn/out"
+        self._node(
+            "GroupQueryAttention",
+            [
+                self._to_3d(q),
+                self._to_3d(k),
+                self._to_3d(v),
+                f"past_key_values.{i}.key",
+                f"past_key_values.{i}.value",
+                "seqlens_k",
+                "total_seq_len",
+                f"cos_cache{suffix}",
+                f"sin_cache{suffix}",
+            ],
+            [attn, f"present.{i}.key", f"present.{i}.value"],
+            f"{name}.attn",
+            MS,
+            num_heads=p.n_heads,
+            kv_num_heads=p.n_kv_heads,
+            do_rotary=1,
+            rotary_interleaved=int(p.rope_interleaved),
+            scale=p.attn_scale or float(1.0 / np.sqrt(p.head_dim)),
+            **window,
+        )
+        if i == p.n_layers - 1:  # only the last position is needed from here on
+            attn = self._last_position(attn, f"{name}.attn/last")
+            residual = self._last_position(self._to_3d(residual), f"{name}.residual/last")
+            residual = self._to_rows(residual)
+        # heads·head_dim may differ from hidden (Gemma 3 270M: 4·256 vs 640)
+        attn_rows = "const.attn_rows_shape"
+        if not self._has_init(attn_rows):
+            self._const(attn_rows, np.array([-1, p.n_heads * p.head_dim], np.int64))
+        (attn,) = self._node("Reshape", [attn, attn_rows], [f"{attn}/rows"], f"{attn}/rows")
+        o = self._linear(attn, f"{pre}.attn_output", f"{name}.attn.o_proj")
+        o, _ = self._norm(
+            o, None, self.w.vector(f"{pre}.post_attention_norm.weight"), f"{name}.attn_post_norm"
+        )
+        h2, residual = self._norm(
+            residual, o, self.w.vector(f"{pre}.ffn_norm.weight"), f"{name}.pre_ffn_norm"
+        )
+        _, (gate, up) = self._fused_linear(
+            h2,
+            [(f"{pre}.ffn_{t}", f"{name}.mlp.{t}_proj") for t in ("gate", "up")],
+            f"{name}.mlp.gate_up_proj",
+        )
+        # com.microsoft FastGelu is GELU's tanh approximation (gelu_pytorch_tanh)
+        self._node("FastGelu", [gate], [f"{name}.mlp/gelu"], f"{name}.mlp/gelu", MS)
+        self._node("Mul", [f"{name}.mlp/gelu", up], [f"{name}.mlp/act"], f"{name}.mlp/act")
+        down = self._linear(f"{name}.mlp/act", f"{pre}.ffn_down", f"{name}.mlp.down_proj")
+        down, _ = self._norm(
+            down, None, self.w.vector(f"{pre}.post_ffw_norm.weight"), f"{name}.ffn_post_norm"
+        )
+        return residual, down
+
+    def _head_norm(self, x: str, gamma: np.ndarray, name: str) -> str:
+        """RMSNorm over each head of rows [M, heads·head_dim] (Gemma 3's q_norm/k_norm)."""
+        heads = self._const(f"{name}.heads_shape", np.array([-1, self.p.head_dim], np.int64))
+        (flat,) = self._node("Reshape", [x, heads], [f"{name}/heads"], f"{name}/heads")
+        normed, _ = self._norm(flat, None, gamma, name)
+        self._node("Shape", [x], [f"{name}/shape"], f"{name}/shape")
+        (out,) = self._node("Reshape", [normed, f"{name}/shape"], [f"{name}/rows"], f"{name}/rows")
+        return out
+
+    def _softcap(self, x: str, cap: float) -> str:
+        c = self._const("const.softcap", np.array(cap, np.float32))
+        self._node("Div", [x, c], ["softcap/div"], "softcap/div")
+        self._node("Tanh", ["softcap/div"], ["softcap/tanh"], "softcap/tanh")
+        self._node("Mul", ["softcap/tanh", c], ["softcap/out"], "softcap/mul")
+        return "softcap/out"
 
     def _to_3d(self, x: str) -> str:
         """Rows [batch·seq, n] → [batch, seq, n] (a view)."""

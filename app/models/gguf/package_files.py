@@ -11,9 +11,14 @@ from app.models.gguf.reader import ModelParams
 
 
 def genai_config(
-    p: ModelParams, *, bos_id: int | None, eos_id: int | None, pad_id: int | None
+    p: ModelParams,
+    *,
+    bos_id: int | None,
+    eos_id: int | list[int] | None,
+    pad_id: int | None,
 ) -> dict:
-    """onnxruntime-genai's genai_config.json for the decoder graph."""
+    """onnxruntime-genai's genai_config.json for the decoder graph (``eos_id`` may list
+    several ids, as genai allows)."""
     return {
         "model": {
             "bos_token_id": bos_id,
@@ -39,7 +44,7 @@ def genai_config(
                 "num_key_value_heads": p.n_kv_heads,
             },
             "eos_token_id": eos_id,
-            "pad_token_id": pad_id if pad_id is not None else eos_id,
+            "pad_token_id": pad_id if pad_id is not None else _first(eos_id),
             "type": p.arch,
             "vocab_size": p.vocab_size,
         },
@@ -60,6 +65,10 @@ def genai_config(
             "top_p": 1.0,
         },
     }
+
+
+def _first(ids: int | list[int] | None) -> int | None:
+    return ids[0] if isinstance(ids, list) else ids
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:

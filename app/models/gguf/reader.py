@@ -13,10 +13,14 @@ from gguf import quants as gguf_quants
 from app.errors import ConversionError
 
 GGUF_MAGIC = b"GGUF"
-SUPPORTED_ARCHITECTURES = ("llama", "qwen2")
+SUPPORTED_ARCHITECTURES = ("llama", "qwen2", "gemma3")
 # llama.cpp rotates adjacent pairs for llama (its converter permutes Q/K rows) and halves
-# (NeoX style) for qwen2.
-INTERLEAVED_ROPE = {"llama": True, "qwen2": False}
+# (NeoX style) for qwen2 and gemma3.
+INTERLEAVED_ROPE = {"llama": True, "qwen2": False, "gemma3": False}
+# Gemma 3, as llama.cpp runs it: every 6th layer (5, 11, …) is global, the others attend to a
+# sliding window with their own rope base; the GGUF's rope base and scaling are the global ones.
+GEMMA3_SWA_PATTERN = 6
+GEMMA3_LOCAL_ROPE_BASE = 10000.0
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,13 @@ class ModelParams:
     rope_scale_linear: float = 1.0  # positions are divided by this
     tied_embeddings: bool = False
     qkv_bias: bool = False
+    # Gemma 3 (defaults leave llama/qwen2 untouched)
+    sliding_window: int = 0  # keys a local layer sees, its own position included
+    local_layers: tuple[int, ...] = ()  # layers that use the window and the local rope base
+    rope_base_local: float = GEMMA3_LOCAL_ROPE_BASE
+    attn_scale: float = 0.0  # 0: 1/sqrt(head_dim)
+    embed_scale: float = 1.0  # token embeddings are multiplied by this
+    final_logit_softcap: float = 0.0  # 0: none; else logits = c·tanh(logits / c)
 
 
 class GGUFFile:
@@ -107,6 +118,7 @@ class GGUFFile:
                 f"{self.path.name}: head size {head_dim} is not a multiple of 8, which ONNX "
                 "Runtime's attention kernel needs."
             )
+        extra = self._gemma3_params(a, hidden, n_heads, head_dim) if arch == "gemma3" else {}
         return ModelParams(
             arch=arch,
             n_layers=int(self._require(a + "block_count")),
@@ -123,7 +135,28 @@ class GGUFFile:
             rope_scale_linear=linear,
             tied_embeddings="output.weight" not in self.tensors,
             qkv_bias="blk.0.attn_q.bias" in self.tensors,
+            **extra,
         )
+
+    def _gemma3_params(self, a: str, hidden: int, n_heads: int, head_dim: int) -> dict:
+        """Gemma 3's extra hyper-parameters, read as llama.cpp reads them: the window from
+        ``attention.sliding_window`` (required), the layer pattern and local rope base fixed,
+        the attention scale 1/sqrt(head_dim) (1/sqrt(hidden/heads) for the 62-layer 27B),
+        the norms' weights stored with Gemma's +1 already added by llama.cpp's converter."""
+        n_layers = int(self._require(a + "block_count"))
+        window = int(self._require(a + "attention.sliding_window"))
+        if window <= 0:
+            raise ConversionError(f"{self.path.name} has a sliding window of {window} tokens.")
+        local = tuple(i for i in range(n_layers) if i % GEMMA3_SWA_PATTERN < GEMMA3_SWA_PATTERN - 1)
+        scale_dim = hidden // n_heads if n_layers == 62 else head_dim
+        return {
+            "sliding_window": window,
+            "local_layers": local,
+            "rope_base_local": GEMMA3_LOCAL_ROPE_BASE,
+            "attn_scale": float(1.0 / np.sqrt(scale_dim)),
+            "embed_scale": float(np.sqrt(np.float32(hidden))),
+            "final_logit_softcap": float(self.get(a + "final_logit_softcapping", 0.0) or 0.0),
+        }
 
     def _linear_rope_scale(self, a: str) -> float:
         """The linear rope factor (positions are divided by it), read as llama.cpp does: a
