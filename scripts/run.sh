@@ -5,7 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e .
 bash scripts/fetch-starter.sh
 .venv/bin/hearth setup-starter

@@ -4,7 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
 bash scripts/fetch-starter.sh  # starter-model tests skip (with a reason) when it is missing
 export QT_QPA_PLATFORM=offscreen
