@@ -53,7 +53,7 @@ def estimate_output_bytes(g: GGUFFile, weights: WeightSource) -> int:
     ]
     names.append("output.weight" if "output.weight" in g.tensors else "token_embd.weight")
     total = sum(weights.estimated_bytes(n) for n in names)
-    total += p.vocab_size * p.hidden * (2 if weights.precision == "fp16" else 4)  # Gather table
+    total += weights.estimated_embedding_bytes()  # the lookup table
     total += p.context_length * p.head_dim * 4  # cos + sin caches
     if p.local_layers:  # Gemma 3: the local layers' own caches
         total += p.context_length * p.head_dim * 4

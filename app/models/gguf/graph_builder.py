@@ -116,6 +116,9 @@ class GraphBuilder:
         self.inits: list[TensorProto] = []
         self._block_sums: dict[tuple[str, int], str] = {}
         self._init_names: set[str] = set()
+        # the quantized token table and its (qweight, scales) initializers: a tied output
+        # layer gets the same object from the WeightSource and reuses them
+        self._embed_nbits: tuple[NBitsWeight, tuple[str, str]] | None = None
 
     # -- helpers ---------------------------------------------------------------------------
     def _init(self, name: str, array: np.ndarray) -> str:
@@ -137,11 +140,7 @@ class GraphBuilder:
     def _matmul(self, x: str, weight: Linear, name: str) -> str:
         out = f"{name}/out"
         if isinstance(weight, NBitsWeight):
-            inputs = [
-                x,
-                self._init(f"{name}.qweight", weight.packed),
-                self._init(f"{name}.scales", weight.scales.reshape(-1)),
-            ]
+            inputs = [x, *self._nbits_blocks(weight, name)]
             if weight.zero_points is not None:
                 inputs.append(self._init(f"{name}.qzeros", weight.zero_points.reshape(-1)))
             main = out if weight.offsets is None else f"{name}/codes"
@@ -169,6 +168,49 @@ class GraphBuilder:
             )
         self._node("MatMul", [x, w_t], [out], name)
         return out
+
+    def _nbits_blocks(self, weight: NBitsWeight, name: str) -> tuple[str, str]:
+        """(qweight [N, k_blocks, blob] uint8, scales [N·k_blocks]) initializers; the token
+        table's are written once and shared."""
+        if self._embed_nbits is not None and weight is self._embed_nbits[0]:
+            return self._embed_nbits[1]
+        return (
+            self._init(f"{name}.qweight", weight.packed),
+            self._init(f"{name}.scales", weight.scales.reshape(-1)),
+        )
+
+    def _embed(self) -> str:
+        """The token lookup → [batch, seq, ...] float32 (rows reshaped by the caller).
+
+        A quantized table is read by GatherBlockQuantized straight from MatMulNBits-layout
+        blocks: data [vocab, k_blocks, blob] with quantize_axis 2 (one block per innermost
+        row), so the tied output layer's MatMulNBits shares the same initializer; only the
+        scales need a Reshape to [vocab, k_blocks, 1] (the rank the op wants)."""
+        table = self.w.embedding()
+        if isinstance(table, NBitsWeight):
+            qweight, scales = self._nbits_blocks(table, "model.embed_tokens")
+            self._embed_nbits = (table, (qweight, scales))
+            shape = self._const(
+                "const.embed_scales_shape",
+                np.array([table.n, table.k // table.block_size, 1], np.int64),
+            )
+            self._node("Reshape", [scales, shape], ["embed/scales"], "embed/scales")
+            return self._node(
+                "GatherBlockQuantized",
+                [qweight, "input_ids", "embed/scales"],
+                ["embed/out"],
+                "embed",
+                MS,
+                bits=table.bits,
+                block_size=table.block_size,
+                gather_axis=0,
+                quantize_axis=2,
+            )[0]
+        emb = self._init("model.embed_tokens.weight", table)
+        (x,) = self._node("Gather", [emb, "input_ids"], ["embed/out"], "embed")
+        if table.dtype == np.float16:
+            (x,) = self._node("Cast", [x], ["embed/fp32"], "embed/cast", to=TensorProto.FLOAT)
+        return x
 
     def _block_sum(self, x: str, k: int, block_size: int) -> str:
         """Sums of ``x`` [M, K] over each run of ``block_size`` inputs → [M, K/block_size]
@@ -277,12 +319,7 @@ class GraphBuilder:
                 )
 
         self._attention_inputs()
-        table = self.w.embedding()
-        emb = self._init("model.embed_tokens.weight", table)
-        (x,) = self._node("Gather", [emb, "input_ids"], ["embed/out"], "embed")
-        if table.dtype == np.float16:
-            (x,) = self._node("Cast", [x], ["embed/fp32"], "embed/cast", to=TensorProto.FLOAT)
-        del table
+        x = self._embed()
         # the hidden stream runs as rows [batch·seq, hidden]: every matmul is 2-D, so a
         # weight's block-offset term is one Gemm that also adds the codes' result
         rows = self._const("const.rows_shape", np.array([-1, p.hidden], np.int64))

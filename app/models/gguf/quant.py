@@ -38,6 +38,11 @@ from gguf import quants
 FLOAT_TYPES = (Q.F32, Q.F16, Q.BF16)
 # types carried over as MatMulNBits blocks; everything else is dequantized to float
 NBITS_TYPES = (Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.Q4_K, Q.Q5_K, Q.Q6_K)
+# types whose blocks map exactly, without zero points or offsets, to MatMulNBits blocks of a
+# power-of-two size ≥ 16: ``com.microsoft.GatherBlockQuantized`` reads those very blocks for
+# the token lookup (uint8 data, gather_axis 0, quantize_axis last, default zero point
+# 2**(bits−1), as in MatMulNBits). Other types keep a float lookup table.
+GATHER_TYPES = (Q.Q4_0, Q.Q5_0, Q.Q8_0, Q.Q6_K)
 QK_K = 256
 
 

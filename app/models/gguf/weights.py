@@ -47,6 +47,7 @@ class WeightSource:
         self.precision = precision
         self.exact_offsets = exact_offsets  # Q4_1/Q4_K as exact 4-bit + offsets (see quant)
         self.stats = ConversionStats()
+        self._embedding_nbits: NBitsWeight | None = None  # shared by lookup and tied head
         for t in g.tensors.values():
             _check_type(g, t)
 
@@ -54,6 +55,9 @@ class WeightSource:
         t = self.g.tensor(name)
         n, k = matrix_shape(t)
         qtype = t.tensor_type
+        if name == "token_embd.weight" and self._embedding_nbits is not None:
+            self.stats.count(f"{qtype.name}->nbits{self._embedding_nbits.bits}")
+            return self._embedding_nbits  # the very blocks the lookup reads (tied head)
         if self.precision == "native" and qtype in quant.NBITS_TYPES:
             w = quant.to_nbits(t.data, qtype, n, k, exact_offsets=self.exact_offsets)
             if not w.exact:
@@ -78,12 +82,33 @@ class WeightSource:
     def optional_vector(self, name: str) -> np.ndarray | None:
         return self.vector(name) if name in self.g.tensors else None
 
-    def embedding(self) -> np.ndarray:
-        """The token table for Gather: float32 (float16 at fp16 precision), [vocab, hidden]."""
+    def quantized_embedding(self) -> bool:
+        """Whether ``embedding`` keeps the file's blocks (read by GatherBlockQuantized)."""
+        return (
+            self.precision == "native"
+            and self.g.tensor("token_embd.weight").tensor_type in quant.GATHER_TYPES
+        )
+
+    def embedding(self) -> Linear:
+        """The token table [vocab, hidden]: the GGUF's own blocks as an exact ``NBitsWeight``
+        when GatherBlockQuantized can read them (see ``quant.GATHER_TYPES``; a tied output
+        layer then gets the same object from ``linear``), else float32 (float16 at fp16)."""
         t = self.g.tensor("token_embd.weight")
         n, k = matrix_shape(t)
+        if self.quantized_embedding():
+            self._embedding_nbits = quant.to_nbits(t.data, t.tensor_type, n, k)
+            return self._embedding_nbits
         dense = quant.dequantize(t.data, t.tensor_type, n, k)
         return dense.astype(np.float16) if self.precision == "fp16" else dense
+
+    def estimated_embedding_bytes(self) -> int:
+        """Output bytes of the lookup table beyond what a tied output layer already stores."""
+        t = self.g.tensor("token_embd.weight")
+        n, k = matrix_shape(t)
+        if self.quantized_embedding():
+            tied = "output.weight" not in self.g.tensors
+            return 0 if tied else quant.nbits_size(t.tensor_type, n, k)
+        return n * k * (2 if self.precision == "fp16" else 4)
 
     def estimated_bytes(self, name: str) -> int:
         """Output bytes of ``linear(name)`` without converting it."""
