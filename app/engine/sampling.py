@@ -151,13 +151,15 @@ class Sampler:
         self._seen_array = np.zeros(0, dtype=np.int64)
         self._synced = 0  # how many history tokens are counted
         self._last = -1  # history[_synced - 1], to notice a replaced history
+        self._checked: np.ndarray | None = None  # the array _argmax belongs to
+        self._argmax = -1
 
     # -- public -------------------------------------------------------------------------
 
     def __call__(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
         x = self._prepare(logits, history)
         if self.settings.greedy:
-            return int(np.argmax(x))
+            return self._argmax if x is self._checked else int(np.argmax(x))
         ids, probs = self._candidates(x)
         if ids.size == 1:
             return int(ids[0])
@@ -182,9 +184,11 @@ class Sampler:
             if x.size != x.shape[-1]:
                 raise ValueError(f"expected one row of logits, got shape {x.shape}")
             x = x.reshape(-1)
-        top = x.max()
-        if not np.isfinite(top):
+        # argmax finds NaN too (it wins), so one pass both checks and serves greedy decoding.
+        self._argmax = int(np.argmax(x))
+        if not np.isfinite(x[self._argmax]):
             raise ValueError("the logits contain NaN or are all -inf/+inf")
+        self._checked = x
         if not self._penalized:
             return x
         self._sync(history, x.size)
