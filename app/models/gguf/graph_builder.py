@@ -418,27 +418,7 @@ class GraphBuilder:
         q_k_v = [self._to_3d(t) for t in ([qkv] if qkv is not None else parts)]
         if qkv is not None:
             q_k_v += ["", ""]
-        attn = f"{name}.attn/out"
-        self._node(
-            "GroupQueryAttention",
-            [
-                *q_k_v,
-                f"past_key_values.{i}.key",
-                f"past_key_values.{i}.value",
-                "seqlens_k",
-                "total_seq_len",
-                "cos_cache",
-                "sin_cache",
-            ],
-            [attn, f"present.{i}.key", f"present.{i}.value"],
-            f"{name}.attn",
-            MS,
-            num_heads=p.n_heads,
-            kv_num_heads=p.n_kv_heads,
-            do_rotary=1,
-            rotary_interleaved=int(p.rope_interleaved),
-            scale=float(1.0 / np.sqrt(p.head_dim)),
-        )
+        attn = self._group_query_attention(q_k_v, i, name)
         if i == p.n_layers - 1:  # only the last position is needed from here on
             attn = self._last_position(attn, f"{name}.attn/last")
             residual = self._last_position(self._to_3d(residual), f"{name}.residual/last")
@@ -458,6 +438,37 @@ class GraphBuilder:
         self._node("Mul", [f"{name}.mlp/silu", up], [f"{name}.mlp/act"], f"{name}.mlp/act")
         down = self._linear(f"{name}.mlp/act", f"{pre}.ffn_down", f"{name}.mlp.down_proj")
         return residual, down
+
+    def _group_query_attention(self, q_k_v: list[str], i: int, name: str, *,
+                               rope_suffix: str = "", scale: float | None = None,
+                               **attributes) -> str:
+        """Layer ``i``'s GroupQueryAttention over the shared KV buffers; returns its output.
+
+        ``q_k_v`` is [q, k, v] or a packed [qkv, "", ""]."""
+        p = self.p
+        out = f"{name}.attn/out"
+        self._node(
+            "GroupQueryAttention",
+            [
+                *q_k_v,
+                f"past_key_values.{i}.key",
+                f"past_key_values.{i}.value",
+                "seqlens_k",
+                "total_seq_len",
+                f"cos_cache{rope_suffix}",
+                f"sin_cache{rope_suffix}",
+            ],
+            [out, f"present.{i}.key", f"present.{i}.value"],
+            f"{name}.attn",
+            MS,
+            num_heads=p.n_heads,
+            kv_num_heads=p.n_kv_heads,
+            do_rotary=1,
+            rotary_interleaved=int(p.rope_interleaved),
+            scale=scale or float(1.0 / np.sqrt(p.head_dim)),
+            **attributes,
+        )
+        return out
 
     def _gemma3_layer(self, i: int, residual: str, delta: str | None) -> tuple[str, str]:
         """A Gemma 3 block: sandwich norms around attention and MLP, per-head q/k RMSNorm
@@ -479,29 +490,9 @@ class GraphBuilder:
         # ORT's local_window_size counts the keys a query sees, its own included, as Gemma's
         # window does (checked against the reference on CPU for windows 1, 4, 8 and 16)
         window = {"local_window_size": p.sliding_window} if local else {}
-        attn = f"{name}.attn/out"
-        self._node(
-            "GroupQueryAttention",
-            [
-                self._to_3d(q),
-                self._to_3d(k),
-                self._to_3d(v),
-                f"past_key_values.{i}.key",
-                f"past_key_values.{i}.value",
-                "seqlens_k",
-                "total_seq_len",
-                f"cos_cache{suffix}",
-                f"sin_cache{suffix}",
-            ],
-            [attn, f"present.{i}.key", f"present.{i}.value"],
-            f"{name}.attn",
-            MS,
-            num_heads=p.n_heads,
-            kv_num_heads=p.n_kv_heads,
-            do_rotary=1,
-            rotary_interleaved=int(p.rope_interleaved),
-            scale=p.attn_scale or float(1.0 / np.sqrt(p.head_dim)),
-            **window,
+        attn = self._group_query_attention(
+            [self._to_3d(q), self._to_3d(k), self._to_3d(v)], i, name,
+            rope_suffix=suffix, scale=p.attn_scale, **window,
         )
         if i == p.n_layers - 1:  # only the last position is needed from here on
             attn = self._last_position(attn, f"{name}.attn/last")
