@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 from gguf import GGMLQuantizationType as Q
-from gguf import GGUFWriter, quants
+from gguf import GGUFWriter
 
-from tests.models.tiny_gguf import MERGES, encode, gpt2_vocab
+from tests.models.tiny_gguf import MERGES, add_random_tensor, gpt2_vocab
 
 HIDDEN, FFN, HEADS, KV_HEADS, HEAD_DIM, LAYERS, WINDOW = 64, 128, 4, 2, 16, 7, 8
 ROPE_BASE = 1e6
@@ -70,20 +70,7 @@ def write_tiny_gemma3(
     weights: dict[str, np.ndarray] = {}
 
     def put(name: str, shape: tuple[int, ...], qt: Q, scale: float = 0.1, offset=0.0) -> None:
-        data = (rng.standard_normal(shape) * scale + offset).astype(np.float32)
-        if len(shape) == 1 or qt == Q.F32:
-            raw = data
-            weights[name] = data
-        elif qt == Q.F16:
-            raw = data.astype(np.float16)
-            weights[name] = raw.astype(np.float32)
-        else:
-            raw = encode(data, qt, rng)
-            weights[name] = quants.dequantize(raw, qt).reshape(shape).astype(np.float32)
-        if raw.dtype == np.uint8:
-            w.add_tensor(name, raw, raw_dtype=qt)
-        else:
-            w.add_tensor(name, raw)
+        add_random_tensor(w, weights, rng, name, shape, qt, scale=scale, offset=offset)
 
     put("token_embd.weight", (vocab, hidden), qtype, scale=0.05)
     for i in range(LAYERS):

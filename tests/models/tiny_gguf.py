@@ -65,6 +65,27 @@ def encode(w: np.ndarray, qtype: Q, rng: np.random.Generator) -> np.ndarray:
     return quants.quantize(w.astype(np.float32), qtype)
 
 
+def add_random_tensor(
+    w: GGUFWriter, weights: dict[str, np.ndarray], rng: np.random.Generator, name: str,
+    shape: tuple[int, ...], qt: Q, *, scale: float = 0.05, offset: float = 0.0,
+) -> None:
+    """Write a random tensor of type ``qt``; ``weights[name]`` gets what it dequantizes to."""
+    data = (rng.standard_normal(shape) * scale + offset).astype(np.float32)
+    if len(shape) == 1 or qt == Q.F32:
+        raw = data
+        weights[name] = data
+    elif qt == Q.F16:
+        raw = data.astype(np.float16)
+        weights[name] = raw.astype(np.float32)
+    else:
+        raw = encode(data, qt, rng)
+        weights[name] = quants.dequantize(raw, qt).reshape(shape).astype(np.float32)
+    if raw.dtype == np.uint8:
+        w.add_tensor(name, raw, raw_dtype=qt)
+    else:
+        w.add_tensor(name, raw)
+
+
 def write_tiny_gguf(
     path: Path,
     *,
@@ -113,20 +134,7 @@ def write_tiny_gguf(
     def put(
         name: str, shape: tuple[int, ...], qt: Q, scale: float = 0.05, offset: float = 0.0
     ) -> None:
-        data = (rng.standard_normal(shape) * scale + offset).astype(np.float32)
-        if len(shape) == 1 or qt == Q.F32:
-            raw = data
-            weights[name] = data
-        elif qt == Q.F16:
-            raw = data.astype(np.float16)
-            weights[name] = raw.astype(np.float32)
-        else:
-            raw = encode(data, qt, rng)
-            weights[name] = quants.dequantize(raw, qt).reshape(shape).astype(np.float32)
-        if raw.dtype == np.uint8:
-            w.add_tensor(name, raw, raw_dtype=qt)
-        else:
-            w.add_tensor(name, raw)
+        add_random_tensor(w, weights, rng, name, shape, qt, scale=scale, offset=offset)
 
     put("token_embd.weight", (vocab, HIDDEN), embd_type or qtype, scale=0.5)
     for i in range(LAYERS):
