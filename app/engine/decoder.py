@@ -57,12 +57,20 @@ class Decoder:
         self.prefill_chunk = max(16, min(MAX_PREFILL_CHUNK, prefill_chunk))
         self._mask = np.ones((1, context_length + MAX_PREFILL_CHUNK), dtype=np.int64)
         self._positions = np.arange(context_length + MAX_PREFILL_CHUNK, dtype=np.int64)[None, :]
+        # A decode step's one input id lives in this array; ORT reads it in place, so a step
+        # writes the id and binds nothing new.
+        self._step_id = np.zeros((1, 1), dtype=np.int64)
+        self._step_id_value = ort.OrtValue.ortvalue_from_numpy(self._step_id)
+        self._step_id_bound = False
         self._logits_dtype = _NP_LOGITS.get(graph.logits_dtype, np.float32)
         self._step_logits: np.ndarray | None = None
         self._step_logits_value: ort.OrtValue | None = None
         self._io = session.io_binding()
         self._io_owner: KVCache | None = None  # the cache whose tensors ``_io`` holds
         self._logits_bound = False
+        # The shared-buffer cache whose last step left ``_io`` ready for the next one-token
+        # step as it is (see ``step``); None when ``_run``'s full path is needed.
+        self._steady: SharedBufferCache | None = None
         self.cache: KVCache = self.new_cache()
 
     @property
@@ -109,6 +117,28 @@ class Decoder:
             logits = self._run(list(ids[start : start + chunk]))
         return logits
 
+    def step(self, token: int) -> np.ndarray:
+        """Feed one generated token; return the next position's logits.
+
+        The decode loop's hot path. Right after a one-token step on a shared-buffer cache
+        everything stays bound (KV buffers, the step's id array, the logits buffer): the
+        step writes the id, rebinds the attention mask (and position ids) and runs. Anything
+        else goes through ``feed``. Per step the interpreter runs with caches the model's
+        weights have just flushed, so every line here costs.
+        """
+        cache = self._steady
+        if cache is not None and cache is self.cache and len(cache.tokens) < cache.bound_capacity:
+            total = len(cache.tokens) + 1  # <= capacity <= context length
+            self._step_id[0, 0] = token
+            io, graph = self._io, self.graph
+            io.bind_cpu_input(graph.attention_mask, self._mask[:, :total])
+            if graph.position_ids:
+                io.bind_cpu_input(graph.position_ids, self._positions[:, total - 1 : total])
+            self.session.run_with_iobinding(io)
+            cache.tokens.append(token)
+            return self._step_logits[0, -1].astype(np.float32, copy=False)
+        return self.feed([token])
+
     def _logits_target(self, rows: int) -> ort.OrtValue | None:
         """A reusable buffer for single-row logits, so decode steps allocate nothing."""
         vocab = self.graph.vocab_size
@@ -138,7 +168,14 @@ class Decoder:
         # One IOBinding lives as long as the decoder: per step only the small inputs are
         # rebound; the KV bindings change only when the cache's tensors do.
         io = self._io
-        io.bind_cpu_input(graph.input_ids, np.asarray([feed_ids], dtype=np.int64))
+        if count == 1:
+            self._step_id[0, 0] = feed_ids[0]
+            if not self._step_id_bound:
+                io.bind_ortvalue_input(graph.input_ids, self._step_id_value)
+                self._step_id_bound = True
+        else:
+            io.bind_cpu_input(graph.input_ids, np.asarray([feed_ids], dtype=np.int64))
+            self._step_id_bound = False
         if graph.attention_mask:
             io.bind_cpu_input(graph.attention_mask, self._mask[:, :total])
         if graph.position_ids:
@@ -162,6 +199,13 @@ class Decoder:
         self.session.run_with_iobinding(io)
         outputs = io.get_outputs() if (wants_outputs or target is None) else ()
         cache.commit(outputs[1:], new)
+        steady = (
+            count == 1
+            and target is not None
+            and graph.attention_mask is not None
+            and isinstance(cache, SharedBufferCache)
+        )
+        self._steady = cache if steady else None
         if target is not None:
             return self._step_logits[0, -1].astype(np.float32, copy=False)
         return np.asarray(outputs[0].numpy()[0, -1], dtype=np.float32)

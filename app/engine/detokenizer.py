@@ -108,7 +108,12 @@ class StreamingDetokenizer:
         # Slide the frame: the tokens just released become the next step's context.
         del ids[: self._read]
         self._read = end - self._read
-        self._frame_text = self._tokenizer.decode(ids[: self._read], skip_special_tokens=self._skip)
+        if self._read == 1:  # the usual case: one token released per step
+            self._frame_text = self._tokenizer.decode_one(ids[0], skip_special_tokens=self._skip)
+        else:
+            self._frame_text = self._tokenizer.decode(
+                ids[: self._read], skip_special_tokens=self._skip
+            )
         return new_text
 
     # -- layer 2: stop strings ---------------------------------------------------------

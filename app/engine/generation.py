@@ -107,7 +107,7 @@ def stream_generate(
         if cancel is not None and cancel.is_set():
             finish = "cancelled"
             break
-        logits = decoder.feed([token])
+        logits = decoder.step(token)
 
     tail = detok.finish() if finish != "stop" else ""
     end = time.perf_counter()

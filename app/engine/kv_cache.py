@@ -236,6 +236,9 @@ class SharedBufferCache(KVCache):
         self._max_length = max_length
         self._initial = min(initial_capacity, max_length)
         self.capacity = 0
+        #: Positions the buffers bound on the decoder's IOBinding can hold; 0 while a (re)bind
+        #: is due. Lets a decode step skip ``bind`` altogether (see ``Decoder.step``).
+        self.bound_capacity = 0
         self._buffers: list[ort.OrtValue] = []
         self._rebind_needed = False
 
@@ -254,6 +257,7 @@ class SharedBufferCache(KVCache):
                 for value, dtype in zip(self._buffers, dtypes, strict=True)
             ]
         self.capacity = capacity
+        self.bound_capacity = 0
 
     def ensure_capacity(self, needed: int) -> bool:
         """Grow the buffers to hold ``needed`` positions; True if they were reallocated."""
@@ -286,6 +290,7 @@ class SharedBufferCache(KVCache):
             buffers.append(_host_value(full, self._device))
         self._buffers, self.capacity = buffers, capacity
         self._rebind_needed = True
+        self.bound_capacity = 0
         self.tokens = list(tokens)
 
     @property
@@ -306,6 +311,7 @@ class SharedBufferCache(KVCache):
             io.bind_ortvalue_input(layer.past_value, value)
             io.bind_ortvalue_output(layer.present_key, key)
             io.bind_ortvalue_output(layer.present_value, value)
+        self.bound_capacity = self.capacity
         return False
 
 

@@ -142,6 +142,7 @@ class Sampler:
             or settings.presence_penalty != 0.0
             or settings.frequency_penalty != 0.0
         )
+        self._plain_greedy = settings.greedy and not self._penalized
         self.reset()
 
     def reset(self) -> None:
@@ -157,6 +158,13 @@ class Sampler:
     # -- public -------------------------------------------------------------------------
 
     def __call__(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
+        if self._plain_greedy and type(logits) is np.ndarray and logits.ndim == 1:
+            # The decode loop's common case, kept to a few operations: right after a step the
+            # interpreter runs with caches the model's weights just flushed.
+            best = int(logits.argmax())
+            if not math.isfinite(logits[best]):
+                raise ValueError("the logits contain NaN or are all -inf/+inf")
+            return best
         x = self._prepare(logits, history)
         if self.settings.greedy:
             return self._argmax if x is self._checked else int(np.argmax(x))

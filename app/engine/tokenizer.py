@@ -50,6 +50,7 @@ class Tokenizer:
         config: dict[str, Any] | None = None,
     ) -> None:
         self._inner = inner
+        self._single_texts: dict[tuple[int, bool], str] = {}
         self._source = source or "the tokenizer"
         self.bos_token = bos_token
         self.eos_token = eos_token
@@ -165,6 +166,16 @@ class Tokenizer:
         if not isinstance(ids, list):
             ids = [int(i) for i in ids]
         return self._inner.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    def decode_one(self, token_id: int, *, skip_special_tokens: bool = True) -> str:
+        """``decode([token_id])``, remembered: the streaming detokenizer asks for the text of
+        a one-token frame once per generated token."""
+        key = (token_id, skip_special_tokens)
+        text = self._single_texts.get(key)
+        if text is None:
+            text = self._inner.decode([token_id], skip_special_tokens=skip_special_tokens)
+            self._single_texts[key] = text
+        return text
 
     def token_to_id(self, token: str) -> int | None:
         return self._inner.token_to_id(token)

@@ -136,3 +136,47 @@ def test_shared_buffer_grows_in_buckets_not_to_the_context(gqa_model_dir):
     logits = engine.decoder.feed(ids[17:])  # crosses the first bucket: the buffer grows
     assert cache.capacity > first
     np.testing.assert_allclose(logits, reference.logits(ids), atol=1e-4, rtol=0)
+
+
+
+
+def test_one_token_steps_match_full_recompute_across_growth_rewind_and_swaps(gqa_model_dir):
+    """``Decoder.step`` skips binding while the shared buffer stays put; it must notice every
+    change that makes the bound state stale: buffer growth, a rewind, another chat's cache
+    swapped in, and arrays imported from a snapshot."""
+    engine = Engine.load(gqa_model_dir, provider="cpu", threads=1)
+    decoder = engine.decoder
+    reference = FullRecompute(engine.spec.model_path, engine.graph)
+
+    def decode(ids: list[int], steps: int) -> list[int]:
+        """Run what the cache lacks of ``ids`` (one token: through ``step``), then take
+        ``steps`` greedy tokens, all but the last fed through ``step``; every logits vector
+        is checked against full recomputation. Returns ``ids`` plus the new tokens."""
+        ids = list(ids)
+        missing = ids[len(decoder.cache) :]
+        logits = decoder.step(missing[0]) if len(missing) == 1 else decoder.feed(missing)
+        for step in range(steps):
+            np.testing.assert_allclose(logits, reference.logits(ids), atol=1e-4, rtol=0,
+                                       err_msg=f"after {len(ids)} tokens")
+            ids.append(int(np.argmax(logits)))
+            if step < steps - 1:
+                logits = decoder.step(ids[-1])
+        return ids
+
+    first = decoder.cache
+    ids = decode((_prompts(engine.graph.vocab_size, 5, seed=11)[-1] * 2)[:230], 4)
+    capacity = first.capacity
+    assert capacity < 260
+    first.trim_to(219)  # rewind ...
+    ids = decode(ids[:220], 40)  # ... and step across the bucket's end: it grows mid-decode
+    assert first.capacity > capacity
+
+    other = decoder.new_cache()  # another conversation, then straight back to a step
+    decoder.cache = other
+    other_ids = decode([7, 8, 9, 10], 3)
+    decoder.cache = first
+    ids = decode(ids, 3)
+
+    # The steady cache takes the other conversation's arrays (as a snapshot restore does).
+    first.import_arrays(other.tokens, other.export_arrays())
+    decode(other_ids, 3)

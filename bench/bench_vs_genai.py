@@ -1,0 +1,167 @@
+"""Decode speed against onnxruntime-genai on the same model folder, measured two ways.
+
+    python bench/bench_vs_genai.py MODEL_DIR [--threads 2] [--prompt 32] [--decode 128]
+                                   [--rounds 12] [--paired 4] [--blocks 6]
+
+On a shared machine the speed drifts by ±10 % within a minute, more than the difference being
+measured, so one run of each side tells little. This script prints:
+
+- **separate processes** (``--rounds``): each round starts a fresh process for Hearth and one
+  for onnxruntime-genai, in alternating order; each loads the model, warms up and decodes
+  ``--reps`` times. The ratio is taken per round, then the median over rounds.
+- **one process, interleaved** (``--paired``): each process loads both (creation order
+  alternating between processes) and decodes in alternating blocks, so each Hearth block has a
+  genai block seconds away from it. Drift cancels out; what differs between the two sides is
+  only the engine (note that onnxruntime-genai runs ORT's shared library, the Python package
+  its own statically linked copy).
+
+Greedy, the same prompt ids, ``intra_op_num_threads`` equal (written into a temporary
+genai_config.json for onnxruntime-genai). Hearth runs its full product path (``Engine.generate``:
+sampler, streaming detokenizer, stop checks, chunks). Never asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.genai_peer import genai_model
+
+
+def prompt_ids(length: int) -> list[int]:
+    """Token ids that exist in any vocabulary of ≥ 40k entries, the same for both sides."""
+    return [(i * 7919) % 40000 + 100 for i in range(length)]
+
+
+class HearthSide:
+    def __init__(self, model_dir: Path, threads: int, prompt: int, decode: int) -> None:
+        from app.engine.engine import Engine
+        from app.engine.types import GenerationSettings, SamplingSettings
+
+        self.engine = Engine.load(model_dir, threads=threads)
+        self.ids = prompt_ids(prompt)
+        self.settings = GenerationSettings(sampling=SamplingSettings(temperature=0.0),
+                                           max_new_tokens=decode, stop_strings=())
+
+    def decode_rate(self) -> float:
+        self.engine.decoder.cache.reset()
+        *_, last = self.engine.generate(self.ids, self.settings, reuse=False)
+        return last.stats.decode_tok_s
+
+
+class GenaiSide:
+    def __init__(self, model, prompt: int, decode: int) -> None:
+        self.model, self.ids, self.decode = model, prompt_ids(prompt), decode
+
+    def decode_rate(self) -> float:
+        import onnxruntime_genai as og
+
+        params = og.GeneratorParams(self.model)
+        params.set_search_options(max_length=len(self.ids) + self.decode, do_sample=False)
+        generator = og.Generator(self.model, params)
+        generator.append_tokens(self.ids)
+        generator.generate_next_token()
+        start, count = time.perf_counter(), 1
+        while count < self.decode and not generator.is_done():
+            generator.generate_next_token()
+            count += 1
+        return (count - 1) / (time.perf_counter() - start)
+
+
+def child(args: argparse.Namespace) -> dict:
+    """One process: ``--child hearth|genai|paired-hearth-first|paired-genai-first``."""
+    with genai_model(args.model_dir, args.threads) as model:
+        if model is None:
+            return {"error": "onnxruntime-genai is not installed or the folder has no "
+                             "genai_config.json"}
+        make = {
+            "hearth": lambda: HearthSide(args.model_dir, args.threads, args.prompt, args.decode),
+            "genai": lambda: GenaiSide(model, args.prompt, args.decode),
+        }
+        if args.child in make:
+            side = make[args.child]()
+            side.decode_rate()  # warm-up
+            return {"rates": [side.decode_rate() for _ in range(args.reps)]}
+        order = ("hearth", "genai") if args.child == "paired-hearth-first" else ("genai", "hearth")
+        sides = {name: make[name]() for name in order}
+        for side in sides.values():
+            side.decode_rate()
+        pairs = []
+        for block in range(args.blocks):
+            names = order if block % 2 == 0 else order[::-1]
+            rates = {name: sides[name].decode_rate() for name in names}
+            pairs.append([rates["hearth"], rates["genai"]])
+        return {"pairs": pairs}
+
+
+def run_child(args: argparse.Namespace, role: str) -> dict:
+    command = [sys.executable, __file__, str(args.model_dir), "--child", role,
+               "--threads", str(args.threads), "--prompt", str(args.prompt),
+               "--decode", str(args.decode), "--reps", str(args.reps),
+               "--blocks", str(args.blocks)]
+    out = subprocess.run(command, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"{role} process failed:\n{out.stderr[-2000:]}")
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if "error" in result:
+        raise SystemExit(result["error"])
+    return result
+
+
+def summary(label: str, hearth: list[float], genai: list[float]) -> None:
+    ratios = [h / g for h, g in zip(hearth, genai, strict=True)]
+    print(f"{label}: Hearth {statistics.median(hearth):.1f} tok/s, onnxruntime-genai "
+          f"{statistics.median(genai):.1f} tok/s; ratio median {statistics.median(ratios):.3f}, "
+          f"mean {statistics.mean(ratios):.3f}, range {min(ratios):.3f}-{max(ratios):.3f}, "
+          f"Hearth ahead in {sum(r >= 1 for r in ratios)}/{len(ratios)}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model_dir", type=Path)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--prompt", type=int, default=32)
+    parser.add_argument("--decode", type=int, default=128)
+    parser.add_argument("--reps", type=int, default=3, help="decodes per separate process")
+    parser.add_argument("--rounds", type=int, default=12, help="separate-process rounds")
+    parser.add_argument("--paired", type=int, default=4, help="processes running both")
+    parser.add_argument("--blocks", type=int, default=6, help="interleaved blocks per process")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args)))
+        return 0
+
+    print(f"model {args.model_dir.name}, {args.threads} threads, prompt {args.prompt} tokens, "
+          f"{args.decode} greedy tokens")
+    hearth, genai = [], []
+    for round_ in range(args.rounds):
+        order = ("hearth", "genai") if round_ % 2 == 0 else ("genai", "hearth")
+        rates = {role: statistics.median(run_child(args, role)["rates"]) for role in order}
+        hearth.append(rates["hearth"])
+        genai.append(rates["genai"])
+        print(f"  round {round_ + 1}: Hearth {rates['hearth']:.1f}, genai {rates['genai']:.1f}, "
+              f"ratio {rates['hearth'] / rates['genai']:.3f}", flush=True)
+    if args.rounds:
+        summary("separate processes", hearth, genai)
+    pairs: list[list[float]] = []
+    for process in range(args.paired):
+        role = "paired-hearth-first" if process % 2 == 0 else "paired-genai-first"
+        got = run_child(args, role)["pairs"]
+        pairs += got
+        ratios = " ".join(f"{h / g:.3f}" for h, g in got)
+        print(f"  process {process + 1} ({role[7:]}): ratios {ratios}", flush=True)
+    if pairs:
+        summary("one process, interleaved", [h for h, _ in pairs], [g for _, g in pairs])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
