@@ -190,6 +190,9 @@ def main() -> int:
         print(line)
     if theirs is None:
         print("(onnxruntime-genai not installed or not a genai layout: no comparison)")
+    else:
+        print("(one pass each, Hearth first: the machine's drift between the passes lands in "
+              "the ratios; bench/bench_vs_genai.py alternates and interleaves the two)")
     return 0
 
 

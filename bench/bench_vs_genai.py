@@ -7,8 +7,9 @@ On a shared machine the speed drifts by ±10 % within a minute, more than the di
 measured, so one run of each side tells little. This script prints:
 
 - **separate processes** (``--rounds``): each round starts a fresh process for Hearth and one
-  for onnxruntime-genai, in alternating order; each loads the model, warms up and decodes
-  ``--reps`` times. The ratio is taken per round, then the median over rounds.
+  for onnxruntime-genai, in alternating order; each loads only its own engine, warms up with
+  one decode and then decodes ``--reps`` times. The ratio is taken per round, then the
+  median over rounds.
 - **one process, interleaved** (``--paired``): each process loads both (creation order
   alternating between processes) and decodes in alternating blocks, so each Hearth block has a
   genai block seconds away from it. Drift cancels out; what differs between the two sides is
@@ -76,29 +77,38 @@ class GenaiSide:
 
 
 def child(args: argparse.Namespace) -> dict:
-    """One process: ``--child hearth|genai|paired-hearth-first|paired-genai-first``."""
+    """One process: ``--child hearth|genai|paired-hearth-first|paired-genai-first``.
+
+    A ``hearth`` process never loads onnxruntime-genai and a ``genai`` one never loads Hearth."""
+    if args.child == "hearth":
+        return {"rates": warm_rates(HearthSide(args.model_dir, args.threads, args.prompt,
+                                               args.decode), args.reps)}
     with genai_model(args.model_dir, args.threads) as model:
         if model is None:
             return {"error": "onnxruntime-genai is not installed or the folder has no "
                              "genai_config.json"}
-        make = {
-            "hearth": lambda: HearthSide(args.model_dir, args.threads, args.prompt, args.decode),
-            "genai": lambda: GenaiSide(model, args.prompt, args.decode),
-        }
-        if args.child in make:
-            side = make[args.child]()
-            side.decode_rate()  # warm-up
-            return {"rates": [side.decode_rate() for _ in range(args.reps)]}
+        if args.child == "genai":
+            return {"rates": warm_rates(GenaiSide(model, args.prompt, args.decode), args.reps)}
         order = ("hearth", "genai") if args.child == "paired-hearth-first" else ("genai", "hearth")
-        sides = {name: make[name]() for name in order}
+        sides = {}
+        for name in order:
+            sides[name] = (
+                HearthSide(args.model_dir, args.threads, args.prompt, args.decode)
+                if name == "hearth" else GenaiSide(model, args.prompt, args.decode)
+            )
         for side in sides.values():
-            side.decode_rate()
+            side.decode_rate()  # warm-up
         pairs = []
         for block in range(args.blocks):
             names = order if block % 2 == 0 else order[::-1]
             rates = {name: sides[name].decode_rate() for name in names}
             pairs.append([rates["hearth"], rates["genai"]])
         return {"pairs": pairs}
+
+
+def warm_rates(side: HearthSide | GenaiSide, reps: int) -> list[float]:
+    side.decode_rate()  # warm-up: first-run allocations, page faults
+    return [side.decode_rate() for _ in range(reps)]
 
 
 def run_child(args: argparse.Namespace, role: str) -> dict:
