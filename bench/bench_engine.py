@@ -170,7 +170,8 @@ def main() -> int:
     threads = args.threads or len(os.sched_getaffinity(0))
     print(f"model {engine.spec.name}  path {engine.decode_path}  provider "
           f"{engine.provider_report.summary()}  threads {threads}  load {load_s:.2f}s  "
-          f"RSS after load {peak_rss_mb():.0f} MB (before {before:.0f} MB)")
+          f"RSS after load {peak_rss_mb():.0f} MB (before {before:.0f} MB)  "
+          f"{engine.huge_pages.summary()}")
     ours = bench_hearth(engine, lengths, args.runs, args.decode)
     print(f"peak RSS {peak_rss_mb():.0f} MB")
     theirs = genai_in_own_process(args, {n: prompt_ids(engine, n) for n in lengths}, threads)

@@ -2,6 +2,7 @@
 
     python bench/bench_vs_genai.py MODEL_DIR [--threads 2] [--prompt 32] [--decode 128]
                                    [--rounds 12] [--paired 4] [--blocks 6]
+                                   [--huge-pages product|both|neither]
 
 On a shared machine the speed drifts by ±10 % within a minute, more than the difference being
 measured, so one run of each side tells little. This script prints:
@@ -15,6 +16,13 @@ measured, so one run of each side tells little. This script prints:
   genai block seconds away from it. Drift cancels out; what differs between the two sides is
   only the engine (note that onnxruntime-genai runs ORT's shared library, the Python package
   its own statically linked copy).
+
+``--huge-pages`` (Linux): ``product`` compares what ships: Hearth's ``Engine.load`` moves the
+weights onto transparent huge pages, onnxruntime-genai leaves them on 4 KiB pages. ``both`` gives
+the genai process the same treatment after it loads, ``neither`` turns it off for Hearth: these
+two compare the engines on equal memory. In the interleaved mode both engines share one
+process, and whichever loads second has its weights collapsed by Hearth's load only if it came
+first, so read that mode with ``both`` or ``neither``.
 
 Greedy, the same prompt ids, ``intra_op_num_threads`` equal (written into a temporary
 genai_config.json for onnxruntime-genai). Hearth runs its full product path (``Engine.generate``:
@@ -42,11 +50,12 @@ def prompt_ids(length: int) -> list[int]:
 
 
 class HearthSide:
-    def __init__(self, model_dir: Path, threads: int, prompt: int, decode: int) -> None:
+    def __init__(self, model_dir: Path, threads: int, prompt: int, decode: int,
+                 huge_pages: bool = True) -> None:
         from app.engine.engine import Engine
         from app.engine.types import GenerationSettings, SamplingSettings
 
-        self.engine = Engine.load(model_dir, threads=threads)
+        self.engine = Engine.load(model_dir, threads=threads, huge_pages=huge_pages)
         self.ids = prompt_ids(prompt)
         self.settings = GenerationSettings(sampling=SamplingSettings(temperature=0.0),
                                            max_new_tokens=decode, stop_strings=())
@@ -58,8 +67,12 @@ class HearthSide:
 
 
 class GenaiSide:
-    def __init__(self, model, prompt: int, decode: int) -> None:
+    def __init__(self, model, prompt: int, decode: int, huge_pages: bool = False) -> None:
         self.model, self.ids, self.decode = model, prompt_ids(prompt), decode
+        if huge_pages:  # the same treatment Engine.load gives Hearth's weights
+            from app.engine.huge_pages import back_with_huge_pages
+
+            back_with_huge_pages()
 
     def decode_rate(self) -> float:
         import onnxruntime_genai as og
@@ -80,21 +93,23 @@ def child(args: argparse.Namespace) -> dict:
     """One process: ``--child hearth|genai|paired-hearth-first|paired-genai-first``.
 
     A ``hearth`` process never loads onnxruntime-genai and a ``genai`` one never loads Hearth."""
+    hearth_pages, genai_pages = args.huge_pages != "neither", args.huge_pages == "both"
     if args.child == "hearth":
         return {"rates": warm_rates(HearthSide(args.model_dir, args.threads, args.prompt,
-                                               args.decode), args.reps)}
+                                               args.decode, hearth_pages), args.reps)}
     with genai_model(args.model_dir, args.threads) as model:
         if model is None:
             return {"error": "onnxruntime-genai is not installed or the folder has no "
                              "genai_config.json"}
         if args.child == "genai":
-            return {"rates": warm_rates(GenaiSide(model, args.prompt, args.decode), args.reps)}
+            return {"rates": warm_rates(GenaiSide(model, args.prompt, args.decode, genai_pages),
+                                        args.reps)}
         order = ("hearth", "genai") if args.child == "paired-hearth-first" else ("genai", "hearth")
         sides = {}
         for name in order:
             sides[name] = (
-                HearthSide(args.model_dir, args.threads, args.prompt, args.decode)
-                if name == "hearth" else GenaiSide(model, args.prompt, args.decode)
+                HearthSide(args.model_dir, args.threads, args.prompt, args.decode, hearth_pages)
+                if name == "hearth" else GenaiSide(model, args.prompt, args.decode, genai_pages)
             )
         for side in sides.values():
             side.decode_rate()  # warm-up
@@ -115,7 +130,7 @@ def run_child(args: argparse.Namespace, role: str) -> dict:
     command = [sys.executable, __file__, str(args.model_dir), "--child", role,
                "--threads", str(args.threads), "--prompt", str(args.prompt),
                "--decode", str(args.decode), "--reps", str(args.reps),
-               "--blocks", str(args.blocks)]
+               "--blocks", str(args.blocks), "--huge-pages", args.huge_pages]
     out = subprocess.run(command, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"{role} process failed:\n{out.stderr[-2000:]}")
@@ -143,6 +158,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=12, help="separate-process rounds")
     parser.add_argument("--paired", type=int, default=4, help="processes running both")
     parser.add_argument("--blocks", type=int, default=6, help="interleaved blocks per process")
+    parser.add_argument("--huge-pages", choices=("product", "both", "neither"),
+                        default="product",
+                        help="product: as shipped (Hearth moves its weights onto huge pages, "
+                             "onnxruntime-genai does not); both / neither: equal memory")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -150,7 +169,7 @@ def main() -> int:
         return 0
 
     print(f"model {args.model_dir.name}, {args.threads} threads, prompt {args.prompt} tokens, "
-          f"{args.decode} greedy tokens")
+          f"{args.decode} greedy tokens, huge pages: {args.huge_pages}")
     hearth, genai = [], []
     for round_ in range(args.rounds):
         order = ("hearth", "genai") if round_ % 2 == 0 else ("genai", "hearth")

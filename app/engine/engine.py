@@ -19,6 +19,7 @@ from app.engine.chat_template import ChatTemplate
 from app.engine.decoder import Decoder
 from app.engine.generation import stream_generate
 from app.engine.graph_info import describe_session
+from app.engine.huge_pages import HugePageReport, back_with_huge_pages
 from app.engine.kv_cache import KVCache, SlidingWindowCache
 from app.engine.kv_snapshot import SnapshotStore, model_fingerprint
 from app.engine.package import read_model_folder
@@ -77,6 +78,7 @@ class Engine:
         self._conversation: str | None = None
         self._snapshots: OrderedDict[str, KVCache] = OrderedDict()
         self.disk_snapshots: SnapshotStore | None = None
+        self.huge_pages = HugePageReport(note="not requested")
 
     @classmethod
     def load(
@@ -86,8 +88,13 @@ class Engine:
         provider: str | None = None,
         variant: str | None = None,
         threads: int | None = None,
+        huge_pages: bool = True,
     ) -> Engine:
-        """Load a model folder (either layout). Raises ModelLoadError with a readable reason."""
+        """Load a model folder (either layout). Raises ModelLoadError with a readable reason.
+
+        On the CPU the weights are then moved onto huge pages where the OS allows it
+        (``huge_pages``; see app/engine/huge_pages.py): decoding reads all of them per token.
+        """
         spec = read_model_folder(
             Path(model_dir), variant=variant, provider=provider or machine_provider()
         )
@@ -98,7 +105,10 @@ class Engine:
             add_bos_token=spec.add_bos_token,
         )
         session, report = create_session(spec, provider=provider, threads=threads)
-        return cls(spec, session, report, tokenizer)
+        engine = cls(spec, session, report, tokenizer)
+        if huge_pages and report.chosen == "cpu":
+            engine.huge_pages = back_with_huge_pages()
+        return engine
 
     # -- prompts -------------------------------------------------------------------------
 

@@ -161,6 +161,23 @@ class _Plan:
         return sum(remote.size for remote, _ in self.files)
 
 
+@dataclass(frozen=True)
+class _FileTransfer:
+    """One file of a plan on its way to disk: where it comes from and goes, who watches."""
+
+    client: httpx2.Client
+    plan: _Plan
+    url: str
+    remote: RemoteFile
+    local: str  # path inside the model folder
+    part: Path  # the partial file bytes are appended to
+    meter: _Meter
+    control: DownloadControl
+
+    def held(self) -> int:
+        return self.part.stat().st_size if self.part.exists() else 0
+
+
 class _Retry(Exception):
     """A transient HTTP answer (5xx / 429): worth another try."""
 
@@ -353,8 +370,9 @@ class Downloader:
         final.parent.mkdir(parents=True, exist_ok=True)
         part = final.with_name(final.name + PART_SUFFIX)
         url = self.hub.file_url(plan.request.repo, remote.path, plan.commit)
+        job = _FileTransfer(client, plan, url, remote, local, part, meter, control)
         for attempt in (1, 2):
-            self._transfer(client, plan, url, remote, local, part, meter, control)
+            self._transfer(job)
             meter.emit("verifying", file=local)
             sha256, problem = _verify(part, remote)
             if problem is None:
@@ -379,23 +397,14 @@ class Downloader:
                 message=f"{local} was corrupt ({problem}); downloading it again",
             )
 
-    def _transfer(
-        self,
-        client: httpx2.Client,
-        plan: _Plan,
-        url: str,
-        remote: RemoteFile,
-        local: str,
-        part: Path,
-        meter: _Meter,
-        control: DownloadControl,
-    ) -> None:
-        """Bring ``part`` to ``remote.size`` bytes, resuming and retrying as needed."""
+    def _transfer(self, job: _FileTransfer) -> None:
+        """Bring ``job.part`` to ``job.remote.size`` bytes, resuming and retrying as needed."""
+        remote, part, meter, control = job.remote, job.part, job.meter, job.control
         failures = 0
         last_error = ""
         while True:
-            control.checkpoint(on_pause=lambda: meter.emit("paused", file=local))
-            have = part.stat().st_size if part.exists() else 0
+            control.checkpoint(on_pause=lambda: meter.emit("paused", file=job.local))
+            have = job.held()
             if have > remote.size:
                 meter.done -= have
                 part.unlink()
@@ -403,50 +412,37 @@ class Downloader:
             if have == remote.size:
                 return
             try:
-                progressed = self._request_range(
-                    client, plan, url, remote, local, part, have, meter, control
-                )
+                progressed = self._request_range(job, have)
                 if control.should_stop_transfer():
                     continue
                 if not progressed:
                     raise _Retry("the server sent no data")
             except (_Retry, httpx2.TransportError) as exc:
                 last_error = _describe(exc)
-                now_have = part.stat().st_size if part.exists() else 0
-                failures = 1 if now_have > have else failures + 1
+                failures = 1 if job.held() > have else failures + 1
                 if failures > self.retries:
                     raise DownloadError(
-                        f"Downloading {url} failed after {failures} attempts ({last_error}).",
+                        f"Downloading {job.url} failed after {failures} attempts ({last_error}).",
                         hint="Check your internet connection or proxy settings, then start the "
                         "download again: it resumes where it stopped.",
                     ) from exc
                 delay = min(self.backoff_s * 2 ** (failures - 1), self.max_backoff_s)
                 meter.emit(
-                    "retrying", file=local, message=f"{last_error}; retrying in {delay:.1f} s"
+                    "retrying", file=job.local, message=f"{last_error}; retrying in {delay:.1f} s"
                 )
                 control.sleep(delay)
 
-    def _request_range(
-        self,
-        client: httpx2.Client,
-        plan: _Plan,
-        url: str,
-        remote: RemoteFile,
-        local: str,
-        part: Path,
-        have: int,
-        meter: _Meter,
-        control: DownloadControl,
-    ) -> bool:
+    def _request_range(self, job: _FileTransfer, have: int) -> bool:
         """One GET from byte ``have``; returns whether any byte was written."""
+        plan, url, part, meter, control = job.plan, job.url, job.part, job.meter, job.control
         headers = {}
-        entry = plan.state["files"].setdefault(local, {})
+        entry = plan.state["files"].setdefault(job.local, {})
         if have:
             headers["Range"] = f"bytes={have}-"
             etag = entry.get("etag")
             if etag and not etag.startswith("W/"):
                 headers["If-Range"] = etag
-        with client.stream("GET", url, headers=headers) as response:
+        with job.client.stream("GET", url, headers=headers) as response:
             status = response.status_code
             if status == 416 and have:
                 # Nothing past what we hold: the part is stale or complete; start clean.
@@ -491,7 +487,7 @@ class Downloader:
                         handle.write(chunk)
                         written += len(chunk)
                         since_check += len(chunk)
-                        meter.advance(len(chunk), local)
+                        meter.advance(len(chunk), job.local)
                         if since_check >= self.disk_check_every_bytes:
                             since_check = 0
                             handle.flush()
