@@ -90,14 +90,20 @@ def parse_smaps(lines: Iterable[str]) -> Iterator[Mapping]:
         yield Mapping(**current)
 
 
+def populated(mapping: Mapping) -> bool:
+    """At least half resident: collapsing it costs little memory that was not in use."""
+    return mapping.rss * 2 >= mapping.size
+
+
 def worth_huge_pages(mapping: Mapping) -> bool:
     """Anonymous memory that is mostly populated (weights), or the heap, which grows.
 
     Sparse mappings (thread stacks, reserved arenas) are left alone: a huge page there would
-    populate memory that is never used.
+    populate memory that is never used. ``MADV_COLLAPSE`` fills holes, so only populated
+    mappings are collapsed; a sparse heap is only advised.
     """
     return (mapping.anonymous_private and mapping.huge_page_span() is not None
-            and (mapping.path == "[heap]" or mapping.rss * 2 >= mapping.size))
+            and (mapping.path == "[heap]" or populated(mapping)))
 
 
 def thp_unavailable() -> str:
@@ -144,7 +150,7 @@ def back_with_huge_pages(*, budget_s: float = 2.0) -> HugePageReport:
         if madvise(start, end - start, MADV_HUGEPAGE) != 0:
             continue
         advised += end - start
-        at = start
+        at = start if populated(mapping) else end
         while can_collapse and at < end and time.perf_counter() - started < budget_s:
             step = min(_COLLAPSE_STEP, end - at)
             if madvise(at, step, MADV_COLLAPSE) != 0:

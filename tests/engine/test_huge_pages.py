@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import io
 import os
 import re
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app.engine import huge_pages
 from app.engine.engine import Engine
 from app.engine.huge_pages import (
     HUGE_PAGE,
@@ -59,6 +61,20 @@ def test_only_populated_anonymous_memory_and_the_heap_qualify():
     # (a thread stack), a file mapping, a mapping smaller than one huge page, read-only
     # memory or the main stack
     assert [(m.path, m.size >> 20) for m in chosen] == [("[heap]", 12), ("", 64)]
+
+
+def test_a_sparse_heap_is_advised_but_not_collapsed(monkeypatch):
+    calls = []
+    heap = "00600000-01600000 rw-p 00000000 00:00 0    [heap]\nRss:  1024 kB\n"
+    monkeypatch.setattr(huge_pages, "thp_unavailable", lambda: "")
+    monkeypatch.setattr(huge_pages, "_madvise",
+                        lambda: lambda start, size, advice: calls.append(advice) or 0)
+    monkeypatch.setattr(huge_pages, "open", lambda *a, **k: io.StringIO(heap), raising=False)
+
+    report = huge_pages.back_with_huge_pages()
+
+    assert calls == [huge_pages.MADV_HUGEPAGE]  # no MADV_COLLAPSE: it would fill 15 MiB
+    assert report.advised_bytes == 16 << 20 and report.collapsed_bytes == 0
 
 
 def test_huge_page_span_covers_only_whole_aligned_pages():
