@@ -7,10 +7,10 @@
 On a shared machine the speed drifts by ±10 % within a minute, more than the difference being
 measured, so one run of each side tells little. This script prints:
 
-- **separate processes** (``--rounds``): each round starts a fresh process for Hearth and one
-  for onnxruntime-genai, in alternating order; each loads only its own engine, warms up with
-  one decode and then decodes ``--reps`` times. The ratio is taken per round, then the
-  median over rounds.
+- **separate processes** (``--rounds``; decode tokens/s and TTFT): each round starts a fresh
+  process for Hearth and one for onnxruntime-genai, in alternating order; each loads only its
+  own engine, warms up with one decode and then decodes ``--reps`` times. The ratio is taken
+  per round, then the median over rounds.
 - **one process, interleaved** (``--paired``): each process loads both (creation order
   alternating between processes) and decodes in alternating blocks, so each Hearth block has a
   genai block seconds away from it. Drift cancels out; what differs between the two sides is
@@ -60,10 +60,11 @@ class HearthSide:
         self.settings = GenerationSettings(sampling=SamplingSettings(temperature=0.0),
                                            max_new_tokens=decode, stop_strings=())
 
-    def decode_rate(self) -> float:
+    def measure(self) -> tuple[float, float]:
+        """(decode tokens/s, TTFT ms) of one greedy generation from an empty cache."""
         self.engine.decoder.cache.reset()
         *_, last = self.engine.generate(self.ids, self.settings, reuse=False)
-        return last.stats.decode_tok_s
+        return last.stats.decode_tok_s, last.stats.ttft_ms
 
 
 class GenaiSide:
@@ -74,19 +75,23 @@ class GenaiSide:
 
             back_with_huge_pages()
 
-    def decode_rate(self) -> float:
+    def measure(self) -> tuple[float, float]:
+        """(decode tokens/s, TTFT ms); TTFT includes the generator's KV allocation, as
+        Hearth's includes its cache growth."""
         import onnxruntime_genai as og
 
         params = og.GeneratorParams(self.model)
         params.set_search_options(max_length=len(self.ids) + self.decode, do_sample=False)
+        begin = time.perf_counter()
         generator = og.Generator(self.model, params)
         generator.append_tokens(self.ids)
         generator.generate_next_token()
         start, count = time.perf_counter(), 1
+        ttft_ms = (start - begin) * 1000
         while count < self.decode and not generator.is_done():
             generator.generate_next_token()
             count += 1
-        return (count - 1) / (time.perf_counter() - start)
+        return (count - 1) / (time.perf_counter() - start), ttft_ms
 
 
 def child(args: argparse.Namespace) -> dict:
@@ -95,15 +100,14 @@ def child(args: argparse.Namespace) -> dict:
     A ``hearth`` process never loads onnxruntime-genai and a ``genai`` one never loads Hearth."""
     hearth_pages, genai_pages = args.huge_pages != "neither", args.huge_pages == "both"
     if args.child == "hearth":
-        return {"rates": warm_rates(HearthSide(args.model_dir, args.threads, args.prompt,
-                                               args.decode, hearth_pages), args.reps)}
+        return warm_rates(HearthSide(args.model_dir, args.threads, args.prompt, args.decode,
+                                     hearth_pages), args.reps)
     with genai_model(args.model_dir, args.threads) as model:
         if model is None:
             return {"error": "onnxruntime-genai is not installed or the folder has no "
                              "genai_config.json"}
         if args.child == "genai":
-            return {"rates": warm_rates(GenaiSide(model, args.prompt, args.decode, genai_pages),
-                                        args.reps)}
+            return warm_rates(GenaiSide(model, args.prompt, args.decode, genai_pages), args.reps)
         order = ("hearth", "genai") if args.child == "paired-hearth-first" else ("genai", "hearth")
         sides = {}
         for name in order:
@@ -112,18 +116,19 @@ def child(args: argparse.Namespace) -> dict:
                 if name == "hearth" else GenaiSide(model, args.prompt, args.decode, genai_pages)
             )
         for side in sides.values():
-            side.decode_rate()  # warm-up
+            side.measure()  # warm-up
         pairs = []
         for block in range(args.blocks):
             names = order if block % 2 == 0 else order[::-1]
-            rates = {name: sides[name].decode_rate() for name in names}
+            rates = {name: sides[name].measure()[0] for name in names}
             pairs.append([rates["hearth"], rates["genai"]])
         return {"pairs": pairs}
 
 
-def warm_rates(side: HearthSide | GenaiSide, reps: int) -> list[float]:
-    side.decode_rate()  # warm-up: first-run allocations, page faults
-    return [side.decode_rate() for _ in range(reps)]
+def warm_rates(side: HearthSide | GenaiSide, reps: int) -> dict[str, list[float]]:
+    side.measure()  # warm-up: first-run allocations, page faults
+    runs = [side.measure() for _ in range(reps)]
+    return {"rates": [rate for rate, _ in runs], "ttfts": [ttft for _, ttft in runs]}
 
 
 def run_child(args: argparse.Namespace, role: str) -> dict:
@@ -170,16 +175,26 @@ def main() -> int:
 
     print(f"model {args.model_dir.name}, {args.threads} threads, prompt {args.prompt} tokens, "
           f"{args.decode} greedy tokens, huge pages: {args.huge_pages}")
-    hearth, genai = [], []
+    hearth, genai, hearth_ttft, genai_ttft = [], [], [], []
     for round_ in range(args.rounds):
         order = ("hearth", "genai") if round_ % 2 == 0 else ("genai", "hearth")
-        rates = {role: statistics.median(run_child(args, role)["rates"]) for role in order}
+        got = {role: run_child(args, role) for role in order}
+        rates = {role: statistics.median(result["rates"]) for role, result in got.items()}
+        ttfts = {role: statistics.median(result["ttfts"]) for role, result in got.items()}
         hearth.append(rates["hearth"])
         genai.append(rates["genai"])
+        hearth_ttft.append(ttfts["hearth"])
+        genai_ttft.append(ttfts["genai"])
         print(f"  round {round_ + 1}: Hearth {rates['hearth']:.1f}, genai {rates['genai']:.1f}, "
-              f"ratio {rates['hearth'] / rates['genai']:.3f}", flush=True)
+              f"ratio {rates['hearth'] / rates['genai']:.3f}; TTFT {ttfts['hearth']:.1f} / "
+              f"{ttfts['genai']:.1f} ms", flush=True)
     if args.rounds:
         summary("separate processes", hearth, genai)
+        ratios = [h / g for h, g in zip(hearth_ttft, genai_ttft, strict=True)]
+        print(f"TTFT, separate processes: Hearth {statistics.median(hearth_ttft):.1f} ms, "
+              f"onnxruntime-genai {statistics.median(genai_ttft):.1f} ms; ratio median "
+              f"{statistics.median(ratios):.3f} (lower is better), Hearth faster in "
+              f"{sum(r <= 1 for r in ratios)}/{len(ratios)}")
     pairs: list[list[float]] = []
     for process in range(args.paired):
         role = "paired-hearth-first" if process % 2 == 0 else "paired-genai-first"
