@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnxruntime as ort
 
+from app.engine.kv_binder import output_reader
 from app.engine.kv_cache import (
     KVCache,
     RebindCache,
@@ -66,6 +67,7 @@ class Decoder:
         self._step_logits: np.ndarray | None = None
         self._step_logits_value: ort.OrtValue | None = None
         self._io = session.io_binding()
+        self._read_outputs = output_reader(self._io)
         self._io_owner: KVCache | None = None  # the cache whose tensors ``_io`` holds
         self._logits_bound = False
         # The shared-buffer cache whose last step left ``_io`` ready for the next one-token
@@ -197,7 +199,7 @@ class Decoder:
         self._io_owner = cache
         wants_outputs = cache.bind(io, count, rebind=rebind)
         self.session.run_with_iobinding(io)
-        outputs = io.get_outputs() if (wants_outputs or target is None) else ()
+        outputs = self._read_outputs() if (wants_outputs or target is None) else ()
         cache.commit(outputs[1:], new)
         steady = (
             count == 1

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnxruntime as ort
 
+from app.engine.kv_binder import BindInput, BindOutput, as_ortvalue, kv_binder
 from app.engine.kv_ops import KVOps, empty_kv
 from app.engine.types import KVLayer
 
@@ -155,7 +156,10 @@ class RebindCache(KVCache):
         self._layers = tuple(layers)
         self._ops = ops
         self._device = device
-        self._past: list[ort.OrtValue] = self._empty()
+        # OrtValues, or the raw values the decoder's output reader returns (see kv_binder)
+        self._past: list = self._empty()
+        self._binder_io: ort.IOBinding | None = None
+        self._binder: tuple[BindInput, BindOutput] | None = None
 
     def _empty(self) -> list[ort.OrtValue]:
         values = []
@@ -175,7 +179,7 @@ class RebindCache(KVCache):
             self._past = self._empty()
             return
         self._past = [
-            self._ops.truncate(value, dtype, length)
+            self._ops.truncate(as_ortvalue(value), dtype, length)
             for value, dtype in zip(self._past, self._dtypes(), strict=True)
         ]
 
@@ -197,11 +201,16 @@ class RebindCache(KVCache):
 
     def bind(self, io: ort.IOBinding, new_count: int, *, rebind: bool) -> bool:
         # The presents of the last step are this step's pasts: rebound every step, no copy.
+        if self._binder_io is not io:
+            self._binder_io = io
+            self._binder = kv_binder(io, self._device)
+        bind_input, bind_output = self._binder
+        past = self._past
         for i, layer in enumerate(self._layers):
-            io.bind_ortvalue_input(layer.past_key, self._past[2 * i])
-            io.bind_ortvalue_input(layer.past_value, self._past[2 * i + 1])
-            io.bind_output(layer.present_key, self._device)
-            io.bind_output(layer.present_value, self._device)
+            bind_input(layer.past_key, past[2 * i])
+            bind_input(layer.past_value, past[2 * i + 1])
+            bind_output(layer.present_key)
+            bind_output(layer.present_value)
         return True
 
     def commit(self, outputs: Sequence[ort.OrtValue], new_tokens: Sequence[int]) -> None:
@@ -361,7 +370,7 @@ class SlidingWindowCache(RebindCache):
             return
         held = length if self.evicted_end == 0 else self.sink + (length - self.evicted_end)
         self._past = [
-            self._ops.truncate(value, dtype, held)
+            self._ops.truncate(as_ortvalue(value), dtype, held)
             for value, dtype in zip(self._past, self._dtypes(), strict=True)
         ]
         self._held = held
@@ -379,7 +388,7 @@ class SlidingWindowCache(RebindCache):
             self.evicted_end = self.sink
         tail_start = self.sink + count
         self._past = [
-            self._ops.cut(value, dtype, self.sink, tail_start, self._held)
+            self._ops.cut(as_ortvalue(value), dtype, self.sink, tail_start, self._held)
             for value, dtype in zip(self._past, self._dtypes(), strict=True)
         ]
         self._held -= count
