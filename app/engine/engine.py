@@ -108,6 +108,9 @@ class Engine:
         engine = cls(spec, session, report, tokenizer)
         if huge_pages and report.chosen == "cpu":
             engine.huge_pages = back_with_huge_pages()
+        elif huge_pages:
+            engine.huge_pages = HugePageReport(note=f"the weights are on the {report.summary()} "
+                                                    "device")
         return engine
 
     # -- prompts -------------------------------------------------------------------------

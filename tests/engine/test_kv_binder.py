@@ -35,15 +35,22 @@ def test_direct_and_public_kv_binding_give_identical_logits(plain_model_dir, mon
         assert np.array_equal(ours, theirs)
 
 
-def test_the_installed_onnxruntime_takes_the_direct_calls(plain_model_dir):
+def test_the_installed_onnxruntime_takes_the_direct_calls(plain_model_dir, monkeypatch):
     # A rename of the private attributes in a new onnxruntime would fall back silently
-    # (correct, slower): this says so instead.
+    # (correct, slower): this says so instead. The public calls are made unusable, so only
+    # the direct ones can bind.
     session = Engine.load(plain_model_dir, provider="cpu", threads=1).decoder.session
     io = session.io_binding()
-    bind_input, _ = kv_binder(io, "cpu")
-    assert bind_input != io.bind_ortvalue_input
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the public IOBinding call was used")
+
+    monkeypatch.setattr(ort.IOBinding, "bind_ortvalue_input", refuse)
+    monkeypatch.setattr(ort.IOBinding, "bind_output", refuse)
+    bind_input, bind_output = kv_binder(io, "cpu")
     value = ort.OrtValue.ortvalue_from_numpy(np.zeros((1, 2, 0, 16), np.float32))
-    bind_input("past_key_values.0.key", value)  # accepted by the raw binding
+    bind_input("past_key_values.0.key", value)
+    bind_output("present.0.key")
 
 
 def test_outputs_read_after_a_run_survive_the_runs_that_follow(plain_model_dir):
