@@ -1,4 +1,7 @@
-"""Small JSON file helpers shared by the store, the downloader and the settings."""
+"""The one place JSON files are read and written (store, downloader, settings, snapshots…).
+
+Writes are all-or-nothing: a temp file beside the target, flushed to disk, then renamed over
+it, so a crash or a full disk never leaves half a file."""
 
 from __future__ import annotations
 
@@ -16,9 +19,20 @@ def read_json(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def write_json_atomic(path: Path, data: dict, *, indent: int = 2) -> None:
-    """Write JSON through a temp file and a rename, so a crash never leaves half a file."""
+def write_json_atomic(
+    path: Path, data: dict | list, *, indent: int | None = 2, ensure_ascii: bool = True
+) -> None:
+    """Write JSON through a temp file, fsync and a rename; on any error the old file stays
+    and the temp file is removed."""
     path = Path(path)
+    text = json.dumps(data, indent=indent, ensure_ascii=ensure_ascii) + "\n"
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=indent) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
