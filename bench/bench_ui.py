@@ -31,16 +31,15 @@ from PySide6.QtWidgets import QApplication
 from PySide6.QtCore import QTimer
 from app.settings import Settings
 from app.storage.history import History
-from app.ui.controller import ChatController
-from app.ui.main_window import MainWindow
+from app.ui.launch import build_window
 from app.ui.message_bridge import MessageBridge
 app = QApplication([])
-controller = ChatController(History(), Settings(), MessageBridge())
-window = MainWindow(controller)
+window = build_window(History(), Settings(), MessageBridge())
 window.show()
 def painted():
     print(f"{time.time() - t0:.3f}")
-    controller.shutdown()
+    window.models.shutdown()
+    window.controller.shutdown()
     app.quit()
 QTimer.singleShot(0, painted)
 app.exec()
@@ -75,13 +74,12 @@ def make_app(loader, home: str):
 
     from app.settings import Settings
     from app.storage.history import History
-    from app.ui.controller import ChatController
-    from app.ui.main_window import MainWindow
+    from app.ui.launch import build_window
     from app.ui.message_bridge import MessageBridge
 
     app = QApplication.instance() or QApplication([])
-    controller = ChatController(History(), Settings(), MessageBridge(), loader)
-    window = MainWindow(controller)
+    window = build_window(History(), Settings(), MessageBridge(), loader)
+    controller = window.controller
     window.resize(1200, 800)
     window.show()
     return app, controller, window

@@ -9,6 +9,17 @@ from pathlib import Path
 from app.errors import HearthError
 
 
+def build_window(history, settings, bridge, loader=None):
+    """The main window over its two controllers (chats and models), as the app runs it."""
+    from app.ui.controller import ChatController
+    from app.ui.main_window import MainWindow
+    from app.ui.model_controller import ModelController
+
+    controller = ChatController(history, settings, bridge, loader)
+    models = ModelController(controller, settings, bridge)
+    return MainWindow(controller, models)
+
+
 def run_app(smoke_test: str | None = None) -> int:
     """Open the window and run the event loop; return the exit code."""
     if smoke_test:
@@ -19,11 +30,8 @@ def run_app(smoke_test: str | None = None) -> int:
     from app.resources import app_icon_path
     from app.settings import Settings
     from app.storage.history import History
-    from app.ui.controller import ChatController
     from app.ui.installed_models import default_model
-    from app.ui.main_window import MainWindow
     from app.ui.message_bridge import MessageBridge
-    from app.ui.model_manager import install_model_manager
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Hearth")
@@ -43,9 +51,8 @@ def run_app(smoke_test: str | None = None) -> int:
         bridge.uninstall()
         return 2
     settings = Settings()
-    controller = ChatController(history, settings, bridge)
-    window = MainWindow(controller)
-    install_model_manager(window, controller)
+    window = build_window(history, settings, bridge)
+    controller, models = window.controller, window.models
     window.show()
     try:
         if smoke_test:
@@ -64,6 +71,7 @@ def run_app(smoke_test: str | None = None) -> int:
                 controller.load_model(path)
             code = app.exec()
     finally:
+        models.shutdown()
         controller.shutdown()
         app.setQuitOnLastWindowClosed(False)  # we are leaving already; post no quit event
         window.close()

@@ -19,28 +19,34 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.jobs import Progress
 from app.ui.chat_view import ChatView
 from app.ui.composer import Composer
 from app.ui.controller import ChatController
 from app.ui.conversation_list import ConversationList
 from app.ui.first_run import FirstRunPanel
-from app.ui.installed_models import installed_models
 from app.ui.message_bridge import Banner, CrashDialog
+from app.ui.model_controller import STARTER_JOB, ModelController
+from app.ui.model_manager import ModelManagerPanel
 from app.ui.settings_panel import SettingsPanel
 from app.ui.status_bar import ChatStatusBar
 from app.workers.generation_worker import ModelInfo
-from app.workers.starter_worker import StarterHost
 
 CHAT_PAGE, WELCOME_PAGE = 0, 1
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, controller: ChatController) -> None:
+    """The window. It builds its own actions; ``controller`` (chats) and ``models`` (models
+    on disk) own the state, the window only shows it and forwards the user's intents."""
+
+    def __init__(self, controller: ChatController, models: ModelController) -> None:
         super().__init__()
         self.controller = controller
+        self.models = models
         self.bridge = controller.bridge
         self.crash_dialogs: list[CrashDialog] = []
-        self._starter: StarterHost | None = None
+        self.model_manager = ModelManagerPanel(models, self)
+        self.model_manager.setWindowFlag(Qt.WindowType.Window, True)
         self.setWindowTitle("Hearth")
         self.setAccessibleName("Hearth")
         self.resize(1200, 800)
@@ -110,6 +116,8 @@ class MainWindow(QMainWindow):
         self.export_md_action = self._action(bar, "Export Markdown…", None, self.on_export_md)
         self.export_json_action = self._action(bar, "Export JSON…", None, self.on_export_json)
         self.import_action = self._action(bar, "Import JSON…", None, self.on_import)
+        self.models_action = self._action(bar, "Models…", "Ctrl+M", self.model_manager.open_panel)
+        self.models_action.setToolTip("Download, switch, delete and import models (Ctrl+M)")
         self.panel_action = self._action(bar, "Chat settings", None, self.on_toggle_panel)
         self.panel_action.setCheckable(True)
         self.panel_action.setChecked(bool(self.controller.settings.get("show_side_panel")))
@@ -152,7 +160,13 @@ class MainWindow(QMainWindow):
         c.notice.connect(lambda text: self.status.showMessage(text, 4000))
         self.bridge.message_shown.connect(self.banner.show_message)
         self.bridge.crash_reported.connect(self.on_crash)
-        self.first_run.setup_requested.connect(self.on_setup_starter)
+        self.first_run.setup_requested.connect(self.models.setup_starter)
+        self.first_run.browse_requested.connect(self.model_manager.open_panel)
+        self.models.models_changed.connect(self.refresh_models)
+        self.models.starter_ready.connect(self.on_starter_ready)
+        jobs = self.models.jobs.worker
+        jobs.progress.connect(self.on_job_progress)
+        jobs.failed.connect(self.on_job_failed)
         self.controller.conversation_opened.connect(self._update_page)
         for sig in (c.conversations.rowsMoved, c.conversations.rowsInserted):
             sig.connect(self._reselect)
@@ -163,7 +177,7 @@ class MainWindow(QMainWindow):
     def refresh_models(self) -> None:
         """Fill the picker with the installed models; keep the loaded one selected."""
         self.model_picker.clear()
-        for model in installed_models():
+        for model in self.models.installed():
             self.model_picker.addItem(model.name, str(model.path))
             self.model_picker.setItemData(
                 self.model_picker.count() - 1, str(model.path), Qt.ItemDataRole.ToolTipRole
@@ -208,22 +222,16 @@ class MainWindow(QMainWindow):
         self.load_progress.hide()
         self.load_progress_action.setVisible(False)
 
-    def on_setup_starter(self) -> None:
-        if self._starter is None:
-            self._starter = StarterHost(self)
-            self._starter.progress.connect(self.first_run.on_progress)
-            self._starter.failed.connect(self.on_starter_failed)
-            self._starter.done.connect(self.on_starter_done)
-        self._starter.start_requested.emit()
+    def on_job_progress(self, job_id: str, progress: Progress) -> None:
+        if job_id == STARTER_JOB:
+            self.first_run.on_progress(progress)
 
-    def on_starter_failed(self, message: str) -> None:
-        self.first_run.on_failed(message)
-        self.bridge.error(message.split("\n\n")[0])
+    def on_job_failed(self, job_id: str, message: str) -> None:
+        if job_id == STARTER_JOB:
+            self.first_run.on_failed(message)
 
-    def on_starter_done(self, path: str) -> None:
+    def on_starter_ready(self, _path: str) -> None:
         self.first_run.on_done()
-        self.refresh_models()
-        self.controller.load_model(path)
 
     def _update_page(self, *_args: object) -> None:
         """The welcome page only while there is no model and nothing to read: a chat with
@@ -307,7 +315,6 @@ class MainWindow(QMainWindow):
         dialog.show()
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        self.models.shutdown()
         self.controller.shutdown()
-        if self._starter is not None:
-            self._starter.shutdown()
         super().closeEvent(event)

@@ -1,22 +1,16 @@
-"""The model manager: pick, download, switch, delete and import models from the desktop app.
+"""The model manager dialog: a view over ``ModelController``.
 
-``ModelManagerPanel`` is a non-modal dialog with three tabs (Catalog, Search the Hub,
-Installed) over a download queue with one row per download (progress bar, bytes, rate, ETA,
-Pause / Resume / Cancel). Transfers run on the download thread (``DownloadHost``); pause and
-cancel set thread-safe flags at once. The panel never touches the engine: "Use" emits
-``use_requested(path)`` and the controller loads the model on the engine thread.
-``install_model_manager(window, controller)`` wires it into the main window.
+Three tabs (Catalog, Search the Hub, Installed) over a queue with one row per job (progress
+bar, what is happening, Pause / Resume / Cancel). The dialog builds no stores or downloaders
+and touches no files: every button is an intent on the controller, and the rows follow the
+job worker's own signals (queued to the UI thread by Qt).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
-from PySide6.QtGui import QAction
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -33,25 +27,14 @@ from PySide6.QtWidgets import (
     QScrollArea,
     QTableView,
     QTabWidget,
-    QToolBar,
     QVBoxLayout,
     QWidget,
 )
 
 from app.errors import HearthError
-from app.models.catalog import (
-    Catalog,
-    MachineInfo,
-    choose_variant,
-    fit_report,
-    load_catalog,
-    probe_machine,
-)
-from app.models.downloader import Downloader, DownloadProgress, DownloadRequest
-from app.models.hub import HubClient
-from app.models.store import InstalledModel, ModelStore, slugify
-from app.settings import Settings
-from app.ui.message_bridge import MessageBridge
+from app.jobs import Progress
+from app.models.store import InstalledModel
+from app.ui.model_controller import ModelController
 from app.ui.model_manager_model import (
     CatalogModel,
     CatalogRow,
@@ -59,59 +42,15 @@ from app.ui.model_manager_model import (
     InstalledModelsModel,
     RowRole,
     RowTableModel,
-    format_size,
 )
-from app.workers.download_worker import DownloadHost, DownloadJob, ImportJob, SearchHost
-
-# Settings this panel reads (rows for app/settings.py; empty = the default behaviour).
-ENDPOINT_KEY, TOKEN_KEY, FOLDER_KEY = "hub_endpoint", "hub_token", "models_folder"
-
-
-def hub_options(settings: Settings) -> tuple[str | None, str | None, Path | None]:
-    """(endpoint, token, models folder) from the settings, then HF_ENDPOINT / HF_TOKEN and
-    the token saved by ``huggingface-cli login``; None means the default."""
-    values = settings.as_dict()
-    endpoint = values.get(ENDPOINT_KEY) or os.environ.get("HF_ENDPOINT") or None
-    token = values.get(TOKEN_KEY) or None
-    if token is None:
-        try:
-            from huggingface_hub import get_token
-
-            token = get_token()
-        except Exception:  # no saved token is not an error
-            token = None
-    folder = values.get(FOLDER_KEY) or None
-    return endpoint, token, Path(folder).expanduser() if folder else None
-
-
-def describe_progress(p: DownloadProgress) -> str:
-    """Progress as text: "120.0 MB of 1.2 GB · 8.1 MB/s · 2:13 left", or what is happening."""
-    parts = [f"{format_size(p.bytes_done)} of {format_size(p.bytes_total)}"]
-    if p.state == "downloading":
-        if p.rate_bps > 0:
-            parts.append(f"{format_size(int(p.rate_bps))}/s")
-        if p.eta_s is not None:
-            parts.append(f"{int(p.eta_s // 60)}:{int(p.eta_s % 60):02d} left")
-    else:
-        labels = {
-            "resolving": "Looking up files…",
-            "retrying": "Retrying",
-            "paused": "Paused",
-            "verifying": "Verifying",
-            "installing": "Installing",
-            "done": "Installed",
-        }
-        parts.append(labels.get(p.state, p.state))
-    if p.message:
-        parts.append(p.message)
-    return " · ".join(parts)
+from app.units import format_bytes
 
 
 class DownloadRow(QWidget):
-    """One queued or running download: name, progress bar, details, Pause/Resume/Cancel.
+    """One queued or running job: name, progress bar, details, Pause/Resume/Cancel.
 
     Signals: pause_requested(str), resume_requested(str), cancel_requested(str),
-    retry_requested(str) (Resume on a failed download).
+    retry_requested(str) (Resume on a failed job).
     """
 
     pause_requested = Signal(str)
@@ -119,17 +58,17 @@ class DownloadRow(QWidget):
     cancel_requested = Signal(str)
     retry_requested = Signal(str)
 
-    def __init__(self, model_id: str, title: str, *, pausable: bool, parent: QWidget) -> None:
+    def __init__(self, job_id: str, title: str, *, pausable: bool, parent: QWidget) -> None:
         super().__init__(parent)
-        self.model_id = model_id
+        self.job_id = job_id
         self.failed = False
         self.title = QLabel(f"<b>{title}</b>", self)
         self.bar = QProgressBar(self)
         self.bar.setRange(0, 1000)
-        self.bar.setAccessibleName(f"Download progress of {title}")
+        self.bar.setAccessibleName(f"Progress of {title}")
         self.detail = QLabel("Queued", self)
         self.detail.setWordWrap(True)
-        self.detail.setAccessibleName(f"Download status of {title}")
+        self.detail.setAccessibleName(f"Status of {title}")
         self.pause_button = QPushButton("Pause", self)
         self.resume_button = QPushButton("Resume", self)
         self.cancel_button = QPushButton("Cancel", self)
@@ -138,7 +77,7 @@ class DownloadRow(QWidget):
             (self.resume_button, "Resume"),
             (self.cancel_button, "Cancel"),
         ):
-            button.setAccessibleName(f"{verb} download of {title}")
+            button.setAccessibleName(f"{verb} {title}")
         self.pause_button.setVisible(pausable)
         self.resume_button.setVisible(pausable)
         self.resume_button.setEnabled(False)
@@ -156,11 +95,15 @@ class DownloadRow(QWidget):
         self.resume_button.clicked.connect(self.on_resume)
         self.cancel_button.clicked.connect(self.on_cancel)
 
+    @property
+    def pausable(self) -> bool:
+        return not self.pause_button.isHidden()
+
     def on_pause(self) -> None:
         self.pause_button.setEnabled(False)
         self.resume_button.setEnabled(True)
         self.detail.setText("Paused")
-        self.pause_requested.emit(self.model_id)
+        self.pause_requested.emit(self.job_id)
 
     def on_resume(self) -> None:
         self.resume_button.setEnabled(False)
@@ -169,73 +112,49 @@ class DownloadRow(QWidget):
         if self.failed:
             self.failed = False
             self.cancel_button.setEnabled(True)
-            self.retry_requested.emit(self.model_id)
+            self.retry_requested.emit(self.job_id)
         else:
-            self.resume_requested.emit(self.model_id)
+            self.resume_requested.emit(self.job_id)
 
     def on_cancel(self) -> None:
         for button in (self.pause_button, self.resume_button, self.cancel_button):
             button.setEnabled(False)
         self.detail.setText("Cancelling…")
-        self.cancel_requested.emit(self.model_id)
+        self.cancel_requested.emit(self.job_id)
 
     def on_started(self) -> None:
         self.detail.setText("Starting…")
-        if not self.pause_button.isVisible():  # an import: no byte counts, no stopping it
-            self.bar.setRange(0, 0)
-            self.cancel_button.setEnabled(False)
 
-    def on_progress(self, p: DownloadProgress) -> None:
+    def on_progress(self, p: Progress) -> None:
         if self.resume_button.isEnabled() and not self.failed and p.state != "paused":
             return  # paused by the user: late reports from the last chunk change nothing
-        if p.bytes_total:
+        if p.fraction is None:
+            self.bar.setRange(0, 0)
+        else:
             self.bar.setRange(0, 1000)
-            self.bar.setValue(int(1000 * min(p.fraction, 1.0)))
-        self.detail.setText(describe_progress(p))
+            self.bar.setValue(int(1000 * p.fraction))
+        self.detail.setText(p.message)
 
     def on_failed(self, message: str) -> None:
         self.failed = True
+        self.bar.setRange(0, 1000)
         self.pause_button.setEnabled(False)
-        self.resume_button.setEnabled(self.pause_button.isVisible())
+        self.resume_button.setEnabled(self.pausable)
         self.cancel_button.setEnabled(True)
         self.detail.setText(f"Failed: {message}")
 
 
 class ModelManagerPanel(QDialog):
-    """The model manager dialog.
+    """The model manager dialog. It only shows models and emits intents on ``controller``."""
 
-    Signals:
-        use_requested(str path): the user wants this model loaded (switch the active model).
-        models_changed(): a model was installed, imported or deleted.
-    """
-
-    use_requested = Signal(str)
-    models_changed = Signal()
-
-    def __init__(
-        self,
-        bridge: MessageBridge,
-        settings: Settings,
-        *,
-        catalog: Catalog | None = None,
-        downloader_options: dict[str, Any] | None = None,
-        parent: QWidget | None = None,
-    ) -> None:
+    def __init__(self, controller: ModelController, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Models")
         self.setAccessibleName("Model manager")
         self.resize(900, 640)
-        self.bridge = bridge
-        self.settings = settings
-        self.downloader_options = dict(downloader_options or {})
-        self._catalog = catalog
-        self.loaded_path: str | None = None
-        self.loading_path: str | None = None
-        self.machine: MachineInfo | None = None
+        self.controller = controller
+        self.bridge = controller.bridge
         self.download_rows: dict[str, DownloadRow] = {}
-        self._retry: dict[str, DownloadJob | ImportJob] = {}
-        self.downloads = DownloadHost(self)
-        self.search_host = SearchHost(self)
         self.catalog_model = CatalogModel(self)
         self.hub_model = HubResultsModel(self)
         self.installed_model = InstalledModelsModel(self)
@@ -251,7 +170,7 @@ class ModelManagerPanel(QDialog):
         self.tabs.addTab(self._catalog_tab(), "Catalog")
         self.tabs.addTab(self._search_tab(), "Search the Hub")
         self.tabs.addTab(self._installed_tab(), "Installed")
-        self.queue_box = QGroupBox("Downloads", self)
+        self.queue_box = QGroupBox("Downloads and imports", self)
         self.queue_layout = QVBoxLayout()
         self.queue_layout.addStretch(1)
         holder = QWidget(self.queue_box)
@@ -259,7 +178,7 @@ class ModelManagerPanel(QDialog):
         scroll = QScrollArea(self.queue_box)
         scroll.setWidgetResizable(True)
         scroll.setWidget(holder)
-        self.queue_empty = QLabel("No downloads.", self.queue_box)
+        self.queue_empty = QLabel("Nothing is downloading.", self.queue_box)
         box_layout = QVBoxLayout(self.queue_box)
         box_layout.addWidget(self.queue_empty)
         box_layout.addWidget(scroll)
@@ -349,60 +268,41 @@ class ModelManagerPanel(QDialog):
         self.delete_button.clicked.connect(self.on_delete)
         self.import_folder_button.clicked.connect(self.on_import_folder)
         self.import_gguf_button.clicked.connect(self.on_import_gguf)
-        self.search_host.results.connect(self.on_search_results)
-        self.search_host.failed.connect(self.on_search_failed)
-        d = self.downloads
-        d.queued.connect(self.on_queued)
-        d.started.connect(self.on_started)
-        d.progress.connect(self.on_progress)
-        d.finished.connect(self.on_finished)
-        d.failed.connect(self.on_failed)
-        d.cancelled.connect(self.on_cancelled)
-        d.crashed.connect(self.bridge.crash)
+        c = self.controller
+        c.search_finished.connect(self.on_search_results)
+        c.search_failed.connect(self.on_search_failed)
+        c.models_changed.connect(self.refresh)
+        c.chat.model_loaded.connect(self.on_model_state)
+        c.chat.model_load_failed.connect(self.on_model_state)
+        c.jobs.queued.connect(self.on_queued)
+        w = c.jobs.worker
+        w.started.connect(self.on_started)
+        w.progress.connect(self.on_progress)
+        w.finished.connect(self.on_finished)
+        w.failed.connect(self.on_failed)
+        w.cancelled.connect(self.on_cancelled)
 
     # data ---------------------------------------------------------------------------------
 
-    def store(self) -> ModelStore:
-        return ModelStore(hub_options(self.settings)[2])
-
-    def catalog(self) -> Catalog:
-        if self._catalog is None:
-            self._catalog = load_catalog()
-        return self._catalog
-
-    def make_downloader(self) -> Downloader:
-        endpoint, token, folder = hub_options(self.settings)
-        store = ModelStore(folder)
-        staging = store.root / ".staging" if folder is not None else None
-        return Downloader(
-            store, endpoint=endpoint, token=token, staging_root=staging, **self.downloader_options
-        )
-
     def refresh(self) -> None:
         """Re-read the catalog fit hints and the installed models."""
+        c = self.controller
         try:
-            store = self.store()
-            catalog = self.catalog()
+            machine = c.machine()
+            rows = [CatalogRow(*row) for row in c.catalog_rows()]
         except HearthError as exc:
             self.bridge.report(exc)
             return
-        self.machine = probe_machine(store.root)
-        m = self.machine
-        ram = format_size(m.ram_bytes) if m.ram_bytes else "unknown"
-        disk = format_size(m.disk_free_bytes) if m.disk_free_bytes is not None else "unknown"
+        ram = format_bytes(machine.ram_bytes) if machine.ram_bytes else "unknown"
+        disk = (format_bytes(machine.disk_free_bytes)
+                if machine.disk_free_bytes is not None else "unknown")
         self.machine_label.setText(
-            f"This machine: {ram} RAM, {disk} free for models in {store.root}; "
-            f"variants are chosen for {m.provider.upper()}."
+            f"This machine: {ram} RAM, {disk} free for models in {c.store().root}; "
+            f"variants are chosen for {machine.provider.upper()}."
         )
-        installed = store.list_models()
-        ids = {model.id for model in installed}
-        rows = []
-        for entry in catalog:
-            variant = choose_variant(entry, m.provider)
-            rows.append(CatalogRow(entry, variant, fit_report(variant, m), entry.id in ids))
         self.catalog_model.set_rows(rows)
-        self.installed_model.set_rows(installed)
-        self.installed_model.set_loaded_path(self.loaded_path)
+        self.installed_model.set_rows(c.installed())
+        self.installed_model.set_loaded_path(c.loaded_path)
         self._update_variants()
 
     def open_panel(self) -> None:
@@ -412,6 +312,9 @@ class ModelManagerPanel(QDialog):
             self.activateWindow()
         else:
             self.show()
+
+    def on_model_state(self, *_: object) -> None:
+        self.installed_model.set_loaded_path(self.controller.loaded_path)
 
     def _selected(self, view: QTableView) -> Any:
         index = view.currentIndex()
@@ -429,7 +332,7 @@ class ModelManagerPanel(QDialog):
             return
         for variant in row.entry.variants:
             self.variant_combo.addItem(
-                f"{variant.name} ({variant.provider}, {format_size(variant.size_bytes)})",
+                f"{variant.name} ({variant.provider}, {format_bytes(variant.size_bytes)})",
                 variant.name,
             )
         self.variant_combo.setCurrentIndex(self.variant_combo.findData(row.variant.name))
@@ -443,21 +346,15 @@ class ModelManagerPanel(QDialog):
         if row is None:
             self.bridge.info("Choose a model in the catalog first.")
             return
-        if row.installed:
-            self.bridge.info(f"{row.entry.name} is already installed.")
-            return
-        name = self.variant_combo.currentData() or row.variant.name
-        request = DownloadRequest.from_catalog(row.entry, row.entry.variant(name))
-        self.start_job(DownloadJob(row.entry.id, self.make_downloader(), request=request))
+        self.controller.download_catalog(
+            row.entry, self.variant_combo.currentData() or row.variant.name
+        )
 
     # Hub search ---------------------------------------------------------------------------
 
     def on_search(self) -> None:
-        endpoint, token, _folder = hub_options(self.settings)
         self.search_status.setText("Searching…")
-        self.search_host.search(
-            lambda: HubClient(endpoint, token, retries=1), self.search_edit.text()
-        )
+        self.controller.search(self.search_edit.text())
 
     def on_search_results(self, found: object) -> None:
         results = list(found)  # type: ignore[call-overload]
@@ -475,13 +372,7 @@ class ModelManagerPanel(QDialog):
         if found is None:
             self.bridge.info("Choose a search result first.")
             return
-        model_id = slugify(found.id)
-        if self.store().get(model_id) is not None:
-            self.bridge.info(f"{found.id} is already installed.")
-            return
-        provider = self.machine.provider if self.machine else "cpu"
-        job = DownloadJob(model_id, self.make_downloader(), repo=found.id, provider=provider)
-        self.start_job(job)
+        self.controller.download_repo(found.id)
 
     # installed ----------------------------------------------------------------------------
 
@@ -497,49 +388,29 @@ class ModelManagerPanel(QDialog):
         if model is None:
             self.bridge.info("Choose an installed model first.")
             return
-        if str(model.path) != self.loaded_path:
-            self.use_requested.emit(str(model.path))
+        self.controller.use(model)
 
     def on_delete(self) -> None:
         model = self.selected_installed()
         if model is None:
             self.bridge.info("Choose an installed model first.")
             return
-        in_use = [p for p in (self.loaded_path, self.loading_path) if p == str(model.path)]
         what = "Remove the link to" if model.linked else "Delete"
         extra = " (its folder stays where it is)" if model.linked else ""
-        question = f"{what} {model.name}{extra}? This frees {format_size(model.size_on_disk)}."
-        if not in_use and not self.confirm("Delete model", question):
-            return
-        try:
-            self.store().remove(model.id, loaded_ids=[model.id] if in_use else [])
-        except HearthError as exc:
-            self.bridge.report(exc)
-            return
-        except OSError as exc:
-            self.bridge.error(f"{model.path} could not be deleted: {exc.strerror}.")
-            return
-        self.refresh()
-        self.models_changed.emit()
+        question = f"{what} {model.name}{extra}? This frees {format_bytes(model.size_on_disk)}."
+        in_use = str(model.path) in (self.controller.loaded_path, self.controller.chat.loading_path)
+        if in_use or self.confirm("Delete model", question):
+            self.controller.remove(model)
 
     def on_import_folder(self) -> None:
         folder = self.ask_folder()
-        if not folder:
-            return
-        try:
-            model = self.store().import_folder(Path(folder))
-        except HearthError as exc:
-            self.bridge.report(exc)
-            return
-        self.bridge.info(f"Imported {model.name}; its files stay in {model.path}.")
-        self.refresh()
-        self.select_installed(model.id)
-        self.models_changed.emit()
+        if folder:
+            self.controller.import_folder(folder)
 
     def on_import_gguf(self) -> None:
         path = self.ask_gguf_file()
         if path:
-            self.start_job(ImportJob(f"import:{Path(path).name}", Path(path), self.store()))
+            self.controller.import_gguf(path)
 
     # questions (tests replace these) ------------------------------------------------------
 
@@ -557,160 +428,51 @@ class ModelManagerPanel(QDialog):
 
     # the queue ----------------------------------------------------------------------------
 
-    def start_job(self, job: DownloadJob | ImportJob) -> None:
-        if not self.downloads.enqueue(job):
-            self.bridge.info(f"{job.model_id} is already in the download queue.")
+    def on_queued(self, job_id: str) -> None:
+        job = self.controller.jobs.job(job_id)
+        if job is None or job_id.startswith("search:"):
             return
-        self._retry[job.model_id] = job
-
-    def _title(self, job: DownloadJob | ImportJob | None, model_id: str) -> str:
-        if isinstance(job, DownloadJob):
-            return job.request.name if job.request is not None else (job.repo or model_id)
-        if isinstance(job, ImportJob):
-            return f"Import {job.path.name}"
-        return model_id
-
-    def on_queued(self, model_id: str) -> None:
-        job = self.downloads.job(model_id)
-        row = self.download_rows.get(model_id)
+        row = self.download_rows.get(job_id)
         if row is None:
-            row = DownloadRow(
-                model_id,
-                self._title(job, model_id),
-                pausable=isinstance(job, DownloadJob),
-                parent=self.queue_box,
-            )
-            row.pause_requested.connect(self.downloads.pause)
-            row.resume_requested.connect(self.downloads.resume)
+            row = DownloadRow(job_id, job.title, pausable=job.pausable, parent=self.queue_box)
+            row.pause_requested.connect(self.controller.pause)
+            row.resume_requested.connect(self.controller.resume)
             row.cancel_requested.connect(self.on_cancel_requested)
-            row.retry_requested.connect(self.on_retry)
+            row.retry_requested.connect(self.controller.retry)
             self.queue_layout.insertWidget(self.queue_layout.count() - 1, row)
-            self.download_rows[model_id] = row
+            self.download_rows[job_id] = row
         self.queue_empty.hide()
 
-    def on_started(self, model_id: str) -> None:
-        if (row := self.download_rows.get(model_id)) is not None:
+    def on_started(self, job_id: str) -> None:
+        if (row := self.download_rows.get(job_id)) is not None:
             row.on_started()
 
-    def on_progress(self, progress: DownloadProgress) -> None:
-        if (row := self.download_rows.get(progress.model_id)) is not None:
+    def on_progress(self, job_id: str, progress: Progress) -> None:
+        if (row := self.download_rows.get(job_id)) is not None:
             row.on_progress(progress)
 
-    def on_finished(self, model_id: str, model: InstalledModel) -> None:
-        self._drop_row(model_id)
-        self._retry.pop(model_id, None)
-        self.bridge.info(f"{model.name} is installed. Choose it in the toolbar or click Use.")
-        self.refresh()
-        self.select_installed(model.id)
-        self.models_changed.emit()
+    def on_finished(self, job_id: str, result: object) -> None:
+        self._drop_row(job_id)
+        if isinstance(result, InstalledModel):
+            self.refresh()
+            self.select_installed(result.id)
 
-    def on_failed(self, model_id: str, message: str) -> None:
-        if (row := self.download_rows.get(model_id)) is not None:
+    def on_failed(self, job_id: str, message: str) -> None:
+        if (row := self.download_rows.get(job_id)) is not None:
             row.on_failed(message)
-        self.bridge.error(message)
 
-    def on_cancel_requested(self, model_id: str) -> None:
-        if self.downloads.job(model_id) is None:  # a failed download: just drop it
-            job = self._retry.pop(model_id, None)
-            if isinstance(job, DownloadJob):
-                shutil.rmtree(job.downloader.staging_folder(model_id), ignore_errors=True)
-            self._drop_row(model_id)
-            return
-        self.downloads.cancel(model_id)
+    def on_cancel_requested(self, job_id: str) -> None:
+        running = self.controller.jobs.job(job_id) is not None
+        self.controller.discard(job_id)
+        if not running:  # a failed job: nothing will answer, drop its row now
+            self._drop_row(job_id)
 
-    def on_cancelled(self, model_id: str) -> None:
-        self._retry.pop(model_id, None)
-        self._drop_row(model_id)
+    def on_cancelled(self, job_id: str) -> None:
+        self._drop_row(job_id)
 
-    def on_retry(self, model_id: str) -> None:
-        old = self._retry.get(model_id)
-        if isinstance(old, DownloadJob):
-            job: DownloadJob | ImportJob = DownloadJob(
-                model_id, self.make_downloader(), old.request, old.repo, old.provider
-            )
-        elif isinstance(old, ImportJob):
-            job = ImportJob(model_id, old.path, old.store)
-        else:
-            return
-        self.start_job(job)
-
-    def _drop_row(self, model_id: str) -> None:
-        row = self.download_rows.pop(model_id, None)
+    def _drop_row(self, job_id: str) -> None:
+        row = self.download_rows.pop(job_id, None)
         if row is not None:
             self.queue_layout.removeWidget(row)
             row.deleteLater()
         self.queue_empty.setVisible(not self.download_rows)
-
-    # the controller's model state ---------------------------------------------------------
-
-    def set_loaded_path(self, path: str | None) -> None:
-        self.loaded_path = path
-        self.loading_path = None
-        self.installed_model.set_loaded_path(path)
-
-    def on_model_loading(self, path: str) -> None:
-        self.loading_path = path
-
-    def on_model_load_failed(self, _message: str) -> None:
-        self.loading_path = None
-
-    # shutdown -----------------------------------------------------------------------------
-
-    def shutdown(self) -> bool:
-        """Cancel downloads (their partial data is kept for next time) → quit → wait."""
-        downloads = self.downloads.shutdown(5000)
-        search = self.search_host.shutdown(5000)
-        return downloads and search
-
-
-class _ShutdownOnClose(QObject):
-    """Stops the panel's threads when the main window closes."""
-
-    def __init__(self, panel: ModelManagerPanel, window: QWidget) -> None:
-        super().__init__(window)
-        self.panel = panel
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.Close:
-            self.panel.shutdown()
-        return False
-
-
-def install_model_manager(window: Any, controller: Any) -> None:
-    """Wire the model manager into the main window.
-
-    Adds a "Models…" toolbar action and a "Browse models…" button on the first-run panel,
-    both opening the panel; "Use" loads the model through ``controller.load_model`` (the
-    generation worker's load request, on the engine thread); installs and deletions refresh
-    the toolbar picker; the panel's threads stop when the window closes. The panel is kept
-    as ``window.model_manager``.
-    """
-    panel = ModelManagerPanel(controller.bridge, controller.settings, parent=window)
-    panel.setWindowFlag(Qt.WindowType.Window, True)
-    window.model_manager = panel
-    action = QAction("Models…", window)
-    action.setToolTip("Download, switch, delete and import models")
-    action.triggered.connect(panel.open_panel)
-    toolbar = window.findChild(QToolBar, "mainToolbar")
-    if toolbar is not None:
-        toolbar.addAction(action)
-    window.models_action = action
-    first_run = window.first_run
-    browse = QPushButton("Browse models…", first_run)
-    browse.setAccessibleName("Browse models")
-    browse.setAccessibleDescription("Download or import another model.")
-    browse.clicked.connect(panel.open_panel)
-    layout = first_run.layout()
-    layout.insertWidget(
-        layout.indexOf(first_run.button) + 1, browse, 0, Qt.AlignmentFlag.AlignHCenter
-    )
-    window.browse_models_button = browse
-
-    panel.use_requested.connect(controller.load_model)
-    panel.models_changed.connect(window.refresh_models)
-    controller.model_loading.connect(panel.on_model_loading)
-    controller.model_loaded.connect(lambda info: panel.set_loaded_path(info.path))
-    controller.model_load_failed.connect(panel.on_model_load_failed)
-    info = controller.model_info
-    panel.set_loaded_path(info.path if info is not None else None)
-    window.installEventFilter(_ShutdownOnClose(panel, window))

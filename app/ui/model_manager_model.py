@@ -15,23 +15,11 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersisten
 from app.models.catalog import CatalogEntry, FitReport, Variant
 from app.models.hub import HubModel
 from app.models.store import InstalledModel
+from app.units import format_bytes
 
 RowRole = Qt.ItemDataRole.UserRole + 1
 KeyRole = Qt.ItemDataRole.UserRole + 2
 _Index = QModelIndex | QPersistentModelIndex
-
-
-def format_size(n: int | None) -> str:
-    """Bytes as the panel shows them ("1.2 GB", "340.0 MB", "12.3 KB")."""
-    if n is None:
-        return "?"
-    if n >= 10**9:
-        return f"{n / 1e9:.1f} GB"
-    if n >= 10**6:
-        return f"{n / 1e6:.1f} MB"
-    if n >= 10**3:
-        return f"{n / 1e3:.1f} KB"
-    return f"{n} B"
 
 
 @dataclass(frozen=True)
@@ -123,7 +111,7 @@ class CatalogRow:
 
     def variants_text(self) -> str:
         return ", ".join(
-            f"{v.name} ({v.provider}, {format_size(v.size_bytes)})" for v in self.entry.variants
+            f"{v.name} ({v.provider}, {format_bytes(v.size_bytes)})" for v in self.entry.variants
         )
 
 
@@ -131,7 +119,7 @@ class CatalogModel(RowTableModel):
     columns = (
         Column("Model", lambda r: r.entry.name, lambda r: r.entry.description),
         Column("Variant", lambda r: r.variant.name, CatalogRow.variants_text),
-        Column("Size", lambda r: format_size(r.variant.size_bytes)),
+        Column("Size", lambda r: format_bytes(r.variant.size_bytes)),
         Column("License", lambda r: r.entry.license),
         Column("Fits", lambda r: r.status, lambda r: "; ".join(r.fit.reasons)),
     )
@@ -146,7 +134,7 @@ class CatalogModel(RowTableModel):
 class HubResultsModel(RowTableModel):
     columns = (
         Column("Repository", lambda m: m.id, lambda m: m.pipeline_tag or ""),
-        Column("Size", lambda m: format_size(m.size_bytes)),
+        Column("Size", lambda m: format_bytes(m.size_bytes)),
         Column("License", lambda m: m.license or "unknown"),
         Column("Downloads", lambda m: "" if m.downloads is None else f"{m.downloads:,}"),
     )
@@ -176,7 +164,7 @@ class InstalledModelsModel(RowTableModel):
         self.loaded_path: str | None = None
         self.columns = (
             Column("Model", self._name, lambda m: str(m.path)),
-            Column("Size on disk", lambda m: format_size(m.size_on_disk)),
+            Column("Size on disk", lambda m: format_bytes(m.size_on_disk)),
             Column("Source", _source_text),
         )
 

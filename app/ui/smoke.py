@@ -14,7 +14,6 @@ from PySide6.QtWidgets import QApplication
 from app.engine.types import GenerationStats
 from app.ui.installed_models import default_model, is_model_folder
 from app.ui.main_window import MainWindow
-from app.workers.starter_worker import starter_path
 
 PROMPT = "Hello! Who are you?"
 TIMEOUT_S = 120
@@ -31,7 +30,7 @@ def smoke_model(last_used: str) -> Path | None:
     if ensure_starter is not None:
         try:
             result = ensure_starter(progress=None)
-            path = starter_path(result)
+            path = result
             if path and is_model_folder(Path(str(path))):
                 return Path(str(path))
         except Exception as exc:  # fall through to the installed models, but say why

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import QObject
 
 from app.paths import history_db_path, models_dir
 from app.settings import Settings
@@ -13,6 +14,7 @@ from app.storage.history import History
 from app.ui.controller import ChatController
 from app.ui.main_window import MainWindow
 from app.ui.message_bridge import MessageBridge
+from app.ui.model_controller import ModelController
 from tests.workers.fake_engine import FakeLoader
 
 
@@ -25,6 +27,25 @@ def make_model_folder(name: str, display: str | None = None) -> Path:
     return folder
 
 
+class OnUiThread(QObject):
+    """Calls ``fn`` with a signal's arguments on the UI thread. A plain lambda connected to a
+    worker's signal would run on the worker's thread; a QObject's slot is queued to its own."""
+
+    def __init__(self, fn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def on_signal(self, *args) -> None:
+        self.fn(*args)
+
+
+def on_ui_thread(signal, fn) -> OnUiThread:
+    """Connect ``fn`` to ``signal`` so that it runs on the UI thread; keep the result alive."""
+    receiver = OnUiThread(fn)
+    signal.connect(receiver.on_signal)
+    return receiver
+
+
 class App:
     """One app instance: history, settings, bridge, controller and window."""
 
@@ -35,7 +56,8 @@ class App:
         self.settings = Settings()
         self.bridge = MessageBridge()
         self.controller = ChatController(self.history, self.settings, self.bridge, loader)
-        self.window = MainWindow(self.controller)
+        self.models = ModelController(self.controller, self.settings, self.bridge)
+        self.window = MainWindow(self.controller, self.models)
         qtbot.addWidget(self.window)
         self.window.show()
         qtbot.waitExposed(self.window)
@@ -66,6 +88,7 @@ class App:
         if not self.closed:
             self.window.close()
             assert not self.controller.host.thread.isRunning()
+            assert not self.models.jobs.running
             self.history.close()
             self.closed = True
 

@@ -17,10 +17,10 @@ from app import settings as settings_module
 from app.models import catalog as catalog_module
 from app.models.store import ModelStore
 from app.settings import Setting
-from app.ui.model_manager import install_model_manager
 from app.ui.model_manager_model import KeyRole
 from app.workers.generation_worker import default_loader
 from tests.models.hub_server import FakeHub, FakeRepo, allow_hub_requests, random_bytes
+from tests.ui.conftest import on_ui_thread
 
 pytestmark = [
     pytest.mark.qt_log_level_fail("WARNING"),
@@ -96,7 +96,6 @@ def hub(monkeypatch, tmp_path, plain_model_dir, gqa_model_dir):
 
 def manager(app, hub: FakeHub):
     app.settings.set("hub_endpoint", hub.url)
-    install_model_manager(app.window, app.controller)
     panel = app.window.model_manager
     app.window.models_action.trigger()
     app.qtbot.waitExposed(panel)
@@ -117,7 +116,7 @@ def download(app, panel, model_id: str, *, wait: bool = True):
     panel.tabs.setCurrentIndex(0)
     panel.select_catalog(model_id)
     if wait:
-        with app.qtbot.waitSignal(panel.downloads.finished, timeout=10000):
+        with app.qtbot.waitSignal(app.models.models_changed, timeout=10000):
             app.qtbot.mouseClick(panel.download_button, Qt.MouseButton.LeftButton)
     else:
         app.qtbot.mouseClick(panel.download_button, Qt.MouseButton.LeftButton)
@@ -166,7 +165,6 @@ def test_catalog_lists_variants_size_license_and_fit_hints(make_app, hub, qtmode
 
 def test_real_catalog_is_listed(make_app, qtbot):
     app = make_app()
-    install_model_manager(app.window, app.controller)
     panel = app.window.model_manager
     panel.open_panel()
     rows = catalog_texts(panel)
@@ -179,7 +177,7 @@ def test_hub_search_shows_size_and_license(make_app, hub, qtmodeltester):
     panel = manager(app, hub)
     panel.tabs.setCurrentIndex(1)
     panel.search_edit.setText("tiny")
-    with app.qtbot.waitSignal(panel.search_host.results, timeout=5000):
+    with app.qtbot.waitSignal(app.models.search_finished, timeout=5000):
         app.qtbot.mouseClick(panel.search_button, Qt.MouseButton.LeftButton)
     model = panel.hub_model
     qtmodeltester.check(model, force_py=True)
@@ -200,13 +198,14 @@ def test_download_shows_progress_installs_and_the_model_chats(make_app, hub, qtm
     panel = manager(app, hub)
     assert picker_items(app) == []
     texts: list[str] = []
-    panel.downloads.progress.connect(
-        lambda _p: texts.append(panel.download_rows["tiny-chat"].detail.text())
-    )
     bars: list[int] = []
-    panel.downloads.progress.connect(
-        lambda _p: bars.append(panel.download_rows["tiny-chat"].bar.value())
-    )
+
+    def seen(_job_id, _progress):
+        row = panel.download_rows["tiny-chat"]
+        texts.append(row.detail.text())
+        bars.append(row.bar.value())
+
+    _keep = on_ui_thread(app.models.jobs.worker.progress, seen)
     download(app, panel, "tiny-chat")
     assert any(" of 576.1 KB" in t and "/s" in t for t in texts)
     assert max(bars[:-1]) > 0 and bars == sorted(bars)
@@ -230,9 +229,9 @@ def test_cancel_leaves_nothing_installed(make_app, hub):
     panel = manager(app, hub)
     row = download(app, panel, "big", wait=False)
     app.qtbot.waitUntil(lambda: hub.served(BLOB) > 200_000, timeout=5000)
-    with app.qtbot.waitSignal(panel.downloads.cancelled, timeout=2000):
-        app.qtbot.mouseClick(row.cancel_button, Qt.MouseButton.LeftButton)
-        assert row.detail.text() == "Cancelling…"
+    app.qtbot.mouseClick(row.cancel_button, Qt.MouseButton.LeftButton)
+    assert row.detail.text() == "Cancelling…"
+    app.qtbot.waitUntil(lambda: not app.models.jobs.pending(), timeout=2000)
     assert "big" not in panel.download_rows
     assert ModelStore().list_models() == []
     assert not list(ModelStore().root.parent.joinpath("staging").iterdir())
@@ -253,7 +252,7 @@ def test_pause_then_resume_completes(make_app, hub):
     assert hub.served(BLOB) == during < 3 << 20
     assert "Paused" in row.detail.text()
     hub.faults.delay_per_chunk_s = 0.0
-    with app.qtbot.waitSignal(panel.downloads.finished, timeout=10000):
+    with app.qtbot.waitSignal(app.models.models_changed, timeout=10000):
         app.qtbot.mouseClick(row.resume_button, Qt.MouseButton.LeftButton)
     assert hub.served(BLOB) <= (3 << 20) + 64 * 1024  # resumed, not restarted
     assert ModelStore().get("big") is not None
@@ -262,13 +261,13 @@ def test_pause_then_resume_completes(make_app, hub):
 def test_download_error_goes_to_the_banner_and_retry_resumes(make_app, hub):
     app = make_app()
     panel = manager(app, hub)
-    panel.downloader_options = {"retries": 0, "backoff_s": 0.01}
+    app.models.downloader_options = {"retries": 0, "backoff_s": 0.01}
     hub.faults.cut_at[BLOB] = 1_000_000
     row = download(app, panel, "big", wait=False)
     app.qtbot.waitUntil(lambda: row.detail.text().startswith("Failed"), timeout=5000)
     assert f"{hub.url}/test/big/resolve/" in app.window.banner.text()
     assert app.window.banner.level == "error"
-    with app.qtbot.waitSignal(panel.downloads.finished, timeout=10000):
+    with app.qtbot.waitSignal(app.models.models_changed, timeout=10000):
         app.qtbot.mouseClick(row.resume_button, Qt.MouseButton.LeftButton)
     assert hub.served(BLOB) <= (3 << 20) + 64 * 1024
 
@@ -334,21 +333,21 @@ def test_switching_the_active_model_loads_on_the_engine_thread_and_the_chat_cont
 
 def test_import_folder_from_the_first_run_panel(make_app, hub, plain_model_dir, tmp_path):
     app = make_app()
-    install_model_manager(app.window, app.controller)
     panel = app.window.model_manager
-    app.qtbot.mouseClick(app.window.browse_models_button, Qt.MouseButton.LeftButton)
+    app.qtbot.mouseClick(app.window.first_run.browse_button, Qt.MouseButton.LeftButton)
     assert panel.isVisible()
     folder = tmp_path / "my-model"
     shutil.copytree(plain_model_dir, folder)
     panel.ask_folder = lambda: str(folder)
     panel.tabs.setCurrentIndex(2)
-    app.qtbot.mouseClick(panel.import_folder_button, Qt.MouseButton.LeftButton)
+    with app.qtbot.waitSignal(app.models.models_changed, timeout=5000):
+        app.qtbot.mouseClick(panel.import_folder_button, Qt.MouseButton.LeftButton)
     model = ModelStore().require("my-model")
     assert model.linked and model.path == folder.resolve()
     assert panel.installed_model.index(0, 0).data(KeyRole) == "my-model"
     panel.ask_folder = lambda: str(tmp_path)  # not a model folder
     app.qtbot.mouseClick(panel.import_folder_button, Qt.MouseButton.LeftButton)
-    assert app.window.banner.level == "error"
+    app.qtbot.waitUntil(lambda: app.window.banner.level == "error", timeout=5000)
     panel.select_installed("my-model")
     panel.confirm = lambda title, text: True
     app.qtbot.mouseClick(panel.delete_button, Qt.MouseButton.LeftButton)
@@ -362,8 +361,8 @@ def test_closing_the_window_stops_a_running_download(make_app, hub):
     download(app, panel, "big", wait=False)
     app.qtbot.waitUntil(lambda: hub.served(BLOB) > 100_000, timeout=5000)
     app.close()
-    assert not panel.downloads.thread.isRunning()
-    assert not panel.search_host.thread.isRunning()
+    assert not app.models.jobs.running
+    assert not app.models.searches.running
     staging = ModelStore().root.parent / "staging" / "big"
     assert (staging / (BLOB + ".part")).stat().st_size > 0  # resumable next time
 
@@ -377,7 +376,7 @@ def test_import_gguf_converts_on_the_download_thread_and_installs(make_app, hub,
     write_tiny_gguf(gguf)
     panel.ask_gguf_file = lambda: str(gguf)
     panel.tabs.setCurrentIndex(2)
-    with app.qtbot.waitSignal(panel.downloads.finished, timeout=20000):
+    with app.qtbot.waitSignal(app.models.models_changed, timeout=20000):
         app.qtbot.mouseClick(panel.import_gguf_button, Qt.MouseButton.LeftButton)
         row = panel.download_rows["import:tiny-llama.gguf"]
         assert not row.pause_button.isVisible()
@@ -388,7 +387,6 @@ def test_import_gguf_converts_on_the_download_thread_and_installs(make_app, hub,
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"not a gguf file")
     panel.ask_gguf_file = lambda: str(bad)
-    with app.qtbot.waitSignal(panel.downloads.failed, timeout=5000):
-        app.qtbot.mouseClick(panel.import_gguf_button, Qt.MouseButton.LeftButton)
-    assert app.window.banner.level == "error"
+    app.qtbot.mouseClick(panel.import_gguf_button, Qt.MouseButton.LeftButton)
+    app.qtbot.waitUntil(lambda: app.window.banner.level == "error", timeout=5000)
     assert [m.id for m in ModelStore().list_models()] == ["tiny-llama"]

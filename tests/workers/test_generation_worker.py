@@ -132,19 +132,3 @@ def test_shutdown_while_generating_stops_quits_and_closes(qtbot):
     assert time.perf_counter() - started < 2.0
     assert not h.thread.isRunning()
     assert loader.last.closed
-
-
-def test_starter_progress_is_understood_in_any_shape():
-    from types import SimpleNamespace
-
-    from app.workers.starter_worker import describe_progress, starter_path
-
-    assert describe_progress("Converting", 5, 10) == ("Converting", 50)
-    assert describe_progress(0.25) == ("Setting up the starter model…", 25)
-    assert describe_progress(SimpleNamespace(message="Tokenizer", done=1, total=4)) == (
-        "Tokenizer",
-        25,
-    )
-    assert describe_progress("Reading") == ("Reading", -1)
-    assert starter_path("/m/x") == "/m/x"
-    assert starter_path(SimpleNamespace(path="/m/y")) == "/m/y"

@@ -1,0 +1,358 @@
+"""The model controller: the twin of ChatController for models on disk.
+
+Lives on the UI thread. It owns the model library's jobs (downloads, GGUF and folder
+imports, the starter setup) on one job thread and Hub searches on another, and exposes the
+user's intents as methods: ``download_catalog``, ``download_repo``, ``use``, ``remove``,
+``import_folder``, ``import_gguf``, ``setup_starter``, ``search``. Widgets (the model manager
+dialog, the window's menus, the first-run page) call those and listen to its signals and to
+``jobs.worker``'s own signals (started / progress / finished / failed / cancelled), which Qt
+queues to the UI thread. Nothing here blocks: file work, including inspecting the ONNX files
+of a folder to import, runs on the job thread.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from app.errors import HearthError
+from app.jobs import Job, JobControl, Progress, ProgressReport
+from app.models.catalog import (
+    Catalog,
+    CatalogEntry,
+    MachineInfo,
+    choose_variant,
+    fit_report,
+    load_catalog,
+    probe_machine,
+)
+from app.models.downloader import Downloader, DownloadProgress, DownloadRequest
+from app.models.hub import HubClient
+from app.models.store import InstalledModel, ModelStore, slugify
+from app.settings import Settings
+from app.ui.controller import ChatController
+from app.ui.message_bridge import MessageBridge
+from app.units import format_bytes
+from app.workers.job_worker import JobRunner
+
+STARTER_JOB = "starter"
+_STATE_LABELS = {
+    "resolving": "Looking up files…",
+    "retrying": "Retrying",
+    "paused": "Paused",
+    "verifying": "Verifying",
+    "installing": "Installing",
+    "done": "Installed",
+}
+
+
+def download_progress(p: DownloadProgress) -> Progress:
+    """A download report as the one progress type: "120.0 MB of 1.2 GB · 8.1 MB/s · 2:13
+    left", or what is happening."""
+    parts = [f"{format_bytes(p.bytes_done)} of {format_bytes(p.bytes_total)}"]
+    if p.state == "downloading":
+        if p.rate_bps > 0:
+            parts.append(f"{format_bytes(int(p.rate_bps))}/s")
+        if p.eta_s is not None:
+            parts.append(f"{int(p.eta_s // 60)}:{int(p.eta_s % 60):02d} left")
+    else:
+        parts.append(_STATE_LABELS.get(p.state, p.state))
+    if p.message:
+        parts.append(p.message)
+    fraction = min(p.fraction, 1.0) if p.bytes_total else None
+    return Progress(fraction, " · ".join(parts), p.state)
+
+
+class ModelController(QObject):
+    """Signals:
+    models_changed(): a model was installed, imported or removed.
+    search_finished(list[HubModel]): the answer to the latest search.
+    search_failed(str message)
+    starter_ready(str path): the starter model is set up (and is being loaded).
+    """
+
+    models_changed = Signal()
+    search_finished = Signal(object)
+    search_failed = Signal(str)
+    starter_ready = Signal(str)
+
+    def __init__(
+        self,
+        chat: ChatController,
+        settings: Settings,
+        bridge: MessageBridge,
+        *,
+        catalog: Catalog | None = None,
+        downloader_options: dict[str, Any] | None = None,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.chat = chat
+        self.settings = settings
+        self.bridge = bridge
+        self.downloader_options = dict(downloader_options or {})
+        self._catalog = catalog
+        self.jobs = JobRunner("hearth-jobs", self)
+        self.searches = JobRunner("hearth-hub-search", self)
+        self._search_ticket = 0
+        self._submitted: dict[str, Job] = {}
+        self._retry_factories: dict[str, Any] = {}
+        w = self.jobs.worker
+        w.finished.connect(self.on_job_finished)
+        w.failed.connect(self.on_job_failed)
+        w.cancelled.connect(self.on_job_cancelled)
+        w.crashed.connect(self.bridge.crash)
+        s = self.searches.worker
+        s.finished.connect(self.on_search_finished)
+        s.failed.connect(self.on_search_failed)
+        s.crashed.connect(self.bridge.crash)
+
+    # where models live --------------------------------------------------------------------
+
+    def hub_options(self) -> tuple[str | None, str | None, Path | None]:
+        """(endpoint, token, models folder) from the settings, then HF_ENDPOINT and the token
+        saved by ``huggingface-cli login``; None means the default."""
+        values = self.settings.as_dict()
+        endpoint = values.get("hub_endpoint") or os.environ.get("HF_ENDPOINT") or None
+        token = values.get("hub_token") or None
+        if token is None:
+            try:
+                from huggingface_hub import get_token
+
+                token = get_token()
+            except Exception:  # no saved token is not an error
+                token = None
+        folder = values.get("models_folder") or None
+        return endpoint, token, Path(folder).expanduser() if folder else None
+
+    def store(self) -> ModelStore:
+        return ModelStore(self.hub_options()[2])
+
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = load_catalog()
+        return self._catalog
+
+    def machine(self) -> MachineInfo:
+        return probe_machine(self.store().root)
+
+    def installed(self) -> list[InstalledModel]:
+        try:
+            return self.store().list_models()
+        except (HearthError, OSError) as exc:
+            self.bridge.error(f"The models folder could not be read: {exc}")
+            return []
+
+    def catalog_rows(self) -> list[tuple[CatalogEntry, Any, Any, bool]]:
+        """(entry, variant for this machine, fit report, installed) per catalog entry."""
+        machine = self.machine()
+        ids = {model.id for model in self.installed()}
+        return [
+            (entry, variant, fit_report(variant, machine), entry.id in ids)
+            for entry in self.catalog()
+            for variant in (choose_variant(entry, machine.provider),)
+        ]
+
+    @property
+    def loaded_path(self) -> str | None:
+        info = self.chat.model_info
+        return info.path if info is not None else None
+
+    def _in_use(self, model: InstalledModel) -> bool:
+        return str(model.path) in (self.loaded_path, self.chat.loading_path)
+
+    def _downloader(self) -> Downloader:
+        endpoint, token, folder = self.hub_options()
+        store = ModelStore(folder)
+        staging = store.root / ".staging" if folder is not None else None
+        return Downloader(
+            store, endpoint=endpoint, token=token, staging_root=staging, **self.downloader_options
+        )
+
+    # intents ------------------------------------------------------------------------------
+
+    def use(self, model: InstalledModel | str) -> bool:
+        """Load ``model`` on the engine thread (a no-op when it is already loaded)."""
+        path = str(model.path if isinstance(model, InstalledModel) else model)
+        if path == self.loaded_path:
+            return True
+        return self.chat.load_model(path)
+
+    def download_catalog(self, entry: CatalogEntry, variant_name: str | None = None) -> bool:
+        if entry.id in {m.id for m in self.installed()}:
+            self.bridge.info(f"{entry.name} is already installed.")
+            return False
+        variant = entry.variant(variant_name) if variant_name else None
+        variant = variant or choose_variant(entry, self.machine().provider)
+        request = DownloadRequest.from_catalog(entry, variant)
+        return self._submit_download(entry.id, entry.name, lambda downloader, control: request)
+
+    def download_repo(self, repo: str) -> bool:
+        """Download any Hub repo in either ONNX layout; the variant is chosen for this
+        machine when the job runs (listing the repo is network work)."""
+        model_id = slugify(repo)
+        if self.store().get(model_id) is not None:
+            self.bridge.info(f"{repo} is already installed.")
+            return False
+        provider = self.machine().provider
+
+        def request_for(downloader: Downloader, control: JobControl) -> DownloadRequest:
+            from app.workers.download_worker import variant_for_repo
+
+            hub: HubClient = downloader.hub
+            commit = hub.resolve_revision(repo, "main")
+            control.checkpoint()
+            variant = variant_for_repo(hub.list_files(repo, commit), provider)
+            return DownloadRequest(
+                model_id=model_id, name=repo.rsplit("/", 1)[-1], repo=repo,
+                revision=commit, variant=variant,
+            )
+
+        return self._submit_download(model_id, repo, request_for)
+
+    def _submit_download(self, model_id: str, title: str, make_request) -> bool:
+        downloader = self._downloader()
+
+        def work(report: ProgressReport, control: JobControl) -> InstalledModel:
+            request = make_request(downloader, control)
+            return downloader.download(
+                request,
+                progress=lambda p: report(download_progress(p)),
+                control=control,
+                keep_partial_on_cancel=True,
+            )
+
+        def discard() -> None:
+            shutil.rmtree(downloader.staging_folder(model_id), ignore_errors=True)
+
+        job = Job(model_id, title, work, pausable=True, on_cancelled=discard)
+        self._retry_factories[model_id] = lambda: self._submit_download(
+            model_id, title, make_request
+        )
+        return self._submit(job)
+
+    def import_folder(self, folder: str | Path) -> bool:
+        """Register a model folder in place; its ONNX files are inspected on the job thread."""
+        path = Path(folder)
+        store = self.store()
+        job = Job(f"import:{path.name}", f"Import {path.name}",
+                  lambda report, control: store.import_folder(path))
+        return self._submit(job)
+
+    def import_gguf(self, file: str | Path, precision: str = "native") -> bool:
+        path = Path(file)
+        store = self.store()
+
+        def work(report: ProgressReport, control: JobControl) -> InstalledModel:
+            return store.import_gguf(
+                path, precision=precision,
+                progress=lambda fraction, message="": report(Progress(fraction, str(message))),
+            )
+
+        job = Job(f"import:{path.name}", f"Import {path.name}", work)
+        self._retry_factories[job.job_id] = lambda: self.import_gguf(path, precision)
+        return self._submit(job)
+
+    def setup_starter(self) -> bool:
+        """Convert (once) and load the built-in starter model."""
+        from app.models.starter import ensure_starter
+
+        def work(report: ProgressReport, control: JobControl) -> Path:
+            return ensure_starter(
+                progress=lambda fraction, message="": report(Progress(fraction, str(message)))
+            )
+
+        return self._submit(Job(STARTER_JOB, "Set up the starter model", work))
+
+    def remove(self, model: InstalledModel) -> bool:
+        """Delete an installed model (or the link of an in-place import). The loaded model
+        cannot be removed."""
+        try:
+            self.store().remove(model.id, loaded_ids=[model.id] if self._in_use(model) else [])
+        except HearthError as exc:
+            self.bridge.report(exc)
+            return False
+        except OSError as exc:
+            self.bridge.error(f"{model.path} could not be deleted: {exc.strerror}.")
+            return False
+        self.models_changed.emit()
+        return True
+
+    def retry(self, job_id: str) -> bool:
+        factory = self._retry_factories.get(job_id)
+        return bool(factory and factory())
+
+    def discard(self, job_id: str) -> None:
+        """Cancel a queued or running job, or drop a failed one and its partial data."""
+        if self.jobs.job(job_id) is not None:
+            self.jobs.cancel(job_id)
+            return
+        job = self._submitted.pop(job_id, None)
+        self._retry_factories.pop(job_id, None)
+        if job is not None and job.on_cancelled is not None:
+            job.on_cancelled()
+
+    def pause(self, job_id: str) -> None:
+        self.jobs.pause(job_id)
+
+    def resume(self, job_id: str) -> None:
+        self.jobs.resume(job_id)
+
+    def search(self, query: str) -> None:
+        endpoint, token, _folder = self.hub_options()
+        self._search_ticket += 1
+        ticket = f"search:{self._search_ticket}"
+        self.searches.submit(
+            Job(ticket, "Hub search",
+                lambda report, control: HubClient(endpoint, token, retries=1).search(query))
+        )
+
+    def _submit(self, job: Job) -> bool:
+        if not self.jobs.submit(job):
+            self.bridge.info(f"{job.title} is already in the queue.")
+            return False
+        self._submitted[job.job_id] = job
+        return True
+
+    # job outcomes (UI thread) -------------------------------------------------------------
+
+    def on_job_finished(self, job_id: str, result: object) -> None:
+        self._submitted.pop(job_id, None)
+        self._retry_factories.pop(job_id, None)
+        if job_id == STARTER_JOB:
+            self.models_changed.emit()
+            self.starter_ready.emit(str(result))
+            self.chat.load_model(str(result))
+            return
+        if isinstance(result, InstalledModel):
+            verb = "imported" if job_id.startswith("import:") else "installed"
+            self.bridge.info(f"{result.name} is {verb}. Choose it in the model menu or click Use.")
+        self.models_changed.emit()
+
+    def on_job_failed(self, job_id: str, message: str) -> None:
+        self.bridge.error(message)
+
+    def on_job_cancelled(self, job_id: str) -> None:
+        self._submitted.pop(job_id, None)
+        self._retry_factories.pop(job_id, None)
+
+    def on_search_finished(self, job_id: str, found: object) -> None:
+        if job_id == f"search:{self._search_ticket}":
+            self.search_finished.emit(list(found))  # type: ignore[call-overload]
+
+    def on_search_failed(self, job_id: str, message: str) -> None:
+        if job_id == f"search:{self._search_ticket}":
+            self.search_failed.emit(message)
+
+    # shutdown -----------------------------------------------------------------------------
+
+    def shutdown(self, timeout_ms: int = 5000) -> bool:
+        """Cancel jobs (partial downloads are kept for next time) → quit → wait."""
+        self._search_ticket += 1  # drop any answer still coming
+        jobs = self.jobs.shutdown(timeout_ms)
+        searches = self.searches.shutdown(timeout_ms)
+        return jobs and searches
