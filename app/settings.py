@@ -75,7 +75,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("models_folder", str, "", "Models folder (empty = the default)"),
     Setting("kv_snapshot_budget_mb", int, 512,
             "Memory for keeping other chats' caches (MB)", 0, 65536),
-    Setting("show_side_panel", bool, True, "Show the chat settings panel"),
+    Setting("show_side_panel", bool, False, "Show the chat settings panel"),
 )
 
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}

@@ -33,6 +33,7 @@ from app.ui.status_bar import ChatStatusBar
 from app.workers.generation_worker import ModelInfo
 
 CHAT_PAGE, WELCOME_PAGE = 0, 1
+NARROW_WIDTH = 1000  # below this the chat settings panel folds away
 
 
 class MainWindow(QMainWindow):
@@ -83,6 +84,7 @@ class MainWindow(QMainWindow):
         self.status = ChatStatusBar(self)
         self.setStatusBar(self.status)
         self._build_toolbar()
+        self._build_menus()
         self._build_shortcuts()
         self._connect()
         self.refresh_models()
@@ -93,14 +95,19 @@ class MainWindow(QMainWindow):
     # construction -------------------------------------------------------------------------
 
     def _build_toolbar(self) -> None:
-        bar = QToolBar("Main", self)
+        """The model bar: which model answers, its load state, and the model manager."""
+        bar = QToolBar("Model", self)
         bar.setObjectName("mainToolbar")
         bar.setMovable(False)
         self.addToolBar(bar)
         bar.addWidget(QLabel(" Model: ", self))
         self.model_picker = QComboBox(self)
         self.model_picker.setObjectName("modelPicker")
-        self.model_picker.setMinimumWidth(240)
+        self.model_picker.setMinimumWidth(200)
+        self.model_picker.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.model_picker.setMinimumContentsLength(18)
         self.model_picker.setAccessibleName("Model")
         self.model_picker.setAccessibleDescription("Pick the model that answers in this window.")
         bar.addWidget(self.model_picker)
@@ -111,30 +118,72 @@ class MainWindow(QMainWindow):
         self.load_progress.hide()
         self.load_progress_action = bar.addWidget(self.load_progress)
         self.load_progress_action.setVisible(False)
-        bar.addSeparator()
-        self.new_action = self._action(bar, "New chat", "Ctrl+N", self.controller.new_conversation)
-        self.export_md_action = self._action(bar, "Export Markdown…", None, self.on_export_md)
-        self.export_json_action = self._action(bar, "Export JSON…", None, self.on_export_json)
-        self.import_action = self._action(bar, "Import JSON…", None, self.on_import)
-        self.models_action = self._action(bar, "Models…", "Ctrl+M", self.model_manager.open_panel)
+        self.new_action = self._action("New chat", "Ctrl+N", self.on_new_chat)
+        self.models_action = self._action("Models…", "Ctrl+M", self.model_manager.open_panel)
         self.models_action.setToolTip("Download, switch, delete and import models (Ctrl+M)")
-        self.panel_action = self._action(bar, "Chat settings", None, self.on_toggle_panel)
+        self.panel_action = self._action("Chat settings", "Ctrl+Shift+S", self.on_toggle_panel)
         self.panel_action.setCheckable(True)
         self.panel_action.setChecked(bool(self.controller.settings.get("show_side_panel")))
         self.settings_panel.setVisible(self.panel_action.isChecked())
+        bar.addSeparator()
+        bar.addAction(self.models_action)
+        bar.addAction(self.panel_action)
 
-    def _action(self, bar: QToolBar, text: str, shortcut: str | None, slot) -> QAction:
+    def _build_menus(self) -> None:
+        """File / Edit / View / Model / Help, with the platform's standard shortcuts.
+        Every action here is the same QAction the toolbar and shortcuts trigger."""
+        menus = self.menuBar()
+        file_menu = menus.addMenu("&File")
+        file_menu.addAction(self.new_action)
+        self.import_action = self._action("Import chat…", None, self.on_import)
+        file_menu.addAction(self.import_action)
+        export = file_menu.addMenu("&Export chat")
+        self.export_md_action = self._action("Markdown…", None, self.on_export_md)
+        self.export_json_action = self._action("JSON…", None, self.on_export_json)
+        export.addAction(self.export_md_action)
+        export.addAction(self.export_json_action)
+        file_menu.addSeparator()
+        self.quit_action = self._action("Quit", QKeySequence.StandardKey.Quit, self.close)
+        self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
+        file_menu.addAction(self.quit_action)
+
+        edit = menus.addMenu("&Edit")
+        self.copy_reply_action = self._action(
+            "Copy last reply", "Ctrl+Shift+C", self.on_copy_last_reply
+        )
+        self.find_action = self._action("Find chats", QKeySequence.StandardKey.Find,
+                                        self.on_focus_search)
+        edit.addAction(self.copy_reply_action)
+        edit.addAction(self.find_action)
+
+        view = menus.addMenu("&View")
+        self.sidebar_action = self._action("Sidebar", "Ctrl+Shift+L", self.on_toggle_sidebar)
+        self.sidebar_action.setCheckable(True)
+        self.sidebar_action.setChecked(True)
+        view.addAction(self.sidebar_action)
+        view.addAction(self.panel_action)
+
+        model = menus.addMenu("&Model")
+        model.addAction(self.models_action)
+
+        help_menu = menus.addMenu("&Help")
+        self.open_data_action = self._action("Open data folder", None, self.on_open_data_folder)
+        self.about_action = self._action("About Hearth", None, self.on_about)
+        self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
+        help_menu.addAction(self.open_data_action)
+        help_menu.addAction(self.about_action)
+
+    def _action(self, text: str, shortcut, slot) -> QAction:
         action = QAction(text, self)
-        if shortcut:
+        if shortcut is not None:
             action.setShortcut(QKeySequence(shortcut))
-            action.setToolTip(f"{text} ({shortcut})")
+            key = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+            action.setToolTip(f"{text} ({key})" if key else text)
         action.triggered.connect(slot)
-        bar.addAction(action)
+        self.addAction(action)  # shortcuts work even while the menu bar is hidden
         return action
 
     def _build_shortcuts(self) -> None:
-        QShortcut(QKeySequence("Ctrl+F"), self, self.on_focus_search)
-        QShortcut(QKeySequence("Ctrl+Shift+C"), self, self.on_copy_last_reply)
         QShortcut(QKeySequence("Ctrl+Return"), self.composer.edit, self.composer.on_send)
         QShortcut(QKeySequence("Ctrl+Enter"), self.composer.edit, self.composer.on_send)
 
@@ -269,6 +318,34 @@ class MainWindow(QMainWindow):
     def _reselect(self, *_: object) -> None:
         self.conversation_list.select(self.controller.current_id)
 
+    def on_new_chat(self) -> None:
+        self.controller.new_conversation()
+        self.composer.edit.setFocus()
+
+    def on_toggle_sidebar(self, checked: bool) -> None:
+        self.conversation_list.setVisible(checked)
+
+    def on_open_data_folder(self) -> None:
+        from PySide6.QtCore import QUrl
+        from PySide6.QtGui import QDesktopServices
+
+        from app.paths import data_root
+
+        QDesktopServices.openUrl(QUrl.fromLocalFile(str(data_root())))
+
+    def on_about(self) -> None:
+        from PySide6.QtWidgets import QMessageBox
+
+        from app import __version__
+
+        QMessageBox.about(
+            self,
+            "About Hearth",
+            f"<b>Hearth {__version__}</b><br>Private, offline chat with language models that "
+            "run on this computer with ONNX Runtime.<br>Your chats and models stay on this "
+            "disk.",
+        )
+
     def on_focus_search(self) -> None:
         self.conversation_list.search.setFocus()
         self.conversation_list.search.selectAll()
@@ -283,6 +360,16 @@ class MainWindow(QMainWindow):
         self.settings_panel.setVisible(checked)
         self.controller.settings.set("show_side_panel", checked)
         self.controller.save_settings()
+
+    def resizeEvent(self, event) -> None:
+        """Narrow windows give the chat the room: the chat settings panel folds away (the
+        saved preference stays; View ▸ Chat settings opens it again)."""
+        super().resizeEvent(event)
+        old = event.oldSize().width()
+        narrow = event.size().width() < NARROW_WIDTH and (old < 0 or old >= NARROW_WIDTH)
+        if narrow and self.settings_panel.isVisible():
+            self.panel_action.setChecked(False)
+            self.settings_panel.setVisible(False)
 
     # export / import ----------------------------------------------------------------------
 

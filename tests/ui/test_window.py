@@ -7,7 +7,15 @@ import sys
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QAbstractButton, QAbstractSpinBox, QComboBox, QLineEdit, QListView
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QAbstractSpinBox,
+    QComboBox,
+    QLineEdit,
+    QListView,
+    QToolBar,
+    QToolButton,
+)
 
 from app.errors import DiskFullError
 from app.ui.main_window import CHAT_PAGE, WELCOME_PAGE
@@ -232,3 +240,54 @@ def test_every_interactive_widget_has_an_accessible_name(app):
         and type(w).__name__ not in ("QToolButton",)  # toolbar buttons read their action text
     ]
     assert unnamed == []
+
+
+def _menu_actions(window) -> dict[str, list]:
+    return {
+        menu.title().replace("&", ""): [a for a in menu.actions() if not a.isSeparator()]
+        for menu in (a.menu() for a in window.menuBar().actions())
+    }
+
+
+def test_the_menus_hold_the_same_actions_as_the_toolbar_and_shortcuts(app):
+    window = app.window
+    menus = _menu_actions(window)
+    assert list(menus) == ["File", "Edit", "View", "Model", "Help"]
+    assert window.new_action in menus["File"] and window.quit_action in menus["File"]
+    assert window.models_action in menus["Model"]
+    assert window.panel_action in menus["View"] and window.sidebar_action in menus["View"]
+    assert window.models_action in window.findChild(QToolBar, "mainToolbar").actions()
+    window.models_action.trigger()
+    app.qtbot.waitUntil(window.model_manager.isVisible)
+    window.model_manager.close()
+    app.send("hello")
+    before = app.controller.current_id
+    assert before is not None
+    window.new_action.trigger()
+    assert app.controller.current_id != before and app.rows() == []
+    assert window.focusWidget() is window.composer.edit
+    window.sidebar_action.trigger()
+    assert not window.conversation_list.isVisible()
+
+
+def test_at_800x600_nothing_hides_in_an_overflow_and_the_chat_gets_the_room(make_app):
+    app = make_app()
+    window = app.window
+    window.panel_action.setChecked(True)
+    window.on_toggle_panel(True)
+    window.resize(1200, 800)
+    app.qtbot.wait(10)
+    window.resize(800, 600)
+    app.qtbot.waitUntil(lambda: not window.settings_panel.isVisible())
+    assert not window.panel_action.isChecked()
+    assert app.settings.get("show_side_panel") is True  # the preference is kept
+    toolbar = window.findChild(QToolBar, "mainToolbar")
+    extension = toolbar.findChild(QToolButton, "qt_toolbar_ext_button")
+    assert extension is None or not extension.isVisible()
+    for action in toolbar.actions():
+        widget = toolbar.widgetForAction(action)
+        if action.isVisible() and widget is not None:
+            assert widget.isVisible(), action.text()
+    app.qtbot.waitUntil(lambda: window.stack.width() >= 450)  # the chat (or welcome) page
+    window.panel_action.trigger()  # the user can still open it
+    assert window.settings_panel.isVisible()
