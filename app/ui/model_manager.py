@@ -49,7 +49,7 @@ from app.models.catalog import (
 )
 from app.models.downloader import Downloader, DownloadProgress, DownloadRequest
 from app.models.hub import HubClient
-from app.models.store import InstalledModel, ModelStore, slugify
+from app.models.library import InstalledModel, ModelLibrary, slugify
 from app.settings import Settings
 from app.ui.message_bridge import MessageBridge
 from app.ui.model_manager_model import (
@@ -362,8 +362,8 @@ class ModelManagerPanel(QDialog):
 
     # data ---------------------------------------------------------------------------------
 
-    def store(self) -> ModelStore:
-        return ModelStore(hub_options(self.settings)[2])
+    def store(self) -> ModelLibrary:
+        return ModelLibrary(hub_options(self.settings)[2])
 
     def catalog(self) -> Catalog:
         if self._catalog is None:
@@ -372,7 +372,7 @@ class ModelManagerPanel(QDialog):
 
     def make_downloader(self) -> Downloader:
         endpoint, token, folder = hub_options(self.settings)
-        store = ModelStore(folder)
+        store = ModelLibrary(folder)
         staging = store.root / ".staging" if folder is not None else None
         return Downloader(
             store, endpoint=endpoint, token=token, staging_root=staging, **self.downloader_options

@@ -21,70 +21,9 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from app.errors import HearthError
-from app.models.catalog import Variant
 from app.models.downloader import DownloadCancelled, DownloadControl, Downloader, DownloadRequest
-from app.models.hub import HubClient, RemoteFile
-from app.models.store import ModelStore
-
-# -- choosing what to fetch from an arbitrary Hub repo (plain Python) ---------------------
-
-# Optimum graphs in order of preference per provider (file stems under onnx/ or the root).
-_OPTIMUM_PREFERENCE = {
-    "cpu": ("model_q4", "model_int8", "model_quantized", "model_uint8", "model", "model_fp16"),
-    "cuda": ("model_q4f16", "model_fp16", "model_q4", "model", "model_int8"),
-    "dml": ("model_q4f16", "model_fp16", "model_q4", "model", "model_int8"),
-}
-_ROOT_SUFFIXES = (".json", ".jinja", ".txt", ".model", ".py")
-
-
-def variant_for_repo(files: list[RemoteFile], provider: str = "cpu") -> Variant:
-    """Pick a variant from the file listing of a repo that is not in the catalog.
-
-    onnxruntime-genai repos (``genai_config.json``, possibly one folder per provider) become
-    a subfolder variant, preferring a folder named after ``provider``; Optimum /
-    transformers.js repos become the root configuration files plus one ``onnx/*.onnx`` graph
-    (with its external data), chosen for ``provider``. Raises HearthError when the repo
-    holds no loadable ONNX chat model.
-    """
-    paths = {f.path: f for f in files}
-    genai = sorted(p for p in paths if p.rsplit("/", 1)[-1] == "genai_config.json")
-    if genai:
-        folders = [p.rsplit("/", 1)[0] if "/" in p else "" for p in genai]
-        hints = {"cpu": ("cpu",), "cuda": ("cuda", "gpu"), "dml": ("directml", "dml")}
-        chosen = next(
-            (f for f in folders if any(h in f.lower() for h in hints.get(provider, ()))),
-            folders[0],
-        )
-        if chosen == "":
-            include = tuple(p for p in paths if "/" not in p)
-            return _sized(Variant("genai", provider, include=include), files)
-        return _sized(Variant(chosen.rsplit("/", 1)[-1], provider, subfolder=chosen), files)
-    graphs = {}
-    for p in paths:
-        if p.endswith(".onnx") and p.count("/") <= 1 and (p.startswith("onnx/") or "/" not in p):
-            graphs[p.rsplit("/", 1)[-1][: -len(".onnx")]] = p
-    for stem in (*_OPTIMUM_PREFERENCE.get(provider, ()), *sorted(graphs)):
-        if stem in graphs and any(s.endswith(".json") and "/" not in s for s in paths):
-            graph = graphs[stem]
-            include = (
-                *(f"*{suffix}" for suffix in _ROOT_SUFFIXES),
-                graph,
-                f"{graph}_data*",
-                f"{graph}.data",
-            )
-            return _sized(Variant(stem, provider, include=include), files)
-    raise HearthError(
-        "This repository holds no ONNX chat model Hearth can load.",
-        hint="Choose a repository with genai_config.json, or config.json and onnx/model*.onnx.",
-    )
-
-
-def _sized(variant: Variant, files: list[RemoteFile]) -> Variant:
-    size = sum(f.size for f in files if variant.selects(f.path))
-    return Variant(
-        variant.name, variant.provider, variant.subfolder, variant.include, size_bytes=size
-    )
-
+from app.models.hub import HubClient
+from app.models.library import ModelLibrary, variant_for_repo
 
 # -- jobs -------------------------------------------------------------------------------
 
@@ -109,7 +48,7 @@ class ImportJob:
 
     model_id: str  # a label for the queue ("import:<file name>")
     path: Path
-    store: ModelStore
+    store: ModelLibrary
     control: DownloadControl = field(default_factory=DownloadControl)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from app.cli import main
 from app.models.catalog import load_catalog
-from app.models.store import ModelStore
+from app.models.library import ModelLibrary
 from tests.fixtures.tiny_models import build_plain_kv_model
 from tests.models.hub_server import FakeHub, FakeRepo, allow_hub_requests, random_bytes
 
@@ -129,7 +129,7 @@ def test_download_interrupted_by_a_killed_process_resumes_on_rerun(hub, capsys, 
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
     kept = part.stat().st_size
-    assert ModelStore().get(MODEL_ID) is None
+    assert ModelLibrary().get(MODEL_ID) is None
     settled = -1
     while settled != hub.served(DATA):  # the server notices the dead client
         settled = hub.served(DATA)
@@ -140,7 +140,7 @@ def test_download_interrupted_by_a_killed_process_resumes_on_rerun(hub, capsys, 
     code, _, err = run(capsys, "models", "download", MODEL_ID, "--endpoint", hub.url)
     assert code == 0, err
     assert hub.served(DATA) - before == 2_000_000 - kept
-    model = ModelStore().require(MODEL_ID)
+    model = ModelLibrary().require(MODEL_ID)
     assert (model.path / DATA).read_bytes() == hub.repos[
         "HuggingFaceTB/SmolLM2-135M-Instruct"
     ].files[DATA]

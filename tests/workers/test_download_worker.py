@@ -6,12 +6,10 @@ import time
 
 import pytest
 
-from app.errors import HearthError
 from app.models.catalog import Variant
 from app.models.downloader import Downloader, DownloadRequest
-from app.models.hub import RemoteFile
-from app.models.store import ModelStore
-from app.workers.download_worker import DownloadHost, DownloadJob, variant_for_repo
+from app.models.library import ModelLibrary
+from app.workers.download_worker import DownloadHost, DownloadJob
 from tests.models.hub_server import FakeHub, FakeRepo, allow_hub_requests, random_bytes
 
 pytestmark = [pytest.mark.qt_log_level_fail("WARNING")]
@@ -65,7 +63,7 @@ def add_repo(hub: FakeHub, repo_id: str = "test/blob", seed: int = 0) -> FakeRep
 
 def job(hub: FakeHub, repo: FakeRepo, model_id: str = "blob") -> DownloadJob:
     downloader = Downloader(
-        ModelStore(), endpoint=hub.url, retries=2, backoff_s=0.01, progress_interval_s=0.02
+        ModelLibrary(), endpoint=hub.url, retries=2, backoff_s=0.01, progress_interval_s=0.02
     )
     request = DownloadRequest(model_id, f"Model {model_id}", repo.repo_id, "main", VARIANT)
     return DownloadJob(model_id, downloader, request=request)
@@ -82,7 +80,7 @@ def test_download_reports_progress_in_order_then_installs(qtbot, hub, host):
     assert states[0] == "resolving" and states[-1] == "done" and "downloading" in states
     model = events.items[-1][2]
     assert (model.path / BLOB).read_bytes() == repo.files[BLOB]
-    assert ModelStore().get("blob") is not None
+    assert ModelLibrary().get("blob") is not None
     assert host.pending() == []
 
 
@@ -98,7 +96,7 @@ def test_cancel_stops_at_once_and_leaves_nothing(qtbot, hub, host):
         host.cancel("blob")
     assert time.monotonic() - cancelled_at < 1.0
     assert "finished" not in events.kinds()
-    assert ModelStore().get("blob") is None
+    assert ModelLibrary().get("blob") is None
     assert not the_job.downloader.staging_folder("blob").exists()
 
 
@@ -139,7 +137,7 @@ def test_queue_runs_one_at_a_time_and_a_queued_job_can_be_cancelled(qtbot, hub, 
         ("finished", "two"),
         ("cancelled", "three"),
     ]
-    assert {m.id for m in ModelStore().list_models()} == {"one", "two"}
+    assert {m.id for m in ModelLibrary().list_models()} == {"one", "two"}
 
 
 def test_failure_names_the_url_and_keeps_partial_data(qtbot, hub, host):
@@ -168,7 +166,7 @@ def test_shutdown_mid_download_is_quick_and_keeps_the_partial_file(qtbot, hub):
     assert h.shutdown(5000)
     assert time.monotonic() - started < 2.0
     part = the_job.downloader.staging_folder("blob") / (BLOB + ".part")
-    assert part.stat().st_size > 0 and ModelStore().get("blob") is None
+    assert part.stat().st_size > 0 and ModelLibrary().get("blob") is None
 
 
 def test_hub_repo_outside_the_catalog_gets_a_variant_and_installs(qtbot, hub, host, tmp_path):
@@ -177,49 +175,10 @@ def test_hub_repo_outside_the_catalog_gets_a_variant_and_installs(qtbot, hub, ho
 
     folder = build_plain_kv_model(tmp_path / "tiny", variant_name="model_q4")
     hub.add(FakeRepo.from_folder("someone/tiny", folder, extra={"onnx/model_fp16.onnx": b"x"}))
-    downloader = Downloader(ModelStore(), endpoint=hub.url, retries=1, backoff_s=0.01)
+    downloader = Downloader(ModelLibrary(), endpoint=hub.url, retries=1, backoff_s=0.01)
     with qtbot.waitSignal(host.finished, timeout=10000) as blocker:
         host.enqueue(DownloadJob("someone--tiny", downloader, repo="someone/tiny"))
     model = blocker.args[1]
-    assert model.manifest["source"]["variant"] == "model_q4"
+    assert model.source["variant"] == "model_q4"
     assert not (model.path / "onnx" / "model_fp16.onnx").exists()
     assert read_model_folder(model.path).variant == "model_q4"
-
-
-def remote(path: str, size: int = 10) -> RemoteFile:
-    return RemoteFile(path, size, None, None)
-
-
-def test_variant_for_repo_picks_genai_folder_for_the_provider():
-    files = [
-        remote("README.md"),
-        remote("cpu_and_mobile/cpu-int4/genai_config.json"),
-        remote("cpu_and_mobile/cpu-int4/model.onnx", 100),
-        remote("cuda/cuda-int4/genai_config.json"),
-        remote("cuda/cuda-int4/model.onnx", 200),
-    ]
-    cpu = variant_for_repo(files, "cpu")
-    assert cpu.subfolder == "cpu_and_mobile/cpu-int4" and cpu.size_bytes == 110
-    assert variant_for_repo(files, "cuda").subfolder == "cuda/cuda-int4"
-
-
-def test_variant_for_repo_picks_an_optimum_graph_with_its_data():
-    files = [
-        remote("config.json"),
-        remote("tokenizer.json"),
-        remote("onnx/model.onnx"),
-        remote("onnx/model_q4.onnx"),
-        remote("onnx/model_q4.onnx_data"),
-        remote("onnx/model_q4f16.onnx"),
-    ]
-    cpu = variant_for_repo(files, "cpu")
-    picked = sorted(f.path for f in files if cpu.selects(f.path))
-    assert picked == [
-        "config.json",
-        "onnx/model_q4.onnx",
-        "onnx/model_q4.onnx_data",
-        "tokenizer.json",
-    ]
-    assert variant_for_repo(files, "cuda").name == "model_q4f16"
-    with pytest.raises(HearthError, match="no ONNX chat model"):
-        variant_for_repo([remote("README.md"), remote("model.safetensors")], "cpu")
