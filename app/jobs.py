@@ -45,6 +45,7 @@ class JobControl:
     ``checkpoint`` (downloads: every chunk) or, while it sleeps, at once."""
 
     def __init__(self) -> None:
+        self.keep_partial = False  # set by a cancel that means "stop for now", not "give up"
         self._cancelled = threading.Event()
         self._running = threading.Event()
         self._running.set()
@@ -58,7 +59,10 @@ class JobControl:
         self._running.set()
         self._wake.set()
 
-    def cancel(self) -> None:
+    def cancel(self, *, keep_partial: bool = False) -> None:
+        """Stop at the next checkpoint. ``keep_partial``: the app is quitting, so work done so
+        far (a partial download) stays for next time."""
+        self.keep_partial = keep_partial
         self._cancelled.set()
         self._running.set()
         self._wake.set()
@@ -99,13 +103,12 @@ class Job:
     """One unit of background work.
 
     ``work(report, control)`` returns the job's result or raises: ``JobCancelled`` when it
-    stopped on request, ``HearthError`` with a sentence for the user, anything else is a bug.
-    ``on_cancelled`` runs on the worker thread after a cancel (e.g. delete partial data);
-    ``pausable`` says whether the view offers Pause."""
+    stopped on request (``control.keep_partial`` tells it whether to keep what it did so far),
+    ``HearthError`` with a sentence for the user, anything else is a bug. ``pausable`` says
+    whether the view offers Pause."""
 
     job_id: str
     title: str
     work: JobWork
     pausable: bool = False
     control: JobControl = field(default_factory=JobControl)
-    on_cancelled: Callable[[], None] | None = None

@@ -14,7 +14,6 @@ share a volume (no extra disk, instant), else copied; a model appears only once 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import sys
@@ -22,8 +21,9 @@ import uuid
 from pathlib import Path
 
 from app import paths
+from app.fileio import read_json, write_json_atomic
+from app.models.manifest import Manifest
 
-MANIFEST_NAME = "hearth-manifest.json"
 SEEDED_STATE = "bundled-models.json"  # under data_root(): ids already seeded once
 BUNDLED_MODELS_SUBDIR = "models"
 _LINK_MIN_BYTES = 1 << 20  # smaller files are copied, so editing them never touches the bundle
@@ -68,7 +68,7 @@ def bundled_models() -> dict[str, Path]:
     return {
         child.name: child
         for child in sorted(root.iterdir())
-        if child.is_dir() and (child / MANIFEST_NAME).is_file()
+        if child.is_dir() and Manifest.exists_in(child)
     }
 
 
@@ -83,7 +83,7 @@ def install_bundled_model(model_id: str, models_root: Path | None = None) -> Pat
         return None
     root = models_root or paths.models_dir()
     target = root / model_id
-    if (target / MANIFEST_NAME).is_file():
+    if Manifest.exists_in(target):
         return target
     staging = paths.staging_dir() / f"bundled-{model_id}-{uuid.uuid4().hex[:8]}"
     try:
@@ -115,7 +115,7 @@ def seed_bundled_models(models_root: Path | None = None) -> list[Path]:
             continue
         try:
             root = models_root or paths.models_dir()
-            already = (root / model_id / MANIFEST_NAME).is_file()
+            already = Manifest.exists_in(root / model_id)
             folder = install_bundled_model(model_id, root)
         except OSError as exc:
             print(f"hearth: could not install the bundled model {model_id}: {exc}", file=sys.stderr)
@@ -124,18 +124,12 @@ def seed_bundled_models(models_root: Path | None = None) -> list[Path]:
             installed.append(folder)
         seeded.add(model_id)
     with contextlib.suppress(OSError):
-        tmp = state_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({"seeded": sorted(seeded)}, indent=2), encoding="utf-8")
-        os.replace(tmp, state_path)
+        write_json_atomic(state_path, {"seeded": sorted(seeded)})
     return installed
 
 
 def _read_ids(path: Path) -> list[str]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    ids = data.get("seeded") if isinstance(data, dict) else None
+    ids = read_json(path).get("seeded")
     return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
 
 

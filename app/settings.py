@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.fileio import write_json_atomic
 from app.paths import settings_path
 
 
@@ -113,10 +113,8 @@ class Settings:
                 self._values[key] = setting.default
 
     def save(self) -> None:
-        """Write atomically (temp file + rename) so a crash never leaves half a file."""
-        tmp = self.path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({**self._extra, **self._values}, indent=2), encoding="utf-8")
-        os.replace(tmp, self.path)
+        """Write atomically (temp file, fsync, rename) so a crash never leaves half a file."""
+        write_json_atomic(self.path, {**self._extra, **self._values}, ensure_ascii=False)
 
     def get(self, key: str) -> Any:
         return self._values[key]

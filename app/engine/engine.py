@@ -23,7 +23,7 @@ from app.engine.huge_pages import HugePageReport, back_with_huge_pages
 from app.engine.kv_cache import KVCache, SlidingWindowCache
 from app.engine.kv_snapshot import SnapshotStore, model_fingerprint
 from app.engine.package import read_model_folder
-from app.engine.providers import create_session, machine_provider
+from app.engine.providers import create_session
 from app.engine.tokenizer import Tokenizer
 from app.engine.types import (
     GenerationChunk,
@@ -33,6 +33,7 @@ from app.engine.types import (
     ProviderReport,
 )
 from app.errors import ContextOverflowError, TemplateError
+from app.models.policy import machine_provider
 
 _DEVICES = {"cuda": "cuda", "dml": "dml"}
 DEFAULT_SNAPSHOT_BUDGET_MB = 512

@@ -22,16 +22,15 @@ import numpy as np
 from app.engine.kv_cache import KVCache
 from app.engine.types import ModelSpec
 from app.fileio import read_json
+from app.models.manifest import Manifest
 
 FORMAT = 1
-MANIFEST = "hearth-manifest.json"
 
 
 def model_fingerprint(spec: ModelSpec) -> str:
     """A short id that changes whenever the model's files do."""
-    manifest = read_json(spec.root / MANIFEST)
-    hashes = {f.get("path"): f.get("sha256") for f in manifest.get("files", [])
-              if isinstance(f, dict)}
+    manifest = Manifest.read(spec.root)
+    hashes = manifest.file_hashes() if manifest is not None else {}
     parts = [str(spec.root.resolve()), spec.variant]
     files = [spec.model_path, spec.tokenizer_path]
     files += sorted(p for p in spec.model_path.parent.glob(spec.model_path.name + "*data*"))

@@ -22,13 +22,14 @@ missing / short external data file is reported before ONNX Runtime sees it.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from app.engine.onnx_file import OnnxSummary, inspect_onnx
 from app.engine.types import ModelSpec, SamplingSettings
 from app.errors import ModelLoadError, ProviderError
+from app.models.policy import OPTIMUM_BASES, OPTIMUM_GRAPH_RE, best_graph, graph_precision
+from app.units import format_bytes
 
 GENAI_CONFIG = "genai_config.json"
 HF_CONFIG = "config.json"
@@ -40,17 +41,6 @@ CHAT_TEMPLATE_JSON = "chat_template.json"
 
 PROVIDERS = ("cpu", "dml", "cuda", "coreml")
 
-# Optimum / transformers.js graph names: "<base>[_<precision>].onnx".
-_BASES = ("model", "decoder_model_merged")
-_VARIANT_RE = re.compile(r"^(model|decoder_model_merged)(?:_([A-Za-z0-9]+))?$")
-# Precision preference per provider, best first ("fp32" is the bare base name). CPU avoids
-# fp16 (slow on most CPUs); GPUs like fp16 activations; CoreML only runs standard ops well.
-_PRECISION_ORDER: dict[str, tuple[str, ...]] = {
-    "cpu": ("q4", "int8", "quantized", "uint8", "bnb4", "fp32", "bf16", "fp16", "q4f16"),
-    "dml": ("q4f16", "fp16", "q4", "fp32", "bf16", "int8", "quantized", "uint8", "bnb4"),
-    "cuda": ("q4f16", "fp16", "bf16", "q4", "fp32", "int8", "quantized", "uint8", "bnb4"),
-    "coreml": ("fp32", "fp16", "q4", "q4f16", "int8", "quantized", "uint8", "bnb4"),
-}
 _CONTEXT_KEYS = (
     "max_position_embeddings",
     "n_positions",
@@ -277,14 +267,9 @@ def _optimum_candidates(root: Path) -> dict[str, Path]:
     for folder in (root, root / "onnx"):
         if folder.is_dir():
             for file in sorted(folder.glob("*.onnx")):
-                if _VARIANT_RE.match(file.stem) and file.is_file():
+                if OPTIMUM_GRAPH_RE.match(file.stem) and file.is_file():
                     found[file.stem] = file
     return found
-
-
-def _precision(stem: str) -> str:
-    match = _VARIANT_RE.match(stem)
-    return (match.group(2) or "fp32").lower() if match else stem
 
 
 def choose_variant(stems: list[str], provider: str, requested: str | None = None) -> str:
@@ -297,20 +282,12 @@ def choose_variant(stems: list[str], provider: str, requested: str | None = None
         wanted = requested.removesuffix(".onnx")
         if wanted in stems:
             return wanted
-        precision = "fp32" if wanted in _BASES else wanted.lower()
-        matches = [s for s in stems if _precision(s) == precision]
+        precision = "fp32" if wanted in OPTIMUM_BASES else wanted.lower()
+        matches = [s for s in stems if graph_precision(s) == precision]
         if matches:
-            return min(matches, key=lambda s: _BASES.index(_VARIANT_RE.match(s).group(1)))
+            return best_graph(matches, "cpu")  # same precision: "model" first
         raise KeyError(requested)
-    order = _PRECISION_ORDER[provider]
-
-    def rank(stem: str) -> tuple[int, int, str]:
-        precision = _precision(stem)
-        base = _VARIANT_RE.match(stem).group(1)
-        prec_rank = order.index(precision) if precision in order else len(order)
-        return prec_rank, _BASES.index(base), stem
-
-    return min(stems, key=rank)
+    return best_graph(stems, provider)
 
 
 def _read_optimum(root: Path, variant: str | None, provider: str) -> ModelSpec:
@@ -491,8 +468,8 @@ def check_onnx_file(path: Path) -> OnnxSummary:
         size = data.stat().st_size
         if size < needed:
             raise ModelLoadError(
-                f"{data} is truncated: {_size(size)} on disk, but {path.name} needs at least "
-                f"{_size(needed)}.",
+                f"{data} is truncated: {format_bytes(size)} on disk, but {path.name} needs at "
+                f"least {format_bytes(needed)}.",
                 hint="The download was cut short; download it again.",
             )
     return summary
@@ -570,14 +547,6 @@ def _model_name(root: Path, name_or_path: Any) -> str:
         if base and base not in (".", ".."):
             return base
     return root.resolve().name
-
-
-def _size(n: int) -> str:
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GB"
 
 
 def _unknown_layout(root: Path) -> ModelLoadError:

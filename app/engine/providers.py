@@ -301,26 +301,6 @@ def choose_provider(
     return chosen, reasons
 
 
-def machine_provider() -> str:
-    """The provider to read a model folder for (variant choice) when the user chose none.
-
-    DirectML or CUDA where usable, else CPU. CoreML is left to :func:`create_session`, which
-    takes it only for graphs it fully covers; LLM exports rarely are, so on a Mac the variant is
-    picked for the CPU (q4 / int8), which is where such graphs run fastest.
-    """
-    available = ort.get_available_providers()
-    cuda = cuda_device_count() if ORT_NAMES["cuda"] in available else 0
-    for provider in ("dml", "cuda"):
-        if (
-            unavailable_reason(
-                provider, system=platform.system(), available=available, cuda_devices=cuda
-            )
-            is None
-        ):
-            return provider
-    return "cpu"
-
-
 # ---------------------------------------------------------------- session
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Literal
 
 from app.errors import HearthError
+from app.models.policy import machine_provider
+from app.units import format_bytes
 
 Provider = Literal["cpu", "dml", "cuda"]
 PROVIDERS: tuple[str, ...] = ("cpu", "dml", "cuda")
@@ -118,12 +120,18 @@ class CatalogEntry:
 class Catalog:
     entries: tuple[CatalogEntry, ...]
 
-    def get(self, key: str) -> CatalogEntry:
-        """The entry whose id or repo id is ``key`` (case-insensitive)."""
+    def find(self, key: str) -> CatalogEntry | None:
+        """The entry whose id or repo id is ``key`` (case-insensitive), else None."""
         wanted = key.lower()
-        for entry in self.entries:
-            if wanted in (entry.id.lower(), entry.repo.lower()):
-                return entry
+        return next(
+            (e for e in self.entries if wanted in (e.id.lower(), e.repo.lower())), None
+        )
+
+    def get(self, key: str) -> CatalogEntry:
+        """The entry whose id or repo id is ``key``; HearthError when there is none."""
+        entry = self.find(key)
+        if entry is not None:
+            return entry
         raise HearthError(
             f"'{key}' is not in the model catalog.",
             hint="Run 'hearth models catalog' to see the models you can download.",
@@ -220,25 +228,6 @@ def total_ram_bytes() -> int | None:
         return None
 
 
-def preferred_provider() -> str:
-    """The accelerated provider this onnxruntime build offers, else "cpu".
-
-    ``get_available_providers()`` reflects the wheel, not the hardware; the engine verifies
-    the provider actually used when it loads a model.
-    """
-    try:
-        import onnxruntime as ort
-
-        available = set(ort.get_available_providers())
-    except Exception:  # a broken ORT install must not break the catalog view
-        return "cpu"
-    if "CUDAExecutionProvider" in available:
-        return "cuda"
-    if "DmlExecutionProvider" in available:
-        return "dml"
-    return "cpu"
-
-
 def probe_machine(models_root: Path | None = None, *, provider: str | None = None) -> MachineInfo:
     """RAM, free disk where models are stored, and the provider to choose variants for."""
     disk = None
@@ -254,7 +243,7 @@ def probe_machine(models_root: Path | None = None, *, provider: str | None = Non
         ram_bytes=total_ram_bytes(),
         vram_bytes=None,  # not detectable without vendor libraries; the hint says so
         disk_free_bytes=disk,
-        provider=provider or preferred_provider(),
+        provider=provider or machine_provider(),
     )
 
 
@@ -279,10 +268,6 @@ class FitReport:
         return self.level != "no"
 
 
-def _gb(n: int) -> str:
-    return f"{n / 1e9:.1f} GB"
-
-
 def fit_report(variant: Variant, machine: MachineInfo) -> FitReport:
     """Whether ``variant`` fits this machine's memory and disk, with readable reasons."""
     level = "ok"
@@ -298,19 +283,22 @@ def fit_report(variant: Variant, machine: MachineInfo) -> FitReport:
         if variant.ram_bytes > machine.ram_bytes:
             worse("no")
             reasons.append(
-                f"needs {_gb(variant.ram_bytes)} of RAM; this machine has {_gb(machine.ram_bytes)}"
+                f"needs {format_bytes(variant.ram_bytes)} of RAM; "
+                f"this machine has {format_bytes(machine.ram_bytes)}"
             )
         elif variant.ram_bytes > 0.7 * machine.ram_bytes:
             worse("tight")
-            reasons.append(f"uses most of the RAM ({_gb(variant.ram_bytes)})")
+            reasons.append(f"uses most of the RAM ({format_bytes(variant.ram_bytes)})")
     if variant.vram_bytes:
         if machine.vram_bytes is None:
-            reasons.append(f"needs about {_gb(variant.vram_bytes)} of GPU memory (not detected)")
+            reasons.append(
+                f"needs about {format_bytes(variant.vram_bytes)} of GPU memory (not detected)"
+            )
         elif variant.vram_bytes > machine.vram_bytes:
             worse("no")
             reasons.append(
-                f"needs {_gb(variant.vram_bytes)} of GPU memory; "
-                f"the GPU has {_gb(machine.vram_bytes)}"
+                f"needs {format_bytes(variant.vram_bytes)} of GPU memory; "
+                f"the GPU has {format_bytes(machine.vram_bytes)}"
             )
     disk_free = machine.disk_free_bytes
     if (
@@ -319,5 +307,7 @@ def fit_report(variant: Variant, machine: MachineInfo) -> FitReport:
         and variant.size_bytes + DISK_MARGIN_BYTES > disk_free
     ):
         worse("no")
-        reasons.append(f"needs {_gb(variant.size_bytes)} of disk; {_gb(disk_free)} free")
+        reasons.append(
+            f"needs {format_bytes(variant.size_bytes)} of disk; {format_bytes(disk_free)} free"
+        )
     return FitReport(level, tuple(reasons))

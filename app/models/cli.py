@@ -14,14 +14,9 @@ import time
 from pathlib import Path
 
 from app.errors import HearthError
-from app.models.catalog import choose_variant, fit_report, load_catalog, probe_machine
-from app.models.downloader import (
-    DownloadCancelled,
-    Downloader,
-    DownloadProgress,
-    DownloadRequest,
-)
-from app.models.store import ModelStore
+from app.models.downloader import DownloadCancelled, DownloadProgress
+from app.models.library import ModelLibrary
+from app.units import format_bytes
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,9 +36,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_catalog)
 
-    p = sub.add_parser("download", help="download a catalog model (resumes if interrupted)")
-    p.add_argument("id", help="catalog id or Hub repo id")
-    p.add_argument("--variant", help="variant name or provider (cpu, dml, cuda)")
+    p = sub.add_parser(
+        "download", help="download a catalog model or any ONNX Hub repo (resumes if interrupted)"
+    )
+    p.add_argument("id", help="catalog id, or a Hub repo id (ORG/REPO)")
+    p.add_argument(
+        "--variant",
+        help="provider (cpu, dml, cuda) or variant: a catalog variant name, a genai folder, "
+        "an Optimum graph (model_q4) or precision (q4)",
+    )
     _hub_options(p)
     p.set_defaults(func=cmd_download)
 
@@ -84,47 +85,39 @@ def _print_json(data) -> None:
     print(json.dumps(data, indent=2))
 
 
-def _size(n: int | None) -> str:
-    if n is None:
-        return "?"
-    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
-
-
 # -- commands ------------------------------------------------------------------------------
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    store = ModelStore()
-    models = store.list_models()
+    library = ModelLibrary()
+    models = library.list_models()
     if args.json:
         _print_json([m.as_dict() for m in models])
         return 0
     if not models:
         print("No models installed. Try: hearth models catalog")
         return 0
-    default = store.default_model()
+    default = library.default_model()
     for model in models:
         mark = "*" if default is not None and model.id == default.id else " "
         kind = "linked" if model.linked else model.source_kind
-        print(f"{mark} {model.id:32} {_size(model.size_on_disk):>10}  {kind:6}  {model.path}")
+        size = format_bytes(model.size_on_disk)
+        print(f"{mark} {model.id:32} {size:>10}  {kind:6}  {model.path}")
     return 0
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
-    store = ModelStore()
-    machine = probe_machine(store.root, provider=args.provider)
-    rows = []
-    for entry in load_catalog():
-        variant = choose_variant(entry, machine.provider)
-        fit = fit_report(variant, machine)
-        rows.append(
-            {
-                **entry.as_dict(),
-                "installed": store.get(entry.id) is not None,
-                "chosen_variant": variant.name,
-                "fit": {"level": fit.level, "reasons": list(fit.reasons)},
-            }
-        )
+    library = ModelLibrary()
+    machine = library.machine(args.provider)
+    rows = [
+        {
+            **choice.entry.as_dict(),
+            "installed": choice.installed,
+            "chosen_variant": choice.variant.name,
+            "fit": {"level": choice.fit.level, "reasons": list(choice.fit.reasons)},
+        }
+        for choice in library.catalog_entries(machine)
+    ]
     if args.json:
         _print_json({"provider": machine.provider, "models": rows})
         return 0
@@ -132,7 +125,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         state = "installed" if row["installed"] else row["fit"]["level"]
         variant = next(v for v in row["variants"] if v["name"] == row["chosen_variant"])
         print(
-            f"{row['id']:28} {row['chosen_variant']:11} {_size(variant['size_bytes']):>9}  "
+            f"{row['id']:28} {row['chosen_variant']:11} {format_bytes(variant['size_bytes']):>9}  "
             f"{row['license']:11} {state}"
         )
         for reason in row["fit"]["reasons"]:
@@ -154,11 +147,11 @@ class ProgressBar:
             return
         filled = int(self.width * p.fraction)
         bar = "#" * filled + "-" * (self.width - filled)
-        rate = f"{p.rate_bps / 1e6:.1f} MB/s" if p.rate_bps else ""
+        rate = f"{format_bytes(p.rate_bps)}/s" if p.rate_bps else ""
         eta = f"ETA {int(p.eta_s // 60)}:{int(p.eta_s % 60):02d}" if p.eta_s else ""
         text = (
             f"{p.model_id} [{bar}] {p.fraction * 100:5.1f}% "
-            f"{_size(p.bytes_done)}/{_size(p.bytes_total)} {rate} {eta} {p.state}"
+            f"{format_bytes(p.bytes_done)}/{format_bytes(p.bytes_total)} {rate} {eta} {p.state}"
         )
         self._line(text, newline=p.state == "done")
 
@@ -170,22 +163,19 @@ class ProgressBar:
 
 
 def cmd_download(args: argparse.Namespace) -> int:
-    entry = load_catalog().get(args.id)
-    store = ModelStore()
-    variant = (
-        entry.variant(args.variant)
-        if args.variant
-        else choose_variant(entry, probe_machine(store.root).provider)
-    )
-    existing = store.get(entry.id)
-    if existing is not None:
+    library = ModelLibrary(endpoint=args.endpoint, token=_token(args.token))
+    entry = library.catalog().find(args.id)
+    if entry is not None and (existing := library.get(entry.id)) is not None:
         print(f"{entry.name} is already installed at {existing.path}")
         return 0
-    downloader = Downloader(store, endpoint=args.endpoint, token=_token(args.token))
+    plan = library.plan_download(args.id, variant=args.variant)
+    if entry is None and (existing := library.get(plan.model_id)) is not None:
+        print(f"{plan.name} is already installed at {existing.path}")
+        return 0
     bar = ProgressBar()
     started = time.monotonic()
     try:
-        model = downloader.download(DownloadRequest.from_catalog(entry, variant), progress=bar)
+        model = library.download(plan, progress=bar)
     except KeyboardInterrupt:
         sys.stderr.write("\nInterrupted: run the same command again to resume.\n")
         return 130
@@ -195,7 +185,7 @@ def cmd_download(args: argparse.Namespace) -> int:
         sys.stderr.write("\n")
         raise
     elapsed = time.monotonic() - started
-    print(f"Installed {model.name} ({variant.name}) in {elapsed:.0f} s at {model.path}")
+    print(f"Installed {model.name} ({plan.variant.name}) in {elapsed:.0f} s at {model.path}")
     return 0
 
 
@@ -211,18 +201,18 @@ def _token(explicit: str | None) -> str | None:
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    store = ModelStore()
-    model = store.require(args.id)
-    store.remove(args.id)
+    library = ModelLibrary()
+    model = library.require(args.id)
+    library.remove(args.id)
     if model.linked:
         print(f"Removed {model.id} from the list (its folder {model.path} was left in place).")
     else:
-        print(f"Removed {model.id} and freed {_size(model.size_on_disk)}.")
+        print(f"Removed {model.id} and freed {format_bytes(model.size_on_disk)}.")
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    model = ModelStore().import_folder(args.path, name=args.name)
+    model = ModelLibrary().import_folder(args.path, name=args.name)
     if args.json:
         _print_json(model.as_dict())
     else:
@@ -241,7 +231,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         print("No ONNX text-generation models found.")
     for r in results:
         print(
-            f"{r.id:50} {_size(r.size_bytes):>9}  {r.license or '?':12} "
+            f"{r.id:50} {format_bytes(r.size_bytes):>9}  {r.license or '?':12} "
             f"{r.downloads or 0:>9} downloads"
         )
     return 0
@@ -258,7 +248,7 @@ def _report(*values) -> None:
 
 
 def cmd_import_gguf(args: argparse.Namespace) -> int:
-    model = ModelStore().import_gguf(
+    model = ModelLibrary().import_gguf(
         args.file, precision=args.precision, name=args.name, progress=None if args.json else _report
     )
     if args.json:

@@ -16,22 +16,26 @@ import collections
 import errno
 import hashlib
 import os
-import queue
 import shutil
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx2
 
 from app import paths
 from app.errors import DiskFullError, DownloadError, HearthError
 from app.fileio import read_json, write_json_atomic
+from app.jobs import JobCancelled, JobControl
 from app.models.catalog import CatalogEntry, Variant
 from app.models.hub import HubClient, RemoteFile, is_commit
-from app.models.store import InstalledModel, ModelStore, now_iso
+from app.models.manifest import Manifest, source
+from app.units import format_bytes
+
+if TYPE_CHECKING:
+    from app.models.library import InstalledModel, ModelLibrary
 
 STATE_NAME = ".hearth-download.json"
 PART_SUFFIX = ".part"
@@ -42,8 +46,9 @@ def free_space(path: Path) -> int:
     return shutil.disk_usage(path).free
 
 
-class DownloadCancelled(Exception):
-    """The user cancelled the download (not an error: nothing to report)."""
+# Downloads are jobs: the job's control and its cancel exception are the downloader's.
+DownloadCancelled = JobCancelled
+DownloadControl = JobControl
 
 
 @dataclass(frozen=True)
@@ -66,57 +71,6 @@ class DownloadProgress:
 
 
 ProgressCallback = Callable[[DownloadProgress], None]
-
-
-class DownloadControl:
-    """Pause / resume / cancel, safe to call from any thread; they take effect at the next
-    chunk (a few milliseconds) or, while waiting to retry, at once."""
-
-    def __init__(self) -> None:
-        self._cancelled = threading.Event()
-        self._running = threading.Event()
-        self._running.set()
-        self._wake = threading.Event()
-
-    def pause(self) -> None:
-        self._running.clear()
-        self._wake.set()
-
-    def resume(self) -> None:
-        self._running.set()
-        self._wake.set()
-
-    def cancel(self) -> None:
-        self._cancelled.set()
-        self._running.set()
-        self._wake.set()
-
-    @property
-    def paused(self) -> bool:
-        return not self._running.is_set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled.is_set()
-
-    def should_stop_transfer(self) -> bool:
-        return self.cancelled or self.paused
-
-    def checkpoint(self, on_pause: Callable[[], None] | None = None) -> None:
-        """Raise DownloadCancelled when cancelled; block while paused."""
-        if self.paused and on_pause is not None:
-            on_pause()
-        while not self._running.wait(0.5):
-            pass
-        if self.cancelled:
-            raise DownloadCancelled
-
-    def sleep(self, seconds: float) -> None:
-        """Sleep, but wake at once on cancel or pause."""
-        self._wake.clear()
-        self._wake.wait(seconds)
-        if self.cancelled:
-            raise DownloadCancelled
 
 
 @dataclass(frozen=True)
@@ -224,7 +178,8 @@ class _Meter:
 
 
 class Downloader:
-    """Downloads one model at a time into the staging folder, then installs it.
+    """Downloads one model at a time into the staging folder, then installs it into
+    ``library`` (default: a :class:`~app.models.library.ModelLibrary` on the models folder).
 
     ``endpoint`` / ``token``: the Hub or mirror to use and an optional access token.
     ``retries`` / ``backoff_s``: attempts without progress per file, and the first wait
@@ -234,7 +189,7 @@ class Downloader:
 
     def __init__(
         self,
-        store: ModelStore | None = None,
+        library: ModelLibrary | None = None,
         *,
         endpoint: str | None = None,
         token: str | None = None,
@@ -249,7 +204,11 @@ class Downloader:
         disk_check_every_bytes: int = 8 << 20,
         progress_interval_s: float = 0.2,
     ) -> None:
-        self.store = store or ModelStore()
+        if library is None:
+            from app.models.library import ModelLibrary  # the library builds downloaders too
+
+            library = ModelLibrary()
+        self.library = library
         self.hub = HubClient(endpoint, token, retries=retries, backoff_s=backoff_s)
         self.staging_root = Path(staging_root) if staging_root else paths.staging_dir()
         self.retries = retries
@@ -268,21 +227,26 @@ class Downloader:
     def staging_folder(self, model_id: str) -> Path:
         return self.staging_root / model_id
 
+    def discard_partial(self, model_id: str) -> None:
+        """Delete what an unfinished download of ``model_id`` left (the one place that does)."""
+        shutil.rmtree(self.staging_folder(model_id), ignore_errors=True)
+
     def download(
         self,
         request: DownloadRequest,
         *,
         progress: ProgressCallback | None = None,
         control: DownloadControl | None = None,
-        keep_partial_on_cancel: bool = False,
+        keep_partial_on_cancel: bool | None = None,
     ) -> InstalledModel:
         """Fetch, verify and install ``request``; resumes whatever a previous run left.
 
         Raises DownloadError / DiskFullError (partial data kept for the next attempt) or
-        DownloadCancelled (partial data deleted unless ``keep_partial_on_cancel``).
+        DownloadCancelled (partial data deleted, unless ``keep_partial_on_cancel`` — by default
+        the control's ``keep_partial``, set when the app quits mid-download).
         """
         control = control or DownloadControl()
-        existing = self.store.get(request.model_id)
+        existing = self.library.get(request.model_id)
         if existing is not None:
             return existing
         meter = _Meter(request.model_id, 0, progress, self.progress_interval_s)
@@ -302,8 +266,9 @@ class Downloader:
             meter.emit("installing")
             installed = self._install(plan)
         except DownloadCancelled:
-            if not keep_partial_on_cancel:
-                shutil.rmtree(self.staging_folder(request.model_id), ignore_errors=True)
+            keep = keep_partial_on_cancel
+            if not (control.keep_partial if keep is None else keep):
+                self.discard_partial(request.model_id)
             raise
         meter.emit("done")
         return installed
@@ -514,7 +479,7 @@ class Downloader:
             free = 0
         return DiskFullError(
             f"Not enough free disk space to download {plan.request.name}: it needs "
-            f"{_size(remaining)} more and {folder} has {_size(free)} free.",
+            f"{format_bytes(remaining)} more and {folder} has {format_bytes(free)} free.",
             hint="Free some space and start the download again; it resumes where it stopped.",
         )
 
@@ -526,27 +491,26 @@ class Downloader:
             {"path": local, "size": remote.size, "sha256": plan.state["files"][local]["sha256"]}
             for remote, local in plan.files
         ]
-        manifest = {
-            "id": request.model_id,
-            "name": request.name,
-            "source": {
-                "kind": "hub",
-                "repo": request.repo,
-                "revision": plan.commit,
-                "variant": request.variant.name,
-                "path": request.variant.subfolder,
-                "endpoint": self.hub.endpoint,
-            },
-            "format": request.format,
-            "files": files,
-            "installed_at": now_iso(),
-            "context_length": request.context_length,
-            "parameters": request.parameters,
-            "license": request.license,
-        }
+        manifest = Manifest(
+            id=request.model_id,
+            name=request.name,
+            source=source(
+                "hub",
+                repo=request.repo,
+                revision=plan.commit,
+                variant=request.variant.name,
+                path=request.variant.subfolder,
+                endpoint=self.hub.endpoint,
+            ),
+            format=request.format,
+            files=files,
+            context_length=request.context_length,
+            parameters=request.parameters,
+            license=request.license,
+        )
         (plan.staging / STATE_NAME).unlink(missing_ok=True)
         try:
-            return self.store.install_from_staging(plan.staging, manifest)
+            return self.library.install_from_staging(plan.staging, manifest)
         except HearthError:
             write_json_atomic(plan.staging / STATE_NAME, plan.state)
             raise
@@ -595,111 +559,11 @@ def _describe(exc: BaseException) -> str:
     return str(exc)
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"
-
-
-
-# -- queue -----------------------------------------------------------------------------
-
-
-class DownloadTask:
-    """A queued download: its control, its latest progress and its outcome."""
-
-    def __init__(self, request: DownloadRequest, progress: ProgressCallback | None) -> None:
-        self.request = request
-        self.control = DownloadControl()
-        self.progress = progress
-        self.latest: DownloadProgress | None = None
-        self.result: InstalledModel | None = None
-        self.error: BaseException | None = None
-        self.cancelled = False
-        self._done = threading.Event()
-
-    def _report(self, update: DownloadProgress) -> None:
-        self.latest = update
-        if self.progress is not None:
-            self.progress(update)
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return self._done.wait(timeout)
-
-
-class DownloadQueue:
-    """Runs downloads one after another on a background thread."""
-
-    def __init__(self, downloader: Downloader) -> None:
-        self.downloader = downloader
-        self._queue: queue.Queue[DownloadTask | None] = queue.Queue()
-        self._tasks: dict[str, DownloadTask] = {}
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="hearth-downloads", daemon=True)
-        self._thread.start()
-
-    def submit(
-        self, request: DownloadRequest, progress: ProgressCallback | None = None
-    ) -> DownloadTask:
-        """Queue ``request``; the same model queued twice returns the pending task."""
-        with self._lock:
-            pending = self._tasks.get(request.model_id)
-            if pending is not None and not pending.done:
-                return pending
-            task = DownloadTask(request, progress)
-            self._tasks[request.model_id] = task
-        self._queue.put(task)
-        return task
-
-    def task(self, model_id: str) -> DownloadTask | None:
-        with self._lock:
-            return self._tasks.get(model_id)
-
-    def cancel(self, model_id: str) -> None:
-        task = self.task(model_id)
-        if task is not None:
-            task.control.cancel()
-
-    def shutdown(self, timeout: float = 5.0) -> bool:
-        """Cancel everything and stop the worker; True when it stopped in time."""
-        with self._lock:
-            for task in self._tasks.values():
-                task.control.cancel()
-        self._queue.put(None)
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    def _run(self) -> None:
-        while (task := self._queue.get()) is not None:
-            if task.control.cancelled:
-                task.cancelled = True
-                task._done.set()
-                continue
-            try:
-                task.result = self.downloader.download(
-                    task.request, progress=task._report, control=task.control
-                )
-            except DownloadCancelled:
-                task.cancelled = True
-            except Exception as exc:  # reported to the caller through the task
-                task.error = exc
-            finally:
-                task._done.set()
-
-
 __all__ = [
     "DownloadCancelled",
     "DownloadControl",
     "DownloadProgress",
-    "DownloadQueue",
     "DownloadRequest",
-    "DownloadTask",
     "Downloader",
     "free_space",
 ]

@@ -17,6 +17,7 @@ from pathlib import Path
 from app import paths
 from app.errors import ConversionError, DownloadError
 from app.models.gguf.convert import convert_gguf
+from app.models.manifest import Manifest
 
 STARTER_ID = "smollm2-135m-instruct-starter"
 STARTER_NAME = "SmolLM2 135M Instruct (starter)"
@@ -108,7 +109,7 @@ def starter_dir() -> Path:
 def ensure_starter(progress: Callable[[float, str], None] | None = None) -> Path:
     """The installed starter model folder; converts it on first use (fetching if needed)."""
     folder = starter_dir()
-    if (folder / "hearth-manifest.json").is_file():
+    if Manifest.exists_in(folder):
         return folder
     from app.resources import install_bundled_model
 

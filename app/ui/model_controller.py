@@ -13,7 +13,6 @@ of a folder to import, runs on the job thread.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +20,10 @@ from PySide6.QtCore import QObject, Signal
 
 from app.errors import HearthError
 from app.jobs import Job, JobControl, Progress, ProgressReport
-from app.models.catalog import (
-    Catalog,
-    CatalogEntry,
-    MachineInfo,
-    choose_variant,
-    fit_report,
-    load_catalog,
-    probe_machine,
-)
-from app.models.downloader import Downloader, DownloadProgress, DownloadRequest
+from app.models.catalog import Catalog, CatalogEntry, MachineInfo
+from app.models.downloader import DownloadProgress
 from app.models.hub import HubClient
-from app.models.store import InstalledModel, ModelStore, slugify
+from app.models.library import CatalogChoice, InstalledModel, ModelLibrary, slugify
 from app.settings import Settings
 from app.ui.controller import ChatController
 from app.ui.message_bridge import MessageBridge
@@ -129,33 +120,34 @@ class ModelController(QObject):
         folder = values.get("models_folder") or None
         return endpoint, token, Path(folder).expanduser() if folder else None
 
-    def store(self) -> ModelStore:
-        return ModelStore(self.hub_options()[2])
-
-    def catalog(self) -> Catalog:
-        if self._catalog is None:
-            self._catalog = load_catalog()
-        return self._catalog
+    def library(self) -> ModelLibrary:
+        """The models folder as the settings name it now (they may change between calls)."""
+        endpoint, token, folder = self.hub_options()
+        return ModelLibrary(
+            folder,
+            settings=self.settings,
+            endpoint=endpoint,
+            token=token,
+            staging_root=folder / ".staging" if folder is not None else None,
+            catalog=self._catalog,
+            downloader_options=self.downloader_options,
+        )
 
     def machine(self) -> MachineInfo:
-        return probe_machine(self.store().root)
+        return self.library().machine()
 
     def installed(self) -> list[InstalledModel]:
         try:
-            return self.store().list_models()
+            return self.library().list_models()
         except (HearthError, OSError) as exc:
             self.bridge.error(f"The models folder could not be read: {exc}")
             return []
 
-    def catalog_rows(self) -> list[tuple[CatalogEntry, Any, Any, bool]]:
-        """(entry, variant for this machine, fit report, installed) per catalog entry."""
-        machine = self.machine()
-        ids = {model.id for model in self.installed()}
-        return [
-            (entry, variant, fit_report(variant, machine), entry.id in ids)
-            for entry in self.catalog()
-            for variant in (choose_variant(entry, machine.provider),)
-        ]
+    def catalog_rows(self) -> list[CatalogChoice]:
+        """Every catalog entry with the variant this machine gets, install state and fit."""
+        library = self.library()
+        self._catalog = library.catalog()  # read once
+        return library.catalog_entries()
 
     @property
     def loaded_path(self) -> str | None:
@@ -164,14 +156,6 @@ class ModelController(QObject):
 
     def _in_use(self, model: InstalledModel) -> bool:
         return str(model.path) in (self.loaded_path, self.chat.loading_path)
-
-    def _downloader(self) -> Downloader:
-        endpoint, token, folder = self.hub_options()
-        store = ModelStore(folder)
-        staging = store.root / ".staging" if folder is not None else None
-        return Downloader(
-            store, endpoint=endpoint, token=token, staging_root=staging, **self.downloader_options
-        )
 
     # intents ------------------------------------------------------------------------------
 
@@ -183,72 +167,47 @@ class ModelController(QObject):
         return self.chat.load_model(path)
 
     def download_catalog(self, entry: CatalogEntry, variant_name: str | None = None) -> bool:
-        if entry.id in {m.id for m in self.installed()}:
+        if self.library().get(entry.id) is not None:
             self.bridge.info(f"{entry.name} is already installed.")
             return False
-        variant = entry.variant(variant_name) if variant_name else None
-        variant = variant or choose_variant(entry, self.machine().provider)
-        request = DownloadRequest.from_catalog(entry, variant)
-        return self._submit_download(entry.id, entry.name, lambda downloader, control: request)
+        return self._download(entry.id, entry.name, entry.id, variant_name)
 
     def download_repo(self, repo: str) -> bool:
         """Download any Hub repo in either ONNX layout; the variant is chosen for this
         machine when the job runs (listing the repo is network work)."""
         model_id = slugify(repo)
-        if self.store().get(model_id) is not None:
+        if self.library().get(model_id) is not None:
             self.bridge.info(f"{repo} is already installed.")
             return False
-        provider = self.machine().provider
+        return self._download(model_id, repo, repo, None)
 
-        def request_for(downloader: Downloader, control: JobControl) -> DownloadRequest:
-            from app.workers.download_worker import variant_for_repo
-
-            hub: HubClient = downloader.hub
-            commit = hub.resolve_revision(repo, "main")
-            control.checkpoint()
-            variant = variant_for_repo(hub.list_files(repo, commit), provider)
-            return DownloadRequest(
-                model_id=model_id, name=repo.rsplit("/", 1)[-1], repo=repo,
-                revision=commit, variant=variant,
-            )
-
-        return self._submit_download(model_id, repo, request_for)
-
-    def _submit_download(self, model_id: str, title: str, make_request) -> bool:
-        downloader = self._downloader()
+    def _download(self, job_id: str, title: str, key: str, variant: str | None) -> bool:
+        library = self.library()
 
         def work(report: ProgressReport, control: JobControl) -> InstalledModel:
-            request = make_request(downloader, control)
-            return downloader.download(
-                request,
-                progress=lambda p: report(download_progress(p)),
-                control=control,
-                keep_partial_on_cancel=True,
+            plan = library.plan_download(key, variant=variant)
+            control.checkpoint()
+            return library.download(
+                plan, control=control, progress=lambda p: report(download_progress(p))
             )
 
-        def discard() -> None:
-            shutil.rmtree(downloader.staging_folder(model_id), ignore_errors=True)
-
-        job = Job(model_id, title, work, pausable=True, on_cancelled=discard)
-        self._retry_factories[model_id] = lambda: self._submit_download(
-            model_id, title, make_request
-        )
-        return self._submit(job)
+        self._retry_factories[job_id] = lambda: self._download(job_id, title, key, variant)
+        return self._submit(Job(job_id, title, work, pausable=True))
 
     def import_folder(self, folder: str | Path) -> bool:
         """Register a model folder in place; its ONNX files are inspected on the job thread."""
         path = Path(folder)
-        store = self.store()
+        library = self.library()
         job = Job(f"import:{path.name}", f"Import {path.name}",
-                  lambda report, control: store.import_folder(path))
+                  lambda report, control: library.import_folder(path))
         return self._submit(job)
 
     def import_gguf(self, file: str | Path, precision: str = "native") -> bool:
         path = Path(file)
-        store = self.store()
+        library = self.library()
 
         def work(report: ProgressReport, control: JobControl) -> InstalledModel:
-            return store.import_gguf(
+            return library.import_gguf(
                 path, precision=precision,
                 progress=lambda fraction, message="": report(Progress(fraction, str(message))),
             )
@@ -272,7 +231,7 @@ class ModelController(QObject):
         """Delete an installed model (or the link of an in-place import). The loaded model
         cannot be removed."""
         try:
-            self.store().remove(model.id, loaded_ids=[model.id] if self._in_use(model) else [])
+            self.library().remove(model.id, loaded_ids=[model.id] if self._in_use(model) else [])
         except HearthError as exc:
             self.bridge.report(exc)
             return False
@@ -293,8 +252,8 @@ class ModelController(QObject):
             return
         job = self._submitted.pop(job_id, None)
         self._retry_factories.pop(job_id, None)
-        if job is not None and job.on_cancelled is not None:
-            job.on_cancelled()
+        if job is not None and job.pausable:  # a failed download: drop what it fetched
+            self.library().downloader().discard_partial(job_id)
 
     def pause(self, job_id: str) -> None:
         self.jobs.pause(job_id)

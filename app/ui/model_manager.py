@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 
 from app.errors import HearthError
 from app.jobs import Progress
-from app.models.store import InstalledModel
+from app.models.library import InstalledModel
 from app.ui.model_controller import ModelController
 from app.ui.model_manager_model import (
     CatalogModel,
@@ -289,7 +289,7 @@ class ModelManagerPanel(QDialog):
         c = self.controller
         try:
             machine = c.machine()
-            rows = [CatalogRow(*row) for row in c.catalog_rows()]
+            rows = [CatalogRow(r.entry, r.variant, r.fit, r.installed) for r in c.catalog_rows()]
         except HearthError as exc:
             self.bridge.report(exc)
             return
@@ -297,7 +297,7 @@ class ModelManagerPanel(QDialog):
         disk = (format_bytes(machine.disk_free_bytes)
                 if machine.disk_free_bytes is not None else "unknown")
         self.machine_label.setText(
-            f"This machine: {ram} RAM, {disk} free for models in {c.store().root}; "
+            f"This machine: {ram} RAM, {disk} free for models in {c.library().root}; "
             f"variants are chosen for {machine.provider.upper()}."
         )
         self.catalog_model.set_rows(rows)

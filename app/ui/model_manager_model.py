@@ -14,7 +14,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersisten
 
 from app.models.catalog import CatalogEntry, FitReport, Variant
 from app.models.hub import HubModel
-from app.models.store import InstalledModel
+from app.models.library import InstalledModel
 from app.units import format_bytes
 
 RowRole = Qt.ItemDataRole.UserRole + 1
@@ -147,7 +147,7 @@ class HubResultsModel(RowTableModel):
 
 
 def _source_text(model: InstalledModel) -> str:
-    source = model.manifest.get("source") or {}
+    source = model.source
     kind = source.get("kind", "local")
     if kind == "hub":
         return f"{source.get('repo')} ({source.get('variant')})"

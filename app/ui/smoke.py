@@ -12,7 +12,7 @@ from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QApplication
 
 from app.engine.types import GenerationStats
-from app.ui.installed_models import default_model, is_model_folder
+from app.models.library import ModelLibrary
 from app.ui.main_window import MainWindow
 
 PROMPT = "Hello! Who are you?"
@@ -20,22 +20,18 @@ TIMEOUT_S = 120
 
 
 def smoke_model(last_used: str) -> Path | None:
-    """The last used model, else the starter (set up now), else the first installed."""
-    if last_used and is_model_folder(Path(last_used)):
-        return Path(last_used)
+    """The library's default model; with none installed, the starter, set up now."""
+    model = ModelLibrary().default_model(last_used)
+    if model is not None:
+        return model.path
+    from app.models.starter import ensure_starter
+
     try:
-        from app.models.starter import ensure_starter
-    except ImportError:
-        ensure_starter = None
-    if ensure_starter is not None:
-        try:
-            result = ensure_starter(progress=None)
-            path = result
-            if path and is_model_folder(Path(str(path))):
-                return Path(str(path))
-        except Exception as exc:  # fall through to the installed models, but say why
-            print(f"smoke-test: starter model unavailable: {exc}", file=sys.stderr)
-    return default_model("")
+        path = ensure_starter(progress=None)
+    except Exception as exc:  # say why, then report "no model"
+        print(f"smoke-test: starter model unavailable: {exc}", file=sys.stderr)
+        return None
+    return Path(path)
 
 
 class SmokeTest(QObject):

@@ -52,7 +52,6 @@ class JobWorker(QObject):
         try:
             result = job.work(report, job.control)
         except JobCancelled:
-            self._cleanup(job)
             self.cancelled.emit(job_id)
         except HearthError as exc:
             self.failed.emit(job_id, str(exc))
@@ -61,14 +60,6 @@ class JobWorker(QObject):
             self.crashed.emit(traceback.format_exc())
         else:
             self.finished.emit(job_id, result)
-
-    def _cleanup(self, job: Job) -> None:
-        if job.on_cancelled is None:
-            return
-        try:
-            job.on_cancelled()
-        except Exception:
-            self.crashed.emit(traceback.format_exc())
 
 
 class JobRunner(QObject):
@@ -127,9 +118,8 @@ class JobRunner(QObject):
     def _cancel_all(self) -> None:
         with self._lock:
             jobs = list(self._jobs.values())
-        for job in jobs:
-            job.on_cancelled = None  # leaving, not giving up: partial work stays for next time
-            job.control.cancel()
+        for job in jobs:  # leaving, not giving up: partial work stays for next time
+            job.control.cancel(keep_partial=True)
 
     def shutdown(self, timeout_ms: int = 5000) -> bool:
         """Cancel every job (keeping what they did so far, e.g. partial downloads) → quit →

@@ -17,10 +17,10 @@ from app.models.downloader import (
     DownloadCancelled,
     DownloadControl,
     Downloader,
-    DownloadQueue,
     DownloadRequest,
 )
-from app.models.store import MANIFEST_NAME, ModelStore
+from app.models.library import ModelLibrary
+from app.models.manifest import MANIFEST_NAME
 from tests.fixtures.tiny_models import build_gqa_model, build_plain_kv_model
 from tests.models.hub_server import FakeHub, FakeRepo, allow_hub_requests, random_bytes
 
@@ -70,7 +70,7 @@ def request(
 def make_downloader(hub: FakeHub, **kwargs) -> Downloader:
     options = {"retries": 3, "backoff_s": 0.01, "read_timeout_s": 2.0, "connect_timeout_s": 2.0}
     options.update(kwargs)
-    return Downloader(ModelStore(), endpoint=hub.url, **options)
+    return Downloader(ModelLibrary(), endpoint=hub.url, **options)
 
 
 def settled_served(hub: FakeHub, path: str) -> int:
@@ -112,7 +112,7 @@ def test_full_download_installs_a_verified_model_that_loads(hub, tmp_path):
     updates = []
     model = make_downloader(hub).download(request(repo, "tiny-chat"), progress=updates.append)
 
-    manifest = model.manifest
+    manifest = model.manifest.as_dict()
     assert manifest["source"] == {
         "kind": "hub",
         "repo": "test/tiny-chat",
@@ -130,7 +130,7 @@ def test_full_download_installs_a_verified_model_that_loads(hub, tmp_path):
         assert listed[rel]["sha256"] == hashlib.sha256(data).hexdigest()
         assert (model.path / rel).read_bytes() == data
     assert (model.path / MANIFEST_NAME).is_file()
-    assert not (ModelStore().root.parent / "staging" / "tiny-chat").exists()
+    assert not (ModelLibrary().root.parent / "staging" / "tiny-chat").exists()
     assert updates[0].state == "resolving" and updates[-1].state == "done"
     total = sum(f["size"] for f in listed.values())
     assert updates[-1].bytes_done == updates[-1].bytes_total == total
@@ -172,11 +172,11 @@ def test_subfolder_variant_installs_only_that_folder_at_the_model_root(hub, tmp_
 
     model = make_downloader(hub).download(request(repo, "genai", variant))
 
-    installed = sorted(f["path"] for f in model.manifest["files"])
+    installed = sorted(f["path"] for f in model.manifest.files)
     assert installed == sorted(
         p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()
     )
-    assert model.manifest["source"]["path"] == sub
+    assert model.source["path"] == sub
     assert read_model_folder(model.path).layout == "genai"
     assert hub.served("cuda-int4/model.onnx") == 0 and hub.served("README.md") == 0
 
@@ -223,7 +223,7 @@ def test_restart_after_a_failed_run_fetches_only_the_missing_bytes(hub):
     assert "resumes" in str(err.value)
     kept = part_file(first, "blob").stat().st_size
     assert 1_234_567 - 64 * 1024 <= kept <= 1_234_567
-    assert ModelStore().get("blob") is None
+    assert ModelLibrary().get("blob") is None
 
     before = settled_served(hub, BLOB)
     model = make_downloader(hub).download(request(repo))  # a fresh process would do the same
@@ -265,7 +265,7 @@ def test_corruption_that_persists_fails_clearly_and_installs_nothing(hub):
     with pytest.raises(DownloadError) as err:
         downloader.download(request(repo))
     assert "failed verification" in str(err.value) and BLOB in str(err.value)
-    assert ModelStore().get("blob") is None
+    assert ModelLibrary().get("blob") is None
     assert not part_file(downloader, "blob").exists()
     assert not (downloader.staging_folder("blob") / BLOB).exists()
 
@@ -317,7 +317,7 @@ def test_offline_closed_port_gives_a_clear_message_naming_the_url(monkeypatch):
         port = sock.getsockname()[1]
     endpoint = f"http://127.0.0.1:{port}"
     repo = FakeRepo("test/offline", {"config.json": b"{}"})
-    downloader = Downloader(ModelStore(), endpoint=endpoint, retries=1, backoff_s=0.01)
+    downloader = Downloader(ModelLibrary(), endpoint=endpoint, retries=1, backoff_s=0.01)
     with pytest.raises(DownloadError) as err:
         downloader.download(request(repo, "offline"))
     message = str(err.value)
@@ -327,7 +327,7 @@ def test_offline_closed_port_gives_a_clear_message_naming_the_url(monkeypatch):
 
 def test_hf_offline_mode_is_reported_as_such(monkeypatch):
     repo = FakeRepo("test/offline", {"config.json": b"{}"})
-    downloader = Downloader(ModelStore(), endpoint="http://127.0.0.1:9", retries=0)
+    downloader = Downloader(ModelLibrary(), endpoint="http://127.0.0.1:9", retries=0)
     with pytest.raises(DownloadError, match="offline mode"):
         downloader.download(request(repo, "offline"))
 
@@ -435,7 +435,7 @@ def test_cancel_from_another_thread_stops_at_once_and_installs_nothing(hub):
     thread.join(5)
     assert not thread.is_alive() and time.monotonic() - cancelled_at < 1.0
     assert isinstance(outcome.get("error"), DownloadCancelled)
-    assert ModelStore().get("blob") is None
+    assert ModelLibrary().get("blob") is None
     assert not downloader.staging_folder("blob").exists()
 
 
@@ -469,27 +469,3 @@ def test_progress_reports_rate_and_eta(hub):
     assert any(u.rate_bps > 0 and u.eta_s is not None for u in moving)
     done = [u.bytes_done for u in moving]
     assert done == sorted(done)
-
-
-def test_queue_runs_downloads_one_at_a_time_and_cancels_a_pending_one(hub):
-    first, second = blob_repo(hub, "test/one", 1), blob_repo(hub, "test/two", 2)
-    third = blob_repo(hub, "test/three", 3)
-    hub.faults.delay_per_chunk_s = 0.002
-    queue = DownloadQueue(make_downloader(hub))
-    try:
-        tasks = [
-            queue.submit(request(first, "one")),
-            queue.submit(request(second, "two")),
-            queue.submit(request(third, "three")),
-        ]
-        assert queue.submit(request(first, "one")) is tasks[0]
-        queue.cancel("three")
-        assert all(task.wait(20) for task in tasks)
-    finally:
-        assert queue.shutdown()
-    assert tasks[0].result is not None and tasks[1].result is not None
-    assert tasks[2].cancelled and tasks[2].result is None
-    assert {m.id for m in ModelStore().list_models()} == {"one", "two"}
-    one_end = max(i for i, r in enumerate(hub.requests) if "/test/one/resolve/" in r[1])
-    two_start = min(i for i, r in enumerate(hub.requests) if "/test/two/" in r[1])
-    assert one_end < two_start

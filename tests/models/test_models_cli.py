@@ -14,7 +14,7 @@ import pytest
 
 from app.cli import main
 from app.models.catalog import load_catalog
-from app.models.store import ModelStore
+from app.models.library import ModelLibrary
 from tests.fixtures.tiny_models import build_plain_kv_model
 from tests.models.hub_server import FakeHub, FakeRepo, allow_hub_requests, random_bytes
 
@@ -129,7 +129,7 @@ def test_download_interrupted_by_a_killed_process_resumes_on_rerun(hub, capsys, 
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
     kept = part.stat().st_size
-    assert ModelStore().get(MODEL_ID) is None
+    assert ModelLibrary().get(MODEL_ID) is None
     settled = -1
     while settled != hub.served(DATA):  # the server notices the dead client
         settled = hub.served(DATA)
@@ -140,7 +140,122 @@ def test_download_interrupted_by_a_killed_process_resumes_on_rerun(hub, capsys, 
     code, _, err = run(capsys, "models", "download", MODEL_ID, "--endpoint", hub.url)
     assert code == 0, err
     assert hub.served(DATA) - before == 2_000_000 - kept
-    model = ModelStore().require(MODEL_ID)
+    model = ModelLibrary().require(MODEL_ID)
     assert (model.path / DATA).read_bytes() == hub.repos[
         "HuggingFaceTB/SmolLM2-135M-Instruct"
     ].files[DATA]
+
+
+# -- any Hub repo: ``hearth models download ORG/REPO`` --------------------------------------
+
+
+def _with_external_data(folder: Path, graph: str) -> Path:
+    """Re-save ``folder/graph`` with its weights in ``<graph>_data`` (as Optimum exports)."""
+    import onnx
+
+    path = folder / graph
+    model = onnx.load(path)
+    path.unlink()
+    onnx.save_model(
+        model,
+        path,
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=path.name + "_data",
+        size_threshold=1024,
+    )
+    return folder
+
+
+@pytest.fixture
+def cuda_wheel_without_device(monkeypatch):
+    import onnxruntime as ort
+
+    from app.engine import providers
+
+    wheel = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    monkeypatch.setattr(ort, "get_available_providers", lambda: list(wheel))
+    monkeypatch.setattr(providers, "cuda_device_count", lambda: 0)
+
+
+def test_download_any_genai_repo_with_one_folder_per_provider(
+    hub, capsys, tmp_path, cuda_wheel_without_device
+):
+    from app.engine.package import read_model_folder
+    from tests.fixtures.tiny_models import build_gqa_model
+
+    cpu = build_gqa_model(tmp_path / "cpu")
+    cuda = build_gqa_model(tmp_path / "cuda", seed=1)
+    repo = FakeRepo.from_folder("org/Tiny-genai", cpu, prefix="cpu_and_mobile/cpu-int4")
+    repo = hub.add(
+        FakeRepo(
+            "org/Tiny-genai",
+            {
+                **repo.files,
+                **FakeRepo.from_folder("x/y", cuda, prefix="cuda/cuda-int4").files,
+                "README.md": b"# tiny",
+            },
+        )
+    )
+    code, out, err = run(capsys, "models", "download", "org/Tiny-genai", "--endpoint", hub.url)
+    assert code == 0, err
+    assert "Installed Tiny-genai (cpu-int4)" in out and "100.0%" in err
+    model = ModelLibrary().require("org--tiny-genai")
+    assert model.source["repo"] == "org/Tiny-genai" and model.source["revision"] == repo.commit
+    assert model.source["path"] == "cpu_and_mobile/cpu-int4" and model.manifest.format == "genai"
+    assert (model.path / "model.onnx").read_bytes() == (cpu / "model.onnx").read_bytes()
+    assert not (model.path / "README.md").exists()
+    listed = {f["path"]: f for f in model.manifest.files}
+    assert len(listed["model.onnx"]["sha256"]) == 64
+    assert read_model_folder(model.path).layout == "genai"
+    code, out, _ = run(capsys, "models", "download", "org/Tiny-genai", "--endpoint", hub.url)
+    assert code == 0 and "already installed" in out
+
+
+def test_download_any_optimum_repo_with_external_data_resumes_and_verifies(
+    hub, capsys, tmp_path, cuda_wheel_without_device
+):
+    from app.engine.engine import Engine
+    from app.engine.types import GenerationSettings, Message, SamplingSettings
+    from tests.fixtures.tiny_models import build_plain_kv_model
+
+    folder = build_plain_kv_model(tmp_path / "opt", variant_name="model_q4")
+    _with_external_data(folder, "onnx/model_q4.onnx")
+    data = folder / "onnx" / "model_q4.onnx_data"
+    size = data.stat().st_size
+    assert size > 300_000
+    fp16 = random_bytes(50_000, 3)  # a GPU build the CPU plan must skip
+    repo = hub.add(
+        FakeRepo.from_folder("org/Tiny-optimum", folder, extra={"onnx/model_q4f16.onnx": fp16})
+    )
+    cut = size // 2
+    hub.faults.cut_at = {"onnx/model_q4.onnx_data": cut}  # the connection drops once
+    hub.faults.corrupt_at = {"tokenizer.json": 10}  # and one file arrives corrupt once
+    code, out, err = run(capsys, "models", "download", "org/Tiny-optimum", "--endpoint", hub.url)
+    assert code == 0, err
+    assert "Installed Tiny-optimum (model_q4)" in out
+    data_gets = [r for r in hub.file_requests() if r[1].endswith("model_q4.onnx_data")]
+    assert len(data_gets) == 2 and data_gets[0][2] is None
+    resumed_at = int(data_gets[1][2].removeprefix("bytes=").removesuffix("-"))
+    assert cut - 64 * 1024 <= resumed_at <= cut  # resumed, not restarted
+    assert len([r for r in hub.file_requests() if r[1].endswith("/tokenizer.json")]) == 2
+    model = ModelLibrary().require("org--tiny-optimum")
+    assert (model.path / "onnx/model_q4.onnx_data").read_bytes() == data.read_bytes()
+    assert (model.path / "tokenizer.json").read_bytes() == repo.files["tokenizer.json"]
+    assert not (model.path / "onnx/model_q4f16.onnx").exists()
+    engine = Engine.load(model.path)  # the engine's own choice, on the same policy
+    try:
+        assert engine.spec.variant == "model_q4"
+        assert engine.provider_report.chosen == "cpu"
+        settings = GenerationSettings(sampling=SamplingSettings(temperature=0.0), max_new_tokens=3)
+        chunks = list(engine.chat([Message("user", "hello")], settings))
+    finally:
+        engine.close()
+    assert chunks[-1].stats.generated_tokens >= 1
+
+
+def test_download_of_a_repo_without_an_onnx_model_is_a_sentence(hub, capsys):
+    code, out, err = run(capsys, "models", "download", "someone/Other-ONNX", "--endpoint", hub.url)
+    assert code == 2 and out == ""
+    assert "someone/Other-ONNX holds no ONNX chat model Hearth can load" in err
+    assert "Traceback" not in err and ModelLibrary().list_models() == []

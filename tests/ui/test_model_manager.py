@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt, QThread
 
 from app import settings as settings_module
 from app.models import catalog as catalog_module
-from app.models.store import ModelStore
+from app.models.library import ModelLibrary
 from app.settings import Setting
 from app.ui.model_manager_model import KeyRole
 from app.workers.generation_worker import default_loader
@@ -118,6 +118,7 @@ def download(app, panel, model_id: str, *, wait: bool = True):
     if wait:
         with app.qtbot.waitSignal(app.models.models_changed, timeout=10000):
             app.qtbot.mouseClick(panel.download_button, Qt.MouseButton.LeftButton)
+        app.qtbot.waitUntil(lambda: model_id not in panel.download_rows)  # its row leaves
     else:
         app.qtbot.mouseClick(panel.download_button, Qt.MouseButton.LeftButton)
         app.qtbot.waitUntil(lambda: model_id in panel.download_rows)
@@ -233,8 +234,8 @@ def test_cancel_leaves_nothing_installed(make_app, hub):
     assert row.detail.text() == "Cancelling…"
     app.qtbot.waitUntil(lambda: not app.models.jobs.pending(), timeout=2000)
     assert "big" not in panel.download_rows
-    assert ModelStore().list_models() == []
-    assert not list(ModelStore().root.parent.joinpath("staging").iterdir())
+    assert ModelLibrary().list_models() == []
+    assert not list(ModelLibrary().root.parent.joinpath("staging").iterdir())
     assert picker_items(app) == [] and catalog_texts(panel)["big"][4] != "Installed"
 
 
@@ -255,7 +256,7 @@ def test_pause_then_resume_completes(make_app, hub):
     with app.qtbot.waitSignal(app.models.models_changed, timeout=10000):
         app.qtbot.mouseClick(row.resume_button, Qt.MouseButton.LeftButton)
     assert hub.served(BLOB) <= (3 << 20) + 64 * 1024  # resumed, not restarted
-    assert ModelStore().get("big") is not None
+    assert ModelLibrary().get("big") is not None
 
 
 def test_download_error_goes_to_the_banner_and_retry_resumes(make_app, hub):
@@ -284,16 +285,16 @@ def test_delete_refuses_the_loaded_model_and_removes_another_from_disk_and_picke
     use(app, panel, "tiny-chat")
     asked: list[str] = []
     panel.confirm = lambda title, text: asked.append(text) or True
-    path = ModelStore().require("tiny-chat").path
+    path = ModelLibrary().require("tiny-chat").path
     panel.select_installed("tiny-chat")
     app.qtbot.mouseClick(panel.delete_button, Qt.MouseButton.LeftButton)
     assert "is loaded and cannot be removed" in app.window.banner.text()
     assert path.is_dir() and asked == []
-    genai = ModelStore().require("tiny-genai").path
+    genai = ModelLibrary().require("tiny-genai").path
     panel.select_installed("tiny-genai")
     app.qtbot.mouseClick(panel.delete_button, Qt.MouseButton.LeftButton)
     assert len(asked) == 1 and "frees" in asked[0]
-    assert not genai.exists() and ModelStore().get("tiny-genai") is None
+    assert not genai.exists() and ModelLibrary().get("tiny-genai") is None
     assert picker_items(app) == ["Tiny-Chat"]
     assert panel.installed_model.rowCount() == 1
 
@@ -323,7 +324,7 @@ def test_switching_the_active_model_loads_on_the_engine_thread_and_the_chat_cont
     assert app.controller.current_id == conversation
     assert [r[0] for r in app.rows()] == ["user", "assistant", "user", "assistant"]
     stored = app.history.messages(conversation)
-    genai_path = str(ModelStore().require("tiny-genai").path)
+    genai_path = str(ModelLibrary().require("tiny-genai").path)
     assert stored[1].provenance["model_path"] != genai_path
     assert stored[3].provenance["model_path"] == genai_path
     assert stored[3].status == "complete"
@@ -342,7 +343,7 @@ def test_import_folder_from_the_first_run_panel(make_app, hub, plain_model_dir, 
     panel.tabs.setCurrentIndex(2)
     with app.qtbot.waitSignal(app.models.models_changed, timeout=5000):
         app.qtbot.mouseClick(panel.import_folder_button, Qt.MouseButton.LeftButton)
-    model = ModelStore().require("my-model")
+    model = ModelLibrary().require("my-model")
     assert model.linked and model.path == folder.resolve()
     assert panel.installed_model.index(0, 0).data(KeyRole) == "my-model"
     panel.ask_folder = lambda: str(tmp_path)  # not a model folder
@@ -351,7 +352,7 @@ def test_import_folder_from_the_first_run_panel(make_app, hub, plain_model_dir, 
     panel.select_installed("my-model")
     panel.confirm = lambda title, text: True
     app.qtbot.mouseClick(panel.delete_button, Qt.MouseButton.LeftButton)
-    assert ModelStore().get("my-model") is None and folder.is_dir()  # the user's files stay
+    assert ModelLibrary().get("my-model") is None and folder.is_dir()  # the user's files stay
 
 
 def test_closing_the_window_stops_a_running_download(make_app, hub):
@@ -363,7 +364,7 @@ def test_closing_the_window_stops_a_running_download(make_app, hub):
     app.close()
     assert not app.models.jobs.running
     assert not app.models.searches.running
-    staging = ModelStore().root.parent / "staging" / "big"
+    staging = ModelLibrary().root.parent / "staging" / "big"
     assert (staging / (BLOB + ".part")).stat().st_size > 0  # resumable next time
 
 
@@ -380,7 +381,7 @@ def test_import_gguf_converts_on_the_download_thread_and_installs(make_app, hub,
         app.qtbot.mouseClick(panel.import_gguf_button, Qt.MouseButton.LeftButton)
         row = panel.download_rows["import:tiny-llama.gguf"]
         assert not row.pause_button.isVisible()
-    model = ModelStore().require("tiny-llama")
+    model = ModelLibrary().require("tiny-llama")
     assert model.source_kind == "gguf" and (model.path / "genai_config.json").is_file()
     assert panel.installed_model.row_of("tiny-llama") >= 0
     assert len(picker_items(app)) == 1
@@ -389,4 +390,4 @@ def test_import_gguf_converts_on_the_download_thread_and_installs(make_app, hub,
     panel.ask_gguf_file = lambda: str(bad)
     app.qtbot.mouseClick(panel.import_gguf_button, Qt.MouseButton.LeftButton)
     app.qtbot.waitUntil(lambda: app.window.banner.level == "error", timeout=5000)
-    assert [m.id for m in ModelStore().list_models()] == ["tiny-llama"]
+    assert [m.id for m in ModelLibrary().list_models()] == ["tiny-llama"]

@@ -78,22 +78,26 @@ def test_the_same_id_is_not_queued_twice(qtbot, runner):
     assert runner.submit(Job("x", "X", lambda r, c: None))
 
 
-def test_cancel_stops_a_running_job_and_runs_its_cleanup(qtbot, runner):
+def test_a_user_cancel_stops_a_running_job_and_gives_up_its_partial_work(qtbot, runner):
     events = Events(runner)
-    cleaned = threading.Event()
     started = threading.Event()
+    kept: list[bool] = []
 
     def work(report, control: JobControl):
         started.set()
-        while True:
-            control.checkpoint()
-            control.sleep(0.01)
+        try:
+            while True:
+                control.checkpoint()
+                control.sleep(0.01)
+        except JobCancelled:
+            kept.append(control.keep_partial)
+            raise
 
-    runner.submit(Job("c", "Long", work, on_cancelled=cleaned.set))
+    runner.submit(Job("c", "Long", work))
     assert started.wait(5)
     runner.cancel("c")
     qtbot.waitUntil(lambda: "cancelled" in events.kinds(), timeout=5000)
-    assert cleaned.is_set()
+    assert kept == [False]
     assert "failed" not in events.kinds()
 
 
@@ -110,9 +114,8 @@ def test_a_job_cancelled_while_queued_never_starts(qtbot, runner):
 
 def test_shutdown_cancels_running_jobs_but_keeps_their_partial_work(qtbot):
     runner = JobRunner("test-jobs")
-    cleaned = threading.Event()
     started = threading.Event()
-    ended = threading.Event()
+    kept: list[bool] = []
 
     def work(report, control):
         started.set()
@@ -120,14 +123,14 @@ def test_shutdown_cancels_running_jobs_but_keeps_their_partial_work(qtbot):
             while True:
                 control.checkpoint()
                 control.sleep(0.01)
-        finally:
-            ended.set()
+        except JobCancelled:
+            kept.append(control.keep_partial)
+            raise
 
-    runner.submit(Job("d", "Download", work, pausable=True, on_cancelled=cleaned.set))
+    runner.submit(Job("d", "Download", work, pausable=True))
     assert started.wait(5)
     assert runner.shutdown(5000)
-    assert ended.is_set()
-    assert not cleaned.is_set()
+    assert kept == [True]
 
 
 def test_pause_blocks_at_the_next_checkpoint_and_resume_continues(qtbot, runner):

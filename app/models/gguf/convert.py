@@ -15,10 +15,11 @@ import onnx
 
 from app.errors import ConversionError, DiskFullError
 from app.models.gguf.graph_builder import ExternalData, GraphBuilder
-from app.models.gguf.package_files import genai_config, manifest, sha256_file, write_json
+from app.models.gguf.package_files import genai_config, manifest, write_json
 from app.models.gguf.reader import GGUFFile
 from app.models.gguf.tokenizer_builder import build_tokenizer_config, build_tokenizer_json
 from app.models.gguf.weights import PRECISIONS, WeightSource
+from app.models.manifest import sha256_file
 
 Progress = Callable[[float, str], None]
 # Gemma 3 GGUFs made from the base checkpoints carry no chat template; this is the turn format
@@ -140,7 +141,7 @@ def convert_gguf(
             parameters=g.parameter_count(),
             conversion=conversion,
         )
-        write_json(tmp / "hearth-manifest.json", doc)
+        doc.write(tmp)
         if dest.exists():
             _refuse(dest)
         os.replace(tmp, dest)

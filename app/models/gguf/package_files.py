@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-from datetime import datetime, timezone
 from pathlib import Path
 
+from app.fileio import write_json_atomic
 from app.models.gguf.reader import ModelParams
+from app.models.manifest import Manifest, describe_files, now_iso
+from app.models.manifest import source as source_record
 
 
 def genai_config(
@@ -71,14 +71,6 @@ def _first(ids: int | list[int] | None) -> int | None:
     return ids[0] if isinstance(ids, list) else ids
 
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def manifest(
     folder: Path,
     *,
@@ -90,26 +82,20 @@ def manifest(
     context_length: int,
     parameters: int,
     conversion: dict,
-) -> dict:
-    """hearth-manifest.json (shared with the model manager): lists every file with its hash."""
-    files = [
-        {"path": f.name, "size": f.stat().st_size, "sha256": sha256_file(f)}
-        for f in sorted(folder.iterdir())
-        if f.is_file() and f.name != "hearth-manifest.json"
-    ]
-    return {
-        "id": model_id,
-        "name": name,
-        "source": {"kind": "gguf", "path": str(source), "sha256": source_sha256},
-        "format": "genai",
-        "precision": precision,
-        "files": files,
-        "installed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "context_length": context_length,
-        "parameters": parameters,
-        "conversion": conversion,
-    }
+) -> Manifest:
+    """The converted folder's manifest: every file with its hash, and how it was made."""
+    return Manifest(
+        id=model_id,
+        name=name,
+        source=source_record("gguf", path=str(source), sha256=source_sha256),
+        format="genai",
+        files=describe_files(folder),
+        installed_at=now_iso(),
+        context_length=context_length,
+        parameters=parameters,
+        extra={"precision": precision, "conversion": conversion},
+    )
 
 
 def write_json(path: Path, doc: dict) -> None:
-    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json_atomic(path, doc, ensure_ascii=False)

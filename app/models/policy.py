@@ -1,0 +1,110 @@
+"""Which execution provider this machine uses, and which model build suits each provider.
+
+The one owner of these answers, for the catalog, the Hub variant chooser
+(:mod:`app.models.library`) and the package reader (:mod:`app.engine.package`) alike:
+
+- :func:`machine_provider`: DirectML or CUDA where the onnxruntime wheel has it **and** the
+  device is there (a CUDA wheel on a machine without an NVIDIA GPU answers "cpu"), else CPU.
+- :data:`PRECISION_ORDER`: the Optimum / transformers.js graph precisions
+  (``onnx/model_q4.onnx`` → "q4", ``model.onnx`` → "fp32") best first, per provider.
+- :data:`GENAI_FOLDER_HINTS`: the words that name a provider's folder in onnxruntime-genai
+  repos with one build per provider (``cpu_and_mobile/…``, ``cuda/…``, ``directml/…``).
+
+Plain Python; onnxruntime is imported only when the machine is asked about.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+from collections.abc import Iterable, Sequence
+
+# Optimum / transformers.js graph names: "<base>[_<precision>].onnx".
+OPTIMUM_BASES = ("model", "decoder_model_merged")
+OPTIMUM_GRAPH_RE = re.compile(r"^(model|decoder_model_merged)(?:_([A-Za-z0-9]+))?$")
+
+# Precision preference per provider, best first ("fp32" is the bare base name). CPU avoids
+# fp16 (slow on most CPUs); GPUs like fp16 activations; CoreML only runs standard ops well.
+PRECISION_ORDER: dict[str, tuple[str, ...]] = {
+    "cpu": ("q4", "int8", "quantized", "uint8", "bnb4", "fp32", "bf16", "fp16", "q4f16"),
+    "dml": ("q4f16", "fp16", "q4", "fp32", "bf16", "int8", "quantized", "uint8", "bnb4"),
+    "cuda": ("q4f16", "fp16", "bf16", "q4", "fp32", "int8", "quantized", "uint8", "bnb4"),
+    "coreml": ("fp32", "fp16", "q4", "q4f16", "int8", "quantized", "uint8", "bnb4"),
+}
+
+# Folder-name words of onnxruntime-genai builds, per provider (microsoft/*-onnx repos).
+GENAI_FOLDER_HINTS: dict[str, tuple[str, ...]] = {
+    "cpu": ("cpu",),
+    "cuda": ("cuda", "gpu"),
+    "dml": ("directml", "dml"),
+    "coreml": ("cpu",),  # genai builds for CoreML are rare; its graphs run best as CPU builds
+}
+
+
+def machine_provider(
+    *,
+    available: Iterable[str] | None = None,
+    cuda_devices: int | None = None,
+    system: str | None = None,
+) -> str:
+    """The provider to choose model builds for when the user chose none.
+
+    DirectML or CUDA where usable (the wheel has it and, for CUDA, the driver reports a
+    device), else "cpu". CoreML is left to the engine's session creation, which takes it only
+    for graphs it fully covers; LLM exports rarely are, so on a Mac builds are picked for the
+    CPU. The keyword arguments replace what would be asked of onnxruntime and the driver.
+    """
+    try:
+        from app.engine import providers  # imports onnxruntime
+    except Exception:  # a broken ORT install must not break the catalog view
+        return "cpu"
+    if available is None:
+        available = providers.ort.get_available_providers()
+    available = set(available)
+    if cuda_devices is None:
+        cuda_devices = (
+            providers.cuda_device_count() if providers.ORT_NAMES["cuda"] in available else 0
+        )
+    system = system or platform.system()
+    for provider in ("dml", "cuda"):
+        reason = providers.unavailable_reason(
+            provider, system=system, available=available, cuda_devices=cuda_devices
+        )
+        if reason is None:
+            return provider
+    return "cpu"
+
+
+def graph_precision(stem: str) -> str:
+    """The precision an Optimum graph stem names: "model_q4" → "q4", "model" → "fp32"."""
+    match = OPTIMUM_GRAPH_RE.match(stem)
+    return (match.group(2) or "fp32").lower() if match else stem
+
+
+def is_optimum_graph(stem: str) -> bool:
+    return OPTIMUM_GRAPH_RE.match(stem) is not None
+
+
+def _rank(stem: str, provider: str) -> tuple[int, int, str]:
+    order = PRECISION_ORDER.get(provider, PRECISION_ORDER["cpu"])
+    precision = graph_precision(stem)
+    match = OPTIMUM_GRAPH_RE.match(stem)
+    base = OPTIMUM_BASES.index(match.group(1)) if match else len(OPTIMUM_BASES)
+    return (order.index(precision) if precision in order else len(order)), base, stem
+
+
+def best_graph(stems: Iterable[str], provider: str) -> str:
+    """The Optimum graph stem to run on ``provider`` (stems of other names rank last).
+
+    Raises ValueError when ``stems`` is empty."""
+    return min(stems, key=lambda stem: _rank(stem, provider))
+
+
+def best_genai_folder(folders: Sequence[str], provider: str) -> str:
+    """The onnxruntime-genai build folder for ``provider`` ("" = the repo root): the first
+    whose name carries the provider's hint, else the first one."""
+    hints = GENAI_FOLDER_HINTS.get(provider, ())
+    for folder in folders:
+        if any(hint in folder.lower() for hint in hints):
+            return folder
+    return folders[0]
