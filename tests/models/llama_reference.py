@@ -160,3 +160,22 @@ def forward(
     x = rms_norm(x, w["output_norm.weight"], cfg.rms_eps)
     head = w.get("output.weight", w["token_embd.weight"])
     return (x @ head.T).astype(np.float32)
+
+
+def greedy(w: dict[str, np.ndarray], cfg: RefConfig, prompt: list[int], max_new: int) -> list[int]:
+    """Greedy decoding with the reference: the prompt, then one cached token at a time."""
+    cache = RefCache()
+    logits = forward(w, cfg, prompt, cache)[-1]
+    out: list[int] = []
+    for _ in range(max_new):
+        out.append(int(np.argmax(logits)))
+        logits = forward(w, cfg, [out[-1]], cache)[-1]
+    return out
+
+
+def run_steps(
+    w: dict[str, np.ndarray], cfg: RefConfig, prompt: list[int], steps: list[list[int]]
+) -> list[np.ndarray]:
+    """Last-position logits after the prompt and after each cached step."""
+    cache = RefCache()
+    return [forward(w, cfg, ids, cache)[-1] for ids in [prompt, *steps]]
