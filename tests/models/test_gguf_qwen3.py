@@ -44,7 +44,11 @@ def test_reads_qwen3_params(tmp_path):
     write(src)
     p = GGUFFile(src).params
     assert (p.arch, p.head_dim, p.hidden, p.qk_norm, p.rope_interleaved) == (
-        "qwen3", HEAD_DIM, HIDDEN, True, False
+        "qwen3",
+        HEAD_DIM,
+        HIDDEN,
+        True,
+        False,
     )
     assert not p.qkv_bias and not p.local_layers and p.rotary_dim == HEAD_DIM
 

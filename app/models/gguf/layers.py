@@ -113,9 +113,16 @@ class LayerBuilder:
         )
         return gate, up
 
-    def _group_query_attention(self, q_k_v: list[str], i: int, name: str, *,
-                               rope_suffix: str = "", scale: float = 0.0,
-                               **attributes) -> str:
+    def _group_query_attention(
+        self,
+        q_k_v: list[str],
+        i: int,
+        name: str,
+        *,
+        rope_suffix: str = "",
+        scale: float = 0.0,
+        **attributes,
+    ) -> str:
         """Layer ``i``'s GroupQueryAttention over the shared KV buffers; returns its output.
 
         ``q_k_v`` is [q, k, v] or a packed [qkv, "", ""]; ``scale`` 0 means 1/sqrt(head_dim)."""
