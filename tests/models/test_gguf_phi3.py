@@ -156,9 +156,10 @@ def test_longrope_quantized_greedy_tokens_equal_reference(tmp_path):
     src = tmp_path / "p.gguf"
     weights = write_longrope(src, qtype=Q.Q8_0, seed=3)
     dest = convert_gguf(src, tmp_path / "model")
-    prompt = LONG_PROMPT[:56]
+    prompt = (LONG_PROMPT + CROSSING)[:56]
     got = onnx_greedy(SharedBufferRunner(open_session(dest), 128), prompt, 16)
-    assert got == greedy(weights, longrope_cfg(), prompt, 16)  # reaches 72 tokens > 64
+    assert len(prompt) < ORIGINAL < len(prompt) + 16  # starts short, ends long
+    assert got == greedy(weights, longrope_cfg(), prompt, 16)
 
 
 def test_partial_rotary_matters(tmp_path):
@@ -196,3 +197,37 @@ def test_chat_ends_at_the_end_of_turn_token(tmp_path):
     dest = convert_gguf(src, tmp_path / "model")
     cfg = json.loads((dest / "genai_config.json").read_text())["model"]
     assert cfg["type"] == "phi3" and cfg["eos_token_id"] == [2, 1]
+
+
+def test_engine_generates_the_reference_tokens_across_the_switch(tmp_path):
+    """Hearth's own engine (shared KV buffer, chunked prefill, fast decode step) on a LongRoPE
+    conversion: greedy tokens from the short regime into the long one equal the reference's."""
+    from app.engine.engine import Engine
+    from app.engine.types import GenerationSettings, SamplingSettings
+
+    src = tmp_path / "p.gguf"
+    weights = write_longrope(src, qtype=Q.F32, seed=7)
+    dest = convert_gguf(src, tmp_path / "model")
+    engine = Engine.load(dest, provider="cpu", threads=1, huge_pages=False)
+    prompt = (LONG_PROMPT + CROSSING)[:56]
+    settings = GenerationSettings(SamplingSettings(temperature=0.0), max_new_tokens=16)
+    got = [c.token_id for c in engine.generate(prompt, settings) if c.token_id is not None]
+    cfg = longrope_cfg()
+    want = greedy(weights, cfg, prompt, 16)
+    assert got == want
+    short_only = greedy(
+        weights, dataclasses.replace(cfg, long_factors=cfg.short_factors), prompt, 16
+    )
+    assert short_only != want  # a graph that never switched would fail here
+
+
+def test_estimate_counts_fused_matrices_and_both_caches(tmp_path):
+    from app.models.gguf.convert import estimate_output_bytes
+    from app.models.gguf.weights import WeightSource
+
+    src = tmp_path / "p.gguf"
+    write_longrope(src, qtype=Q.Q4_0)
+    g = GGUFFile(src)
+    est = estimate_output_bytes(g, WeightSource(g, "native"))
+    real = (convert_gguf(src, tmp_path / "model") / "model.onnx.data").stat().st_size
+    assert 0.9 * real <= est <= 1.2 * real
