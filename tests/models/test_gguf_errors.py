@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFWriter
@@ -54,6 +55,31 @@ def test_unknown_architecture(tmp_path):
     w.close()
     err = _convert_fails(src, tmp_path, ConversionError, "'mamba'")
     assert "llama, qwen2" in str(err)
+
+
+@pytest.mark.parametrize("arch", ["qwen3moe", "phi3small", "mistral3"])
+def test_unknown_architecture_near_a_known_one(tmp_path, arch):
+    """A relative of a supported architecture is refused by name, not run as its cousin."""
+    src = tmp_path / "Model-Q4_K_M.gguf"
+    w = GGUFWriter(str(src), arch)
+    w.add_block_count(1)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    err = _convert_fails(src, tmp_path, ConversionError, f"Model-Q4_K_M.gguf holds a '{arch}'")
+    assert "qwen3, phi3, mistral" in str(err)
+
+
+def test_longrope_without_original_context(tmp_path):
+    """LongRoPE factors need the context they switch at; without it the file is refused."""
+    src = tmp_path / "m.gguf"
+    half = np.ones(32, np.float32)
+    write_tiny_gguf(
+        src, arch="phi3", fused=True,
+        extra_tensors={"rope_factors_short.weight": half, "rope_factors_long.weight": half},
+    )  # fmt: skip
+    _convert_fails(src, tmp_path, ConversionError, "original_context_length")
 
 
 def test_unsupported_quantization(tmp_path):

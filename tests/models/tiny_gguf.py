@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,11 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+
+
+def rope_base(arch: str) -> float:
+    """The tiny files' rope base: llama's 10,000 for llama-layout files, 1e6 otherwise."""
+    return 10000.0 if arch in ("llama", "mistral") else 1000000.0
 
 
 def byte_level_alphabet() -> list[str]:
@@ -97,11 +103,23 @@ def write_tiny_gguf(
     seed: int = 0,
     tokenizer: bool = True,
     matrix_types: dict[str, Q] | None = None,
+    name: str | None = None,
+    head_dim: int = HEAD_DIM,
+    rope_dim: int | None = None,
+    qk_norm: bool = False,
+    fused: bool = False,
+    metadata: Callable[[GGUFWriter], None] | None = None,
+    extra_tensors: dict[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """Write a tiny model; returns its weights as the reference sees them (float32).
 
     ``matrix_types`` overrides the type of some matrices by short name (``"attn_v"``), as
-    llama.cpp's mixed files do (Q4_K_M keeps attn_v and ffn_down in Q6_K)."""
+    llama.cpp's mixed files do (Q4_K_M keeps attn_v and ffn_down in Q6_K). ``head_dim`` other
+    than hidden/heads is written as ``attention.key_length`` (Qwen 3), ``rope_dim`` as
+    ``rope.dimension_count`` (partial rotary, Phi-4-mini); ``qk_norm`` adds
+    ``attn_q_norm`` / ``attn_k_norm``; ``fused`` stores q/k/v as one ``attn_qkv`` and gate/up
+    as one ``ffn_up`` (Phi-3; the returned weights then hold the fused matrices too);
+    ``metadata`` writes more keys; ``extra_tensors`` adds float32 tensors (rope factors)."""
     overrides = matrix_types or {}
     rng = np.random.default_rng(seed)
     tokens, types = gpt2_vocab()
@@ -115,10 +133,15 @@ def write_tiny_gguf(
     w.add_feed_forward_length(FFN)
     w.add_head_count(HEADS)
     w.add_head_count_kv(KV_HEADS)
-    w.add_rope_freq_base(10000.0 if arch == "llama" else 1000000.0)
+    w.add_rope_freq_base(rope_base(arch))
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_dimension_count(HEAD_DIM)
-    w.add_name(f"tiny-{arch}")
+    if head_dim != HEAD_DIM:
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
+    w.add_rope_dimension_count(rope_dim or head_dim)
+    w.add_name(name if name is not None else f"tiny-{arch}")
+    if metadata is not None:
+        metadata(w)
     if tokenizer:
         w.add_tokenizer_model("gpt2")
         w.add_tokenizer_pre("smollm" if arch == "llama" else "qwen2")
@@ -141,24 +164,33 @@ def write_tiny_gguf(
         p = f"blk.{i}."
         put(p + "attn_norm.weight", (HIDDEN,), Q.F32, 0.1, 1.0)
         put(p + "ffn_norm.weight", (HIDDEN,), Q.F32, 0.1, 1.0)
-        put(p + "attn_q.weight", (HEADS * HEAD_DIM, HIDDEN), overrides.get("attn_q", qtype))
-        put(p + "attn_k.weight", (KV_HEADS * HEAD_DIM, HIDDEN), overrides.get("attn_k", qtype))
-        put(p + "attn_v.weight", (KV_HEADS * HEAD_DIM, HIDDEN), overrides.get("attn_v", qtype))
+        q_rows, kv_rows = HEADS * head_dim, KV_HEADS * head_dim
+        if fused:
+            put(p + "attn_qkv.weight", (q_rows + 2 * kv_rows, HIDDEN), qtype)
+        else:
+            put(p + "attn_q.weight", (q_rows, HIDDEN), overrides.get("attn_q", qtype))
+            put(p + "attn_k.weight", (kv_rows, HIDDEN), overrides.get("attn_k", qtype))
+            put(p + "attn_v.weight", (kv_rows, HIDDEN), overrides.get("attn_v", qtype))
         if bias:
-            put(p + "attn_q.bias", (HEADS * HEAD_DIM,), Q.F32, 0.1)
-            put(p + "attn_k.bias", (KV_HEADS * HEAD_DIM,), Q.F32, 0.1)
-            put(p + "attn_v.bias", (KV_HEADS * HEAD_DIM,), Q.F32, 0.1)
-        put(
-            p + "attn_output.weight",
-            (HIDDEN, HEADS * HEAD_DIM),
-            overrides.get("attn_output", qtype),
-        )
-        put(p + "ffn_gate.weight", (FFN, HIDDEN), overrides.get("ffn_gate", qtype))
-        put(p + "ffn_up.weight", (FFN, HIDDEN), overrides.get("ffn_up", qtype))
+            put(p + "attn_q.bias", (q_rows,), Q.F32, 0.1)
+            put(p + "attn_k.bias", (kv_rows,), Q.F32, 0.1)
+            put(p + "attn_v.bias", (kv_rows,), Q.F32, 0.1)
+        if qk_norm:
+            put(p + "attn_q_norm.weight", (head_dim,), Q.F32, 0.1, 1.0)
+            put(p + "attn_k_norm.weight", (head_dim,), Q.F32, 0.1, 1.0)
+        put(p + "attn_output.weight", (HIDDEN, q_rows), overrides.get("attn_output", qtype))
+        if fused:
+            put(p + "ffn_up.weight", (2 * FFN, HIDDEN), qtype)
+        else:
+            put(p + "ffn_gate.weight", (FFN, HIDDEN), overrides.get("ffn_gate", qtype))
+            put(p + "ffn_up.weight", (FFN, HIDDEN), overrides.get("ffn_up", qtype))
         put(p + "ffn_down.weight", (HIDDEN, FFN), overrides.get("ffn_down", qtype))
     put("output_norm.weight", (HIDDEN,), Q.F32, 0.1, 1.0)
     if not tied:
         put("output.weight", (vocab, HIDDEN), qtype)
+    for tensor_name, array in (extra_tensors or {}).items():
+        w.add_tensor(tensor_name, np.asarray(array, np.float32))
+        weights[tensor_name] = np.asarray(array, np.float32)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -15,6 +15,7 @@ import onnx
 
 from app.errors import ConversionError, DiskFullError
 from app.models.gguf.graph_builder import ExternalData, GraphBuilder
+from app.models.gguf.naming import readable_name
 from app.models.gguf.package_files import genai_config, manifest, write_json
 from app.models.gguf.reader import GGUFFile
 from app.models.gguf.tokenizer_builder import build_tokenizer_config, build_tokenizer_json
@@ -36,6 +37,9 @@ GEMMA3_CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
 )
+# the token a chat turn ends with, where the GGUF's eos is another (Phi-3 GGUFs name
+# <|endoftext|> as eos; llama.cpp stops at <|end|> too)
+END_OF_TURN = {"gemma3": "<end_of_turn>", "phi3": "<|end|>"}
 DISK_MARGIN = 32 << 20  # tokenizer files, graph proto, file system slack
 
 
@@ -47,17 +51,15 @@ def free_bytes(path: Path) -> int:
 def estimate_output_bytes(g: GGUFFile, weights: WeightSource) -> int:
     """Size of the converted folder, from the plan for each tensor (before writing)."""
     p = g.params
-    names = [
-        f"blk.{i}.{t}.weight"
-        for i in range(p.n_layers)
-        for t in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
-    ]
+    # every block matrix, whatever the architecture stores (q/k/v or Phi-3's fused attn_qkv)
+    names = [n for n, t in g.tensors.items() if n.startswith("blk.") and len(t.shape) > 1]
     names.append("output.weight" if "output.weight" in g.tensors else "token_embd.weight")
     total = sum(weights.estimated_bytes(n) for n in names)
     total += weights.estimated_embedding_bytes()  # the lookup table
-    total += p.context_length * p.head_dim * 4  # cos + sin caches
-    if p.local_layers:  # Gemma 3: the local layers' own caches
-        total += p.context_length * p.head_dim * 4
+    cache = p.context_length * p.rotary_dim * 4  # cos + sin caches
+    total += cache * (2 if p.rope_original_context else 1)  # LongRoPE: short and long
+    if p.rope_base_local:  # Gemma 3: the local layers' own caches
+        total += cache
     total += sum(int(t.n_elements) * 4 for t in g.tensors.values() if len(t.shape) == 1)
     return total
 
@@ -79,7 +81,8 @@ def convert_gguf(
         dest: the model folder to create; it must not exist.
         precision: "native" (keep the file's quantization), "int4" (fresh lossy 4-bit),
             "fp16" or "fp32".
-        name: display name for the manifest; defaults to the GGUF's ``general.name``.
+        name: display name for the manifest; defaults to ``naming.readable_name`` (the
+            GGUF's ``general.name``, or one made from the file name).
         progress: called with (fraction 0..1, message).
         accuracy_level: MatMulNBits ``accuracy_level`` (4 = int8 activations, fastest on CPU;
             0 = float activations, used by tests to check the weights exactly).
@@ -133,7 +136,7 @@ def convert_gguf(
         doc = manifest(
             tmp,
             model_id=dest.name,
-            name=name or str(g.get("general.name") or src.stem),
+            name=name or readable_name(g.get("general.name"), src),
             source=src.resolve(),
             source_sha256=source_sha,
             precision=precision,
@@ -199,8 +202,8 @@ def _write_folder(
         return None if value is None else int(value)
 
     eos: int | list[int] | None = token_id("tokenizer.ggml.eos_token_id")
-    if p.arch == "gemma3":  # a chat reply ends with <end_of_turn>, not <eos>
-        eos = _gemma3_eos_ids(g, eos)
+    if p.arch in END_OF_TURN:  # a chat reply ends with the end-of-turn token, not <eos>
+        eos = _eos_ids_with_end_of_turn(g, eos, END_OF_TURN[p.arch])
     write_json(
         folder / "genai_config.json",
         genai_config(
@@ -213,13 +216,13 @@ def _write_folder(
     report(0.97, "hashing files")
 
 
-def _gemma3_eos_ids(g: GGUFFile, eos: int | None) -> list[int]:
-    """<eos> plus the end-of-turn token (the GGUF's eot id, else ``<end_of_turn>``)."""
+def _eos_ids_with_end_of_turn(g: GGUFFile, eos: int | None, text: str) -> list[int]:
+    """<eos> plus the end-of-turn token (the GGUF's eot id, else the token ``text``)."""
     ids = [] if eos is None else [eos]
     eot = g.get("tokenizer.ggml.eot_token_id")
     if eot is None:
         tokens = g.get("tokenizer.ggml.tokens") or []
-        eot = next((j for j, t in enumerate(tokens) if t == "<end_of_turn>"), None)
+        eot = next((j for j, t in enumerate(tokens) if t == text), None)
     if eot is not None and int(eot) not in ids:
         ids.append(int(eot))
     return ids

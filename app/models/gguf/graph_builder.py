@@ -1,4 +1,5 @@
-"""The ONNX decoder graph of a Llama-family model (llama, Mistral, SmolLM2, Qwen2).
+"""The ONNX decoder graph of a Llama-family model (llama, Mistral, SmolLM2, Qwen 2/3, Phi-3,
+Gemma 3); the decoder blocks themselves are built in ``layers``.
 
 Contract (the engine relies on it; it matches onnxruntime-genai's builder):
 
@@ -35,6 +36,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from app.models.gguf.layers import LayerBuilder
 from app.models.gguf.quant import NBitsWeight, concat
 from app.models.gguf.reader import ModelParams
 from app.models.gguf.weights import Linear, WeightSource
@@ -84,18 +86,25 @@ class ExternalData:
         self._fh.close()
 
 
-def rope_caches(p: ModelParams, freq_factors: np.ndarray | None) -> tuple[np.ndarray, ...]:
-    """cos/sin caches [context_length, head_dim/2] (Llama 3 factors and linear scaling)."""
-    half = p.head_dim // 2
-    inv_freq = 1.0 / (p.rope_base ** (np.arange(0, half, dtype=np.float64) * 2 / p.head_dim))
+def rope_caches(
+    p: ModelParams, freq_factors: np.ndarray | None, attn_factor: float = 1.0
+) -> tuple[np.ndarray, ...]:
+    """cos/sin caches [context_length, rotary_dim/2] (frequency divisors such as Llama 3's
+    or LongRoPE's, linear scaling, and LongRoPE's attention factor on cos and sin)."""
+    dim = p.rotary_dim
+    half = dim // 2
+    inv_freq = 1.0 / (p.rope_base ** (np.arange(0, half, dtype=np.float64) * 2 / dim))
     if freq_factors is not None:
         inv_freq = inv_freq / freq_factors[:half].astype(np.float64)
     pos = np.arange(p.context_length, dtype=np.float64) / p.rope_scale_linear
     angles = np.outer(pos, inv_freq)
-    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    return (
+        (np.cos(angles) * attn_factor).astype(np.float32),
+        (np.sin(angles) * attn_factor).astype(np.float32),
+    )
 
 
-class GraphBuilder:
+class GraphBuilder(LayerBuilder):
     """Builds the decoder graph node by node; weights come from a ``WeightSource``."""
 
     def __init__(
@@ -274,10 +283,14 @@ class GraphBuilder:
         out = self._biased(self._matmul(x, fused_w, name), fused_b, name)
         if not split:
             return out, []
+        return out, self._split(out, sizes, name)
+
+    def _split(self, x: str, sizes: list[int], name: str) -> list[str]:
+        """``x`` cut along its last axis into parts of ``sizes``."""
         split_sizes = self._const(f"{name}.split", np.array(sizes, np.int64))
         outs = [f"{name}/part{j}" for j in range(len(sizes))]
-        self._node("Split", [out, split_sizes], outs, f"{name}/split", axis=-1)
-        return out, outs
+        self._node("Split", [x, split_sizes], outs, f"{name}/split", axis=-1)
+        return outs
 
     def _biased(self, out: str, bias: np.ndarray | None, name: str) -> str:
         if bias is None:
@@ -327,10 +340,9 @@ class GraphBuilder:
         if p.embed_scale != 1.0:
             scale = self._const("const.embed_scale", np.array(p.embed_scale, np.float32))
             (x,) = self._node("Mul", [x, scale], ["embed/scaled"], "embed/scale")
-        layer = self._gemma3_layer if p.arch == "gemma3" else self._layer
         residual, delta = x, None
         for i in range(p.n_layers):
-            residual, delta = layer(i, residual, delta)
+            residual, delta = self._layer(i, residual, delta)
             self.progress((i + 1) / (p.n_layers + 1), f"layer {i + 1}/{p.n_layers}")
         normed, _ = self._norm(residual, delta, self.w.vector("output_norm.weight"), "final_norm")
         head = "output" if "output.weight" in self.w.g.tensors else "token_embd"
@@ -360,10 +372,13 @@ class GraphBuilder:
         self._node(
             "Cast", ["mask/total64"], ["total_seq_len"], "mask/total_i32", to=TensorProto.INT32
         )
-        cos, sin = rope_caches(self.p, self.w.g.rope_freq_factors())
-        self._init("cos_cache", cos)
-        self._init("sin_cache", sin)
-        if self.p.local_layers:  # local layers: their own base, never scaled
+        if self.p.rope_original_context:
+            self._longrope_caches()
+        else:
+            cos, sin = rope_caches(self.p, self.w.g.rope_freq_factors())
+            self._init("cos_cache", cos)
+            self._init("sin_cache", sin)
+        if self.p.rope_base_local:  # Gemma 3's local layers: their own base, never scaled
             local = dataclasses.replace(
                 self.p, rope_base=self.p.rope_base_local, rope_scale_linear=1.0
             )
@@ -375,6 +390,37 @@ class GraphBuilder:
         self._node("Concat", ["ids/shape", minus_one], ["shape3d"], "shape3d", axis=0)
         self._const("const.last_start", np.array([-1], np.int64))
         self._const("const.last_end", np.array([np.iinfo(np.int64).max], np.int64))
+
+    def _longrope_caches(self) -> None:
+        """LongRoPE (Phi-3): the short factors' caches while the sequence (past + new tokens)
+        fits the original context, the long factors' past it, as Hugging Face and
+        onnxruntime-genai switch them. Both caches are stacked [short; long] in one
+        initializer per cos/sin; a Slice picks ``max(total, past buffer)`` rows (what
+        GroupQueryAttention reads) from the half the total length selects."""
+        p = self.p
+        short, long = self.w.g.longrope_factors()
+        caches = [rope_caches(p, f, p.rope_attn_factor) for f in (short, long)]
+        self._init("cos_cache_stacked", np.concatenate([caches[0][0], caches[1][0]]))
+        self._init("sin_cache_stacked", np.concatenate([caches[0][1], caches[1][1]]))
+        orig = self._const("const.rope_original", np.array(p.rope_original_context, np.int64))
+        ctx = self._const("const.rope_rows", np.array([p.context_length], np.int64))
+        two = self._const("const.two", np.array([2], np.int64))
+        zero = self._const("const.axes0", np.array([0], np.int64))
+        self._node("Greater", ["mask/total64", orig], ["rope/long"], "rope/long")
+        self._node("Cast", ["rope/long"], ["rope/long64"], "rope/long64", to=TensorProto.INT64)
+        self._node("Mul", ["rope/long64", ctx], ["rope/start"], "rope/start")
+        self._node("Shape", ["past_key_values.0.key"], ["rope/past_shape"], "rope/past_shape")
+        self._node("Gather", ["rope/past_shape", two], ["rope/past_len"], "rope/past_len", axis=0)
+        self._node("Unsqueeze", ["mask/total64", zero], ["rope/total"], "rope/total")
+        self._node("Max", ["rope/total", "rope/past_len"], ["rope/rows"], "rope/rows")
+        self._node("Add", ["rope/start", "rope/rows"], ["rope/end"], "rope/end")
+        for kind in ("cos", "sin"):
+            self._node(
+                "Slice",
+                [f"{kind}_cache_stacked", "rope/start", "rope/end", zero],
+                [f"{kind}_cache"],
+                f"rope/{kind}",
+            )
 
     def _norm(
         self, residual: str, delta: str | None, gamma: np.ndarray, name: str
@@ -401,137 +447,6 @@ class GraphBuilder:
             epsilon=self.p.rms_eps,
         )
         return f"{name}/out", f"{name}/sum"
-
-    def _layer(self, i: int, residual: str, delta: str | None) -> tuple[str, str]:
-        p, pre = self.p, f"blk.{i}"
-        name = f"layers.{i}"
-        h, residual = self._norm(
-            residual, delta, self.w.vector(f"{pre}.attn_norm.weight"), f"{name}.input_norm"
-        )
-        qkv, parts = self._fused_linear(
-            h,
-            [(f"{pre}.attn_{t}", f"{name}.attn.{t}_proj") for t in ("q", "k", "v")],
-            f"{name}.attn.qkv_proj",
-            split=False,
-        )
-        # packed QKV: GroupQueryAttention takes [q | k | v] as its query, key/value empty
-        q_k_v = [self._to_3d(t) for t in ([qkv] if qkv is not None else parts)]
-        if qkv is not None:
-            q_k_v += ["", ""]
-        attn = self._group_query_attention(q_k_v, i, name)
-        if i == p.n_layers - 1:  # only the last position is needed from here on
-            attn = self._last_position(attn, f"{name}.attn/last")
-            residual = self._last_position(self._to_3d(residual), f"{name}.residual/last")
-            residual = self._to_rows(residual)
-        attn = self._to_rows(attn)
-        o = self._linear(attn, f"{pre}.attn_output", f"{name}.attn.o_proj")
-        h2, residual = self._norm(
-            residual, o, self.w.vector(f"{pre}.ffn_norm.weight"), f"{name}.post_attention_norm"
-        )
-        _, (gate, up) = self._fused_linear(
-            h2,
-            [(f"{pre}.ffn_{t}", f"{name}.mlp.{t}_proj") for t in ("gate", "up")],
-            f"{name}.mlp.gate_up_proj",
-        )
-        self._node("Sigmoid", [gate], [f"{name}.mlp/sig"], f"{name}.mlp/sigmoid")
-        self._node("Mul", [gate, f"{name}.mlp/sig"], [f"{name}.mlp/silu"], f"{name}.mlp/silu")
-        self._node("Mul", [f"{name}.mlp/silu", up], [f"{name}.mlp/act"], f"{name}.mlp/act")
-        down = self._linear(f"{name}.mlp/act", f"{pre}.ffn_down", f"{name}.mlp.down_proj")
-        return residual, down
-
-    def _group_query_attention(self, q_k_v: list[str], i: int, name: str, *,
-                               rope_suffix: str = "", scale: float | None = None,
-                               **attributes) -> str:
-        """Layer ``i``'s GroupQueryAttention over the shared KV buffers; returns its output.
-
-        ``q_k_v`` is [q, k, v] or a packed [qkv, "", ""]."""
-        p = self.p
-        out = f"{name}.attn/out"
-        self._node(
-            "GroupQueryAttention",
-            [
-                *q_k_v,
-                f"past_key_values.{i}.key",
-                f"past_key_values.{i}.value",
-                "seqlens_k",
-                "total_seq_len",
-                f"cos_cache{rope_suffix}",
-                f"sin_cache{rope_suffix}",
-            ],
-            [out, f"present.{i}.key", f"present.{i}.value"],
-            f"{name}.attn",
-            MS,
-            num_heads=p.n_heads,
-            kv_num_heads=p.n_kv_heads,
-            do_rotary=1,
-            rotary_interleaved=int(p.rope_interleaved),
-            scale=scale or float(1.0 / np.sqrt(p.head_dim)),
-            **attributes,
-        )
-        return out
-
-    def _gemma3_layer(self, i: int, residual: str, delta: str | None) -> tuple[str, str]:
-        """A Gemma 3 block: sandwich norms around attention and MLP, per-head q/k RMSNorm
-        before rotary, GELU (tanh) gated MLP, and a sliding window on local layers."""
-        p, pre = self.p, f"blk.{i}"
-        name = f"layers.{i}"
-        h, residual = self._norm(
-            residual, delta, self.w.vector(f"{pre}.attn_norm.weight"), f"{name}.input_norm"
-        )
-        _, (q, k, v) = self._fused_linear(
-            h,
-            [(f"{pre}.attn_{t}", f"{name}.attn.{t}_proj") for t in ("q", "k", "v")],
-            f"{name}.attn.qkv_proj",
-        )
-        q = self._head_norm(q, self.w.vector(f"{pre}.attn_q_norm.weight"), f"{name}.attn.q_norm")
-        k = self._head_norm(k, self.w.vector(f"{pre}.attn_k_norm.weight"), f"{name}.attn.k_norm")
-        local = i in p.local_layers
-        suffix = "_local" if local else ""
-        # ORT's local_window_size counts the keys a query sees, its own included, as Gemma's
-        # window does (checked against the reference on CPU for windows 1, 4, 8 and 16)
-        window = {"local_window_size": p.sliding_window} if local else {}
-        attn = self._group_query_attention(
-            [self._to_3d(q), self._to_3d(k), self._to_3d(v)], i, name,
-            rope_suffix=suffix, scale=p.attn_scale, **window,
-        )
-        if i == p.n_layers - 1:  # only the last position is needed from here on
-            attn = self._last_position(attn, f"{name}.attn/last")
-            residual = self._last_position(self._to_3d(residual), f"{name}.residual/last")
-            residual = self._to_rows(residual)
-        # heads·head_dim may differ from hidden (Gemma 3 270M: 4·256 vs 640)
-        attn_rows = "const.attn_rows_shape"
-        if not self._has_init(attn_rows):
-            self._const(attn_rows, np.array([-1, p.n_heads * p.head_dim], np.int64))
-        (attn,) = self._node("Reshape", [attn, attn_rows], [f"{attn}/rows"], f"{attn}/rows")
-        o = self._linear(attn, f"{pre}.attn_output", f"{name}.attn.o_proj")
-        o, _ = self._norm(
-            o, None, self.w.vector(f"{pre}.post_attention_norm.weight"), f"{name}.attn_post_norm"
-        )
-        h2, residual = self._norm(
-            residual, o, self.w.vector(f"{pre}.ffn_norm.weight"), f"{name}.pre_ffn_norm"
-        )
-        _, (gate, up) = self._fused_linear(
-            h2,
-            [(f"{pre}.ffn_{t}", f"{name}.mlp.{t}_proj") for t in ("gate", "up")],
-            f"{name}.mlp.gate_up_proj",
-        )
-        # com.microsoft FastGelu is GELU's tanh approximation (gelu_pytorch_tanh)
-        self._node("FastGelu", [gate], [f"{name}.mlp/gelu"], f"{name}.mlp/gelu", MS)
-        self._node("Mul", [f"{name}.mlp/gelu", up], [f"{name}.mlp/act"], f"{name}.mlp/act")
-        down = self._linear(f"{name}.mlp/act", f"{pre}.ffn_down", f"{name}.mlp.down_proj")
-        down, _ = self._norm(
-            down, None, self.w.vector(f"{pre}.post_ffw_norm.weight"), f"{name}.ffn_post_norm"
-        )
-        return residual, down
-
-    def _head_norm(self, x: str, gamma: np.ndarray, name: str) -> str:
-        """RMSNorm over each head of rows [M, heads·head_dim] (Gemma 3's q_norm/k_norm)."""
-        heads = self._const(f"{name}.heads_shape", np.array([-1, self.p.head_dim], np.int64))
-        (flat,) = self._node("Reshape", [x, heads], [f"{name}/heads"], f"{name}/heads")
-        normed, _ = self._norm(flat, None, gamma, name)
-        self._node("Shape", [x], [f"{name}/shape"], f"{name}/shape")
-        (out,) = self._node("Reshape", [normed, f"{name}/shape"], [f"{name}/rows"], f"{name}/rows")
-        return out
 
     def _softcap(self, x: str, cap: float) -> str:
         c = self._const("const.softcap", np.array(cap, np.float32))

@@ -13,10 +13,22 @@ from gguf import quants as gguf_quants
 from app.errors import ConversionError
 
 GGUF_MAGIC = b"GGUF"
-SUPPORTED_ARCHITECTURES = ("llama", "qwen2", "gemma3")
-# llama.cpp rotates adjacent pairs for llama (its converter permutes Q/K rows) and halves
-# (NeoX style) for qwen2 and gemma3.
-INTERLEAVED_ROPE = {"llama": True, "qwen2": False, "gemma3": False}
+SUPPORTED_ARCHITECTURES = ("llama", "qwen2", "gemma3", "qwen3", "phi3", "mistral")
+# llama.cpp rotates adjacent pairs for llama and mistral-named files (the converter permutes
+# their Q/K rows) and halves (NeoX style) for the others.
+INTERLEAVED_ROPE = {
+    "llama": True,
+    "mistral": True,
+    "qwen2": False,
+    "qwen3": False,
+    "phi3": False,
+    "gemma3": False,
+}
+# per-head RMSNorm of q and k before rotary (``attn_q_norm`` / ``attn_k_norm``)
+QK_NORM_ARCHITECTURES = ("qwen3", "gemma3")
+# architectures whose ``attention.sliding_window`` applies to every layer (Gemma 3 reads its
+# own pattern; llama.cpp ignores Phi-3's window, Hugging Face and onnxruntime-genai apply it)
+WINDOWED_ARCHITECTURES = ("mistral", "phi3")
 # Gemma 3, as llama.cpp runs it: every 6th layer (5, 11, …) is global, the others attend to a
 # sliding window with their own rope base; the GGUF's rope base and scaling are the global ones.
 GEMMA3_SWA_PATTERN = 6
@@ -40,15 +52,24 @@ class ModelParams:
     rms_eps: float
     rope_interleaved: bool
     rope_scale_linear: float = 1.0  # positions are divided by this
+    rope_dim: int = 0  # dimensions rotated per head (the first ones); 0: all of head_dim
+    # LongRoPE (Phi-3 "su"): short factors up to this many tokens, long ones past it; 0: none
+    rope_original_context: int = 0
+    rope_attn_factor: float = 1.0  # cos and sin are multiplied by this (LongRoPE's mscale)
+    qk_norm: bool = False  # per-head RMSNorm of q and k before rotary (qwen3, gemma3)
     tied_embeddings: bool = False
     qkv_bias: bool = False
     # Gemma 3 (defaults leave llama/qwen2 untouched)
     sliding_window: int = 0  # keys a local layer sees, its own position included
-    local_layers: tuple[int, ...] = ()  # layers that use the window and the local rope base
-    rope_base_local: float = GEMMA3_LOCAL_ROPE_BASE
+    local_layers: tuple[int, ...] = ()  # layers that attend within the sliding window
+    rope_base_local: float = 0.0  # > 0: local layers rotate with this base, never scaled
     attn_scale: float = 0.0  # 0: 1/sqrt(head_dim)
     embed_scale: float = 1.0  # token embeddings are multiplied by this
     final_logit_softcap: float = 0.0  # 0: none; else logits = c·tanh(logits / c)
+
+    @property
+    def rotary_dim(self) -> int:
+        return self.rope_dim or self.head_dim
 
 
 class GGUFFile:
@@ -113,15 +134,27 @@ class GGUFFile:
         if tokens is not None and len(tokens) != vocab:
             vocab = max(vocab, len(tokens))
         linear = self._linear_rope_scale(a)
+        rope_dim = int(self.get(a + "rope.dimension_count", head_dim) or head_dim)
         if head_dim % 8:
             raise ConversionError(
                 f"{self.path.name}: head size {head_dim} is not a multiple of 8, which ONNX "
                 "Runtime's attention kernel needs."
             )
-        extra = self._gemma3_params(a, hidden, n_heads, head_dim) if arch == "gemma3" else {}
+        if rope_dim > head_dim or rope_dim % 16:
+            raise ConversionError(
+                f"{self.path.name}: {rope_dim} rotary dimensions per head of {head_dim}; "
+                "ONNX Runtime's attention kernel needs at most the head size, in a multiple "
+                "of 16."
+            )
+        n_layers = int(self._require(a + "block_count"))
+        if arch == "gemma3":
+            extra = self._gemma3_params(a, hidden, n_heads, head_dim)
+        else:
+            extra = self._window_params(a, arch, n_layers)
+        extra.update(self._longrope_params(a, rope_dim // 2))
         return ModelParams(
             arch=arch,
-            n_layers=int(self._require(a + "block_count")),
+            n_layers=n_layers,
             hidden=hidden,
             ffn=int(self._require(a + "feed_forward_length")),
             n_heads=n_heads,
@@ -135,6 +168,8 @@ class GGUFFile:
             rope_scale_linear=linear,
             tied_embeddings="output.weight" not in self.tensors,
             qkv_bias="blk.0.attn_q.bias" in self.tensors,
+            rope_dim=rope_dim if rope_dim != head_dim else 0,
+            qk_norm=arch in QK_NORM_ARCHITECTURES,
             **extra,
         )
 
@@ -158,12 +193,43 @@ class GGUFFile:
             "final_logit_softcap": float(self.get(a + "final_logit_softcapping", 0.0) or 0.0),
         }
 
+    def _window_params(self, a: str, arch: str, n_layers: int) -> dict:
+        """A sliding window on every layer, where the architecture has one and the file sets
+        it below the context length (a window as long as the context changes nothing)."""
+        if arch not in WINDOWED_ARCHITECTURES:
+            return {}
+        window = int(self.get(a + "attention.sliding_window", 0) or 0)
+        if window <= 0 or window >= int(self.get(a + "context_length", 4096)):
+            return {}
+        return {"sliding_window": window, "local_layers": tuple(range(n_layers))}
+
+    def _longrope_params(self, a: str, half: int) -> dict:
+        """LongRoPE as llama.cpp's converter writes it for Phi-3: ``rope_factors_short`` /
+        ``rope_factors_long`` tensors, ``rope.scaling.original_context_length`` and the
+        attention factor ``rope.scaling.attn_factor`` (cos and sin are scaled by it)."""
+        factors = self.longrope_factors()
+        if factors is None:
+            return {}
+        if any(len(f) != half for f in factors):
+            raise ConversionError(
+                f"{self.path.name}: its LongRoPE factors have {len(factors[0])} and "
+                f"{len(factors[1])} entries, but its heads rotate {half} frequencies."
+            )
+        original = int(self.get(a + "rope.scaling.original_context_length", 0) or 0)
+        if original <= 0:
+            raise ConversionError(
+                f"{self.path.name} has LongRoPE factors but no "
+                f"'{a}rope.scaling.original_context_length'."
+            )
+        factor = float(self.get(a + "rope.scaling.attn_factor", 1.0) or 1.0)
+        return {"rope_original_context": original, "rope_attn_factor": factor}
+
     def _linear_rope_scale(self, a: str) -> float:
         """The linear rope factor (positions are divided by it), read as llama.cpp does: a
         missing ``rope.scaling.type`` means linear, the factor may sit under the old key
         ``rope.scale_linear``, and a missing or zero factor means no scaling."""
         kind = str(self.get(a + "rope.scaling.type", "linear"))
-        if kind == "none":
+        if kind == "none" or (kind in ("su", "longrope") and self.longrope_factors()):
             return 1.0
         if kind != "linear":  # YaRN, LongRoPE…: converting as if unscaled would be wrong
             raise ConversionError(
@@ -187,6 +253,14 @@ class GGUFFile:
         """Llama 3.x rope scaling: per-frequency divisors stored as ``rope_freqs.weight``."""
         t = self.tensors.get("rope_freqs.weight")
         return None if t is None else np.asarray(t.data, dtype=np.float32).reshape(-1)
+
+    def longrope_factors(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """LongRoPE's per-frequency divisors (short, long), or None when the file has none."""
+        short = self.tensors.get("rope_factors_short.weight")
+        long = self.tensors.get("rope_factors_long.weight")
+        if short is None or long is None:
+            return None
+        return tuple(np.asarray(t.data, dtype=np.float32).reshape(-1) for t in (short, long))
 
     def parameter_count(self) -> int:
         return int(sum(t.n_elements for t in self.tensors.values()))
