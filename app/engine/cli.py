@@ -15,6 +15,7 @@ from pathlib import Path
 
 from app.engine.types import GenerationSettings, Message, SamplingSettings
 from app.errors import HearthError
+from app.text import clean_text
 
 PROVIDERS = ("cpu", "dml", "cuda", "coreml")
 
@@ -169,7 +170,16 @@ def _result_json(tokens, text, finish, stats, *, turn: int | None = None) -> str
     return json.dumps(record, ensure_ascii=False)
 
 
+def _clean_text_args(args: argparse.Namespace) -> None:
+    """Lone surrogates (undecodable terminal bytes) in text flags become U+FFFD."""
+    for name in ("prompt", "system"):
+        if isinstance(getattr(args, name, None), str):
+            setattr(args, name, clean_text(getattr(args, name)))
+    args.stop = [clean_text(s) for s in args.stop or []]
+
+
 def run_generate(args: argparse.Namespace) -> int:
+    _clean_text_args(args)
     engine = _load(args)
     settings = sampling_from_args(args, engine.spec.generation_defaults)
     if args.prompt_tokens is not None:
@@ -194,6 +204,7 @@ def run_generate(args: argparse.Namespace) -> int:
 
 
 def run_chat(args: argparse.Namespace) -> int:
+    _clean_text_args(args)
     engine = _load(args)
     if args.script is not None:
         return _run_script(engine, args)
@@ -212,7 +223,7 @@ def run_chat(args: argparse.Namespace) -> int:
         except (EOFError, KeyboardInterrupt):
             print(file=sys.stderr)
             return 0
-        text = line.strip()
+        text = clean_text(line.strip())
         if not text:
             continue
         if text in ("/quit", "/exit"):
@@ -251,14 +262,15 @@ def run_chat(args: argparse.Namespace) -> int:
 def _run_script(engine, args: argparse.Namespace) -> int:
     try:
         script = json.loads(args.script.read_text(encoding="utf-8"))
-        turns = list(script["turns"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        turns = [clean_text(turn) for turn in script["turns"]]
+        system = script.get("system") or args.system
+        system = clean_text(system) if system else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise HearthError(
             f"Cannot read the chat script {args.script}: {exc}.",
             hint='It must be JSON like {"system": "...", "turns": ["..."], "max_new_tokens": 64}.',
         ) from exc
     settings = sampling_from_args(args, engine.spec.generation_defaults, script)
-    system = script.get("system") or args.system
     messages = [Message("system", system)] if system else []
     for number, turn in enumerate(turns, start=1):
         messages.append(Message("user", turn))

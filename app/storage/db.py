@@ -3,18 +3,31 @@
 Every migration is a ``(name, sql)`` pair applied once, in order, and recorded in
 ``_migrations``. Never edit or reorder a released migration: append a new one. The schema's
 major version lives in ``_meta``; a database written by a newer major version is refused
-rather than silently misread.
+rather than silently misread (major 2 came with branches: an older Hearth would misread a
+tree as one long chat, so it refuses the file instead).
+
+Every write goes through ``transaction``: one ``BEGIN IMMEDIATE … COMMIT`` (a savepoint when
+nested) that rolls back on *any* exception, so a failed write never leaves the connection
+inside an open transaction that would swallow the writes after it.
 """
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from app.errors import StorageError
+from app.storage.errors import storage_error
+from app.storage.records import install_text_factory
 
-SCHEMA_MAJOR = 1
+SCHEMA_MAJOR = 2
+BUSY_TIMEOUT_S = 5.0
+
+_savepoints = itertools.count(1)
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -59,47 +72,108 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        # Branches: each message has a parent (NULL for the first turn); the children of one
+        # parent are variants, the one with the highest active_rank is shown. ``seq`` (the
+        # old ``position``) is the insertion order; deleted_at marks a soft delete.
+        "m004_branches_and_soft_delete",
+        """
+        ALTER TABLE messages RENAME COLUMN position TO seq;
+        ALTER TABLE messages ADD COLUMN parent_id INTEGER REFERENCES messages (id);
+        ALTER TABLE messages ADD COLUMN active_rank INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE messages ADD COLUMN deleted_at REAL;
+        ALTER TABLE conversations ADD COLUMN deleted_at REAL;
+        UPDATE messages SET parent_id = (
+            SELECT p.id FROM messages p
+            WHERE p.conversation_id = messages.conversation_id AND p.seq < messages.seq
+            ORDER BY p.seq DESC LIMIT 1
+        );
+        CREATE INDEX messages_parent ON messages (parent_id);
+        """,
+    ),
 ]
 
 
-def connect(path: Path | str) -> sqlite3.Connection:
+def connect(path: Path | str, *, read_only: bool = False) -> sqlite3.Connection:
     """Open (creating if needed) and migrate the database at ``path``.
 
-    Raises StorageError with an actionable sentence when the file cannot be opened, is not a
-    database, or was written by a newer Hearth.
+    ``read_only`` opens an existing file without writing to it (its migrations must be
+    applied already). Raises a ``StorageError`` subclass from ``app.storage.errors`` naming
+    the real problem: read-only, disk full, unreachable, locked, damaged, or newer schema.
     """
-    if str(path) != ":memory:":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    memory = str(path) == ":memory:"
     try:
-        conn = sqlite3.connect(str(path), timeout=5.0, isolation_level=None)
-    except sqlite3.Error as exc:
-        raise StorageError(
-            f"The chat history at {path} cannot be opened ({exc}).",
-            hint="Check that the data folder exists and is writable.",
-        ) from exc
+        if memory:
+            conn = sqlite3.connect(":memory:", timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        elif read_only:
+            uri = Path(path).resolve().as_uri() + "?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        else:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except (sqlite3.Error, OSError) as exc:
+        raise storage_error(exc, path, "opened") from exc
     try:
         conn.row_factory = sqlite3.Row
+        install_text_factory(conn)  # invalid UTF-8 in a row is repaired and flagged
         conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA journal_mode = WAL")
+        if not read_only:
+            conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         migrate(conn)
-    except StorageError:
+    except BaseException as exc:
         conn.close()
+        if isinstance(exc, (sqlite3.Error, OSError)):
+            raise storage_error(exc, path, "opened") from exc
         raise
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise StorageError(
-            f"The chat history at {path} cannot be opened ({exc}).",
-            hint="Move the file aside to start a fresh history, or restore a backup.",
-        ) from exc
     return conn
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """All-or-nothing block: commits at the end, rolls back on any exception and re-raises.
+
+    The outermost block takes the write lock at once (``BEGIN IMMEDIATE``); a nested block is
+    a savepoint, so an error caught inside an outer block undoes only the inner writes.
+    """
+    if conn.in_transaction:
+        name = f"hearth_sp{next(_savepoints)}"
+        conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield conn
+        except BaseException:
+            _quietly(conn, f"ROLLBACK TO {name}")
+            _quietly(conn, f"RELEASE {name}")
+            raise
+        conn.execute(f"RELEASE {name}")
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            _quietly(conn, "ROLLBACK")
+        raise
+
+
+def _quietly(conn: sqlite3.Connection, sql: str) -> None:
+    """Run a rollback statement; its own failure must not hide the error that caused it."""
+    with suppress(sqlite3.Error):
+        conn.execute(sql)
 
 
 def applied_migrations(conn: sqlite3.Connection) -> list[str]:
     """Names of the migrations already applied, in order."""
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
-    )
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_migrations'"
+    ).fetchone()
+    if not exists:
+        with transaction(conn):
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS _migrations "
+                "(name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+            )
     return [row[0] for row in conn.execute("SELECT name FROM _migrations ORDER BY rowid")]
 
 
@@ -128,22 +202,19 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     for name, sql in MIGRATIONS:
         if name in done:
             continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(conn):
             for statement in _statements(sql):
                 conn.execute(statement)
             conn.execute(
                 "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (name, time.time())
             )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         applied.append(name)
-    conn.execute(
-        "INSERT OR REPLACE INTO _meta (key, value) VALUES ('schema_major', ?)",
-        (str(SCHEMA_MAJOR),),
-    )
+    if stored_major(conn) != SCHEMA_MAJOR:
+        with transaction(conn):
+            conn.execute(
+                "INSERT OR REPLACE INTO _meta (key, value) VALUES ('schema_major', ?)",
+                (str(SCHEMA_MAJOR),),
+            )
     return applied
 
 

@@ -1,19 +1,47 @@
-"""Export a conversation to Markdown or JSON (with provenance) and import JSON back."""
+"""Export a conversation to Markdown or JSON (with provenance); import JSON back.
+
+JSON keeps every branch: each message has an export-local ``id``, its ``parent`` and whether
+it is the ``active`` variant (format version 2, read by ``app.storage.importer``). Markdown is
+for reading: it holds the chat as it is on screen, the active branch.
+"""
 
 from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
 
-from app.errors import StorageError
 from app.storage.history import Conversation, History, StoredMessage
+from app.storage.importer import BUNDLE_FORMAT, FORMAT, FORMAT_VERSION, import_text
 
-FORMAT = "hearth-conversation"
-FORMAT_VERSION = 1
+__all__ = [
+    "BUNDLE_FORMAT", "FORMAT", "FORMAT_VERSION", "export_all_json", "export_json",
+    "export_markdown", "import_json", "provenance_line", "to_json", "to_json_dict",
+    "to_markdown",
+]
 
 
 def to_json_dict(conv: Conversation, messages: list[StoredMessage]) -> dict:
-    """A self-contained, versioned JSON document for one conversation."""
+    """A self-contained, versioned JSON document for one conversation.
+
+    ``messages`` is ``History.all_messages`` (every branch) or any part of a tree whose
+    parents come before their children (``History.active_path`` gives one branch).
+    """
+    local: dict[int, int] = {}
+    items = []
+    for m in messages:
+        local[m.id] = len(local) + 1
+        items.append(
+            {
+                "id": local[m.id],
+                "parent": local.get(m.parent_id) if m.parent_id is not None else None,
+                "active": m.active,
+                "role": m.role,
+                "content": m.content,
+                "status": m.status,
+                "created_at": m.created_at,
+                "provenance": m.provenance,
+            }
+        )
     return {
         "format": FORMAT,
         "version": FORMAT_VERSION,
@@ -25,16 +53,7 @@ def to_json_dict(conv: Conversation, messages: list[StoredMessage]) -> dict:
             "settings": conv.settings,
             "model_id": conv.model_id,
         },
-        "messages": [
-            {
-                "role": m.role,
-                "content": m.content,
-                "status": m.status,
-                "created_at": m.created_at,
-                "provenance": m.provenance,
-            }
-            for m in messages
-        ],
+        "messages": items,
     }
 
 
@@ -42,8 +61,31 @@ def to_json(conv: Conversation, messages: list[StoredMessage]) -> str:
     return json.dumps(to_json_dict(conv, messages), indent=2, ensure_ascii=False)
 
 
+def export_json(history: History, conversation_id: str) -> str:
+    """One conversation with all its branches, as JSON text."""
+    conv = _conversation(history, conversation_id)
+    return to_json(conv, history.all_messages(conversation_id))
+
+
+def export_markdown(history: History, conversation_id: str) -> str:
+    """One conversation as it is on screen (the active branch), as Markdown."""
+    conv = _conversation(history, conversation_id)
+    return to_markdown(conv, history.active_path(conversation_id))
+
+
+def export_all_json(history: History) -> str:
+    """Every conversation with all branches, as one JSON document."""
+    docs = []
+    for conv in history.list_conversations():
+        doc = to_json_dict(conv, history.all_messages(conv.id))
+        docs.append({"conversation": doc["conversation"], "messages": doc["messages"]})
+    bundle = {"format": BUNDLE_FORMAT, "version": FORMAT_VERSION, "conversations": docs}
+    return json.dumps(bundle, indent=2, ensure_ascii=False)
+
+
 def to_markdown(conv: Conversation, messages: list[StoredMessage]) -> str:
-    """Readable Markdown; each reply is followed by a one-line provenance note."""
+    """Readable Markdown of the messages given (the path on screen); each reply is followed
+    by a one-line provenance note."""
     lines = [f"# {conv.title or 'Chat'}", ""]
     lines.append(f"_Exported from Hearth on {_stamp(None)}_")
     lines.append("")
@@ -51,7 +93,10 @@ def to_markdown(conv: Conversation, messages: list[StoredMessage]) -> str:
         lines += ["**System prompt:**", "", f"> {conv.system_prompt}", ""]
     for m in messages:
         who = {"user": "You", "assistant": "Assistant", "system": "System"}.get(m.role, m.role)
-        suffix = "" if m.status == "complete" else f" ({m.status})"
+        notes = [] if m.status == "complete" else [m.status]
+        if m.variant_count > 1:
+            notes.append(f"version {m.variant_index + 1} of {m.variant_count}")
+        suffix = f" ({', '.join(notes)})" if notes else ""
         lines += [f"## {who}{suffix}", "", m.content, ""]
         if m.role == "assistant" and m.provenance:
             lines += [f"<sub>{provenance_line(m.provenance)}</sub>", ""]
@@ -86,44 +131,17 @@ def provenance_line(p: dict) -> str:
     return " · ".join(parts)
 
 
-def import_json(history: History, text: str) -> Conversation:
-    """Create a new conversation from an exported JSON document; return it."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise StorageError(f"This file is not valid JSON ({exc}).") from exc
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise StorageError("This file is not a Hearth conversation export.")
-    if int(data.get("version", 0)) > FORMAT_VERSION:
-        raise StorageError(
-            "This conversation was exported by a newer version of Hearth.",
-            hint="Update Hearth to import it.",
-        )
-    meta = data.get("conversation") or {}
-    conv = history.create_conversation(
-        str(meta.get("title") or ""),
-        system_prompt=str(meta.get("system_prompt") or ""),
-        settings=dict(meta.get("settings") or {}),
-        model_id=meta.get("model_id"),
-        created_at=meta.get("created_at"),
-    )
-    for m in data.get("messages") or []:
-        if m.get("role") not in ("system", "user", "assistant"):
-            raise StorageError(
-                f"This export holds a message with an unknown role {m.get('role')!r}."
-            )
-        status = m.get("status", "complete")
-        history.add_message(
-            conv.id,
-            m["role"],
-            str(m.get("content", "")),
-            status=status if status != "streaming" else "failed",
-            provenance=dict(m.get("provenance") or {}),
-            created_at=m.get("created_at"),
-        )
-    result = history.get_conversation(conv.id)
-    assert result is not None
-    return result
+def import_json(history: History, text: str, *, source: str = "This file") -> Conversation:
+    """Import an export (checked whole first, written in one transaction); return the first
+    new conversation. ``app.storage.importer.import_file`` also checks the file's size."""
+    return import_text(history, text, source=source)[0]
+
+
+def _conversation(history: History, conversation_id: str) -> Conversation:
+    conv = history.get_conversation(conversation_id)
+    if conv is None:
+        raise ValueError(f"no conversation {conversation_id}")
+    return conv
 
 
 def _stamp(ts: float | None) -> str:

@@ -15,6 +15,7 @@ EXPECTED_SCHEMA = [
         "conversations_updated",
         "CREATE INDEX conversations_updated ON conversations (updated_at DESC)",
     ),
+    ("index", "messages_parent", "CREATE INDEX messages_parent ON messages (parent_id)"),
     ("table", "_meta", "CREATE TABLE _meta ( key TEXT PRIMARY KEY, value TEXT NOT NULL )"),
     (
         "table",
@@ -26,17 +27,18 @@ EXPECTED_SCHEMA = [
         "conversations",
         "CREATE TABLE conversations ( id TEXT PRIMARY KEY, title TEXT NOT NULL DEFAULT '', "
         "created_at REAL NOT NULL, updated_at REAL NOT NULL, system_prompt TEXT NOT NULL "
-        "DEFAULT '', settings TEXT NOT NULL DEFAULT '{}', model_id TEXT )",
+        "DEFAULT '', settings TEXT NOT NULL DEFAULT '{}', model_id TEXT , deleted_at REAL)",
     ),
     (
         "table",
         "messages",
         "CREATE TABLE messages ( id INTEGER PRIMARY KEY AUTOINCREMENT, conversation_id TEXT "
-        "NOT NULL REFERENCES conversations (id) ON DELETE CASCADE, position INTEGER NOT NULL, "
+        "NOT NULL REFERENCES conversations (id) ON DELETE CASCADE, seq INTEGER NOT NULL, "
         "role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')), content TEXT NOT "
         "NULL DEFAULT '', status TEXT NOT NULL DEFAULT 'complete' CHECK (status IN "
         "('complete', 'streaming', 'stopped', 'failed')), provenance TEXT NOT NULL DEFAULT "
-        "'{}', created_at REAL NOT NULL, UNIQUE (conversation_id, position) )",
+        "'{}', created_at REAL NOT NULL, parent_id INTEGER REFERENCES messages (id), "
+        "active_rank INTEGER NOT NULL DEFAULT 0, deleted_at REAL, UNIQUE (conversation_id, seq) )",
     ),
 ]
 

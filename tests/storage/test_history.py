@@ -51,9 +51,13 @@ def test_cascade_delete(tmp_path):
     h.add_message(conv.id, "user", "hi")
     h.add_message(conv.id, "assistant", "hello")
     h.delete_conversation(conv.id)
+    assert h.get_conversation(conv.id) is None
+    assert h.list_conversations() == []
+    # deletes are soft until purged; the purge removes the messages by cascade
+    assert h.purge_deleted(older_than=0) == 0
     count = h._conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
     assert count == 0
-    assert h.get_conversation(conv.id) is None
+    assert h._conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0] == 0
 
 
 def test_delete_from_position_truncates(tmp_path):

@@ -1,0 +1,267 @@
+"""Import Hearth JSON exports: the whole file is checked before anything is written.
+
+``parse_export`` turns the text into plain ``ImportedChat`` values or raises one
+``ImportFileError`` naming the file and the first wrong field ("chat 3, message 7: 'role'
+must be user, assistant or system"); ``write_chats`` then adds every chat in one
+transaction, so an import is either complete or has changed nothing.
+
+Formats: a single conversation (``"format": "hearth-conversation"``) or several
+(``"format": "hearth-history"``, ``"conversations": [...]``). Version 1 lists one chat's
+messages in order; version 2 gives each message an ``id``, its ``parent`` (an earlier id or
+null) and whether it is the ``active`` variant, so every branch survives a round trip.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.storage.errors import ImportFileError
+from app.storage.history import ROLES, STATUSES, Conversation, History
+from app.text import clean_text, clean_value
+from app.units import format_bytes
+
+FORMAT = "hearth-conversation"
+BUNDLE_FORMAT = "hearth-history"
+FORMAT_VERSION = 2
+
+MAX_IMPORT_BYTES = 64 * 1024 * 1024
+MAX_CHATS = 10_000
+MAX_MESSAGES_PER_CHAT = 50_000
+MAX_MESSAGES_TOTAL = 500_000
+
+_HINT = "Nothing was imported. Export the chat again, or fix the file."
+
+
+@dataclass
+class ImportedMessage:
+    key: int
+    parent: int | None
+    role: str
+    content: str
+    status: str = "complete"
+    created_at: float | None = None
+    provenance: dict = field(default_factory=dict)
+    active: bool = True
+
+
+@dataclass
+class ImportedChat:
+    title: str = ""
+    system_prompt: str = ""
+    settings: dict = field(default_factory=dict)
+    model_id: str | None = None
+    created_at: float | None = None
+    updated_at: float | None = None
+    messages: list[ImportedMessage] = field(default_factory=list)
+
+
+def import_file(history: History, path: Path | str) -> list[Conversation]:
+    """Import the export at ``path``; return the new conversations (nothing on error)."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_IMPORT_BYTES:
+            raise ImportFileError(
+                f"{path} cannot be imported: it is {format_bytes(size)}, more than the "
+                f"{format_bytes(MAX_IMPORT_BYTES)} a Hearth export can be.",
+                hint="Check that this is a chat exported from Hearth.",
+            )
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ImportFileError(f"{path} cannot be read: {exc.strerror or exc}.") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ImportFileError(
+            f"{path} cannot be imported: it is not UTF-8 text (byte {exc.start}).", hint=_HINT
+        ) from exc
+    return write_chats(history, parse_export(text, source=str(path)))
+
+
+def import_text(history: History, text: str, *, source: str = "This file") -> list[Conversation]:
+    """Import an export given as text; ``source`` names it in error sentences."""
+    return write_chats(history, parse_export(text, source=source))
+
+
+def parse_export(text: str, *, source: str = "This file") -> list[ImportedChat]:
+    """Check a whole export and return its chats; raise ImportFileError on the first fault."""
+    if len(text) > MAX_IMPORT_BYTES:
+        raise ImportFileError(
+            f"{source} cannot be imported: it holds more than "
+            f"{format_bytes(MAX_IMPORT_BYTES)} of text.",
+            hint="Check that this is a chat exported from Hearth.",
+        )
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ImportFileError(f"{source} is not valid JSON ({exc}).", hint=_HINT) from exc
+    except RecursionError as exc:
+        raise ImportFileError(f"{source} is nested too deeply to be a Hearth export.") from exc
+    return _Checker(source).document(data)
+
+
+def write_chats(history: History, chats: list[ImportedChat]) -> list[Conversation]:
+    """Add checked chats in one transaction; return them as stored."""
+    ids: list[str] = []
+    with history.transaction():
+        for chat in chats:
+            conv = history.create_conversation(
+                chat.title,
+                system_prompt=chat.system_prompt,
+                settings=chat.settings,
+                model_id=chat.model_id,
+                created_at=chat.created_at,
+            )
+            stored: dict[int, int] = {}
+            for m in chat.messages:
+                stored[m.key] = history.insert_message(
+                    conv.id,
+                    m.role,
+                    m.content,
+                    None if m.parent is None else stored[m.parent],
+                    status=m.status,
+                    provenance=m.provenance,
+                    created_at=m.created_at,
+                    active=m.active,
+                )
+            if chat.updated_at is not None:
+                history.touch(conv.id, chat.updated_at)
+            ids.append(conv.id)
+    result = [history.get_conversation(i) for i in ids]
+    return [c for c in result if c is not None]
+
+
+class _Checker:
+    """Walks an export, keeping where it is for the error sentence."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.total = 0
+
+    def fail(self, where: str, problem: str) -> ImportFileError:
+        place = f"{where}: " if where else ""
+        return ImportFileError(f"{self.source} cannot be imported: {place}{problem}.", hint=_HINT)
+
+    def document(self, data: Any) -> list[ImportedChat]:
+        if not isinstance(data, dict) or data.get("format") not in (FORMAT, BUNDLE_FORMAT):
+            raise ImportFileError(f"{self.source} is not a Hearth conversation export.")
+        version = data.get("version", 1)
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise self.fail("", "'version' must be a whole number from 1")
+        if version > FORMAT_VERSION:
+            raise ImportFileError(
+                f"{self.source} was exported by a newer version of Hearth.",
+                hint="Update Hearth to import it.",
+            )
+        if data["format"] == FORMAT:
+            return [self.chat(data, "", version)]
+        chats = data.get("conversations")
+        if not isinstance(chats, list):
+            raise self.fail("", "'conversations' must be a list")
+        if len(chats) > MAX_CHATS:
+            raise self.fail("", f"it holds {len(chats)} chats, more than the {MAX_CHATS} allowed")
+        return [self.chat(c, f"chat {n}", version) for n, c in enumerate(chats, start=1)]
+
+    def chat(self, data: Any, where: str, version: int) -> ImportedChat:
+        if not isinstance(data, dict):
+            raise self.fail(where, "must be a JSON object")
+        meta = data.get("conversation", {})
+        if not isinstance(meta, dict):
+            raise self.fail(where, "'conversation' must be an object")
+        chat = ImportedChat(
+            title=self.text(meta, "title", where),
+            system_prompt=self.text(meta, "system_prompt", where),
+            settings=self.obj(meta, "settings", where),
+            model_id=self.text(meta, "model_id", where, optional=True),
+            created_at=self.time(meta, "created_at", where),
+            updated_at=self.time(meta, "updated_at", where),
+        )
+        messages = data.get("messages", [])
+        if not isinstance(messages, list):
+            raise self.fail(where, "'messages' must be a list")
+        if len(messages) > MAX_MESSAGES_PER_CHAT:
+            raise self.fail(
+                where,
+                f"it holds {len(messages)} messages, more than the {MAX_MESSAGES_PER_CHAT} "
+                "a chat may have",
+            )
+        self.total += len(messages)
+        if self.total > MAX_MESSAGES_TOTAL:
+            raise self.fail("", f"it holds more than {MAX_MESSAGES_TOTAL} messages in all")
+        previous: int | None = None
+        seen: set[int] = set()
+        for n, m in enumerate(messages, start=1):
+            here = f"{where}, message {n}" if where else f"message {n}"
+            msg = self.message(m, here, version, previous, seen)
+            seen.add(msg.key)
+            previous = msg.key
+            chat.messages.append(msg)
+        return chat
+
+    def message(
+        self, data: Any, where: str, version: int, previous: int | None, seen: set[int]
+    ) -> ImportedMessage:
+        if not isinstance(data, dict):
+            raise self.fail(where, "must be a JSON object")
+        role = data.get("role")
+        if role not in ROLES:
+            raise self.fail(where, "'role' must be user, assistant or system")
+        status = data.get("status", "complete")
+        if status not in STATUSES:
+            raise self.fail(where, "'status' must be complete, streaming, stopped or failed")
+        if version == 1:
+            key, parent, active = len(seen) + 1, previous, True
+        else:
+            key = data.get("id")
+            if isinstance(key, bool) or not isinstance(key, int):
+                raise self.fail(where, "'id' must be a whole number")
+            if key in seen:
+                raise self.fail(where, f"'id' {key} is used twice")
+            parent = data.get("parent")
+            if parent is not None and (
+                isinstance(parent, bool) or not isinstance(parent, int) or parent not in seen
+            ):
+                raise self.fail(where, "'parent' must be null or the id of an earlier message")
+            active = data.get("active", True)
+            if not isinstance(active, bool):
+                raise self.fail(where, "'active' must be true or false")
+        return ImportedMessage(
+            key=key,
+            parent=parent,
+            role=role,
+            content=self.text(data, "content", where),
+            status="failed" if status == "streaming" else status,
+            created_at=self.time(data, "created_at", where),
+            provenance=self.obj(data, "provenance", where),
+            active=active,
+        )
+
+    def text(self, data: dict, key: str, where: str, *, optional: bool = False) -> Any:
+        value = data.get(key)
+        if value is None:
+            return None if optional else ""
+        if not isinstance(value, str):
+            raise self.fail(where, f"'{key}' must be text")
+        return clean_text(value)
+
+    def obj(self, data: dict, key: str, where: str) -> dict:
+        value = data.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.fail(where, f"'{key}' must be an object")
+        return clean_value(value)
+
+    def time(self, data: dict, key: str, where: str) -> float | None:
+        value = data.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
+            value
+        ):
+            raise self.fail(where, f"'{key}' must be a time in seconds")
+        return float(value)

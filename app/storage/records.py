@@ -1,0 +1,156 @@
+"""The values the history hands out, and tolerant decoding of the rows they come from.
+
+A row that cannot be read as written (invalid UTF-8 in a text column, JSON that does not
+parse, a number stored as text) must not stop the app from starting: its fields fall back
+to empty values and the record is flagged ``damaged`` so the UI can say so.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Conversation:
+    """One chat. ``damaged``: some of it could not be read (see ``History.get_conversation``)."""
+
+    id: str
+    title: str
+    created_at: float
+    updated_at: float
+    system_prompt: str = ""
+    settings: dict = field(default_factory=dict)
+    model_id: str | None = None
+    damaged: bool = False
+
+
+@dataclass
+class StoredMessage:
+    """One message of a conversation's tree.
+
+    ``position`` is the message's depth in the tree, which for the messages of
+    ``History.active_path`` is their index on screen. ``parent_id`` is the message it follows
+    (None for the first turn). Its siblings (the messages with the same parent, oldest first,
+    ``variant_ids``) are its variants: it is number ``variant_index`` (0-based) of
+    ``variant_count``; the UI shows ``‹ variant_index + 1 / variant_count ›`` when the count
+    is above one, and ``History.switch_variant(id, i)`` shows another. ``active``: it is the
+    variant its parent shows.
+    """
+
+    id: int
+    conversation_id: str
+    position: int
+    role: str
+    content: str
+    status: str = "complete"
+    provenance: dict = field(default_factory=dict)
+    created_at: float = 0.0
+    parent_id: int | None = None
+    variant_index: int = 0
+    variant_count: int = 1
+    variant_ids: tuple[int, ...] = ()
+    active: bool = True
+    damaged: bool = False
+
+
+class DamagedText(str):
+    """Text read from a column that did not hold valid UTF-8 (shown with U+FFFD)."""
+
+
+def decode_text(raw: bytes) -> str:
+    """The connection's ``text_factory``: never raises, marks what it had to repair."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return DamagedText(raw.decode("utf-8", "replace"))
+
+
+def install_text_factory(conn: sqlite3.Connection) -> None:
+    conn.text_factory = decode_text
+
+
+class _Reader:
+    """Reads one row's fields, remembering whether any needed repair."""
+
+    def __init__(self, row: sqlite3.Row) -> None:
+        self.row = row
+        self.damaged = False
+
+    def text(self, key: str, default: str = "") -> str:
+        value = self._get(key)
+        if isinstance(value, DamagedText):
+            self.damaged = True
+            return str(value)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, bytes):
+            self.damaged = True
+            return value.decode("utf-8", "replace")
+        if value is not None:
+            self.damaged = True
+        return default
+
+    def optional_text(self, key: str) -> str | None:
+        return None if self._get(key) is None else self.text(key)
+
+    def number(self, key: str) -> float:
+        value = self._get(key)
+        if isinstance(value, (int, float)):
+            return float(value)
+        self.damaged = True
+        return 0.0
+
+    def json_object(self, key: str) -> dict:
+        raw = self.text(key, "{}")
+        try:
+            value = json.loads(raw or "{}")
+        except (ValueError, RecursionError):
+            self.damaged = True
+            return {}
+        if not isinstance(value, dict):
+            self.damaged = True
+            return {}
+        return value
+
+    def _get(self, key: str) -> Any:
+        try:
+            return self.row[key]
+        except (IndexError, KeyError):
+            self.damaged = True
+            return None
+
+
+def conversation_from_row(row: sqlite3.Row) -> Conversation:
+    r = _Reader(row)
+    conv = Conversation(
+        id=r.text("id"),
+        title=r.text("title"),
+        created_at=r.number("created_at"),
+        updated_at=r.number("updated_at"),
+        system_prompt=r.text("system_prompt"),
+        settings=r.json_object("settings"),
+        model_id=r.optional_text("model_id"),
+    )
+    conv.damaged = r.damaged
+    return conv
+
+
+def message_from_row(row: sqlite3.Row, **tree_fields: Any) -> StoredMessage:
+    """A message from its row; ``tree_fields`` (position, parent_id, variants) from the tree."""
+    r = _Reader(row)
+    msg = StoredMessage(
+        id=int(row["id"]),
+        conversation_id=r.text("conversation_id"),
+        position=tree_fields.pop("position", 0),
+        role=r.text("role", "user"),
+        content=r.text("content"),
+        status=r.text("status", "complete"),
+        provenance=r.json_object("provenance"),
+        created_at=r.number("created_at"),
+        **tree_fields,
+    )
+    msg.damaged = r.damaged
+    return msg
