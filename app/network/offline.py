@@ -33,6 +33,7 @@ OFFLINE_HELP = "block every network connection (also: HEARTH_OFFLINE=1 or the of
 _CHILD_ENV = {OFFLINE_ENV: "1", "HF_HUB_OFFLINE": "1", "PIP_NO_INDEX": "1"}
 _INFO_FLAGS = {"-h", "--help", "--version"}
 _saved_env: dict[str, str | None] = {}
+_saved_hub_constant: dict[str, bool] = {}
 
 
 def _truthy(value: str | None) -> bool:
@@ -75,7 +76,11 @@ def set_offline(offline: bool) -> SocketGuard:
                 os.environ[key] = previous
     hub_constants = sys.modules.get("huggingface_hub.constants")
     if hub_constants is not None:  # imported already: it read the environment at import
-        hub_constants.HF_HUB_OFFLINE = offline or _truthy(os.environ.get("HF_HUB_OFFLINE"))
+        if offline:
+            _saved_hub_constant.setdefault("value", hub_constants.HF_HUB_OFFLINE)
+            hub_constants.HF_HUB_OFFLINE = True
+        elif "value" in _saved_hub_constant:  # undo only what switching on did
+            hub_constants.HF_HUB_OFFLINE = _saved_hub_constant.pop("value")
     return install_guard(offline=offline)
 
 

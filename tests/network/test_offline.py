@@ -90,7 +90,9 @@ def test_loopback_stays_allowed_offline(offline, tripwire):
 def test_switching_back_online_restores_the_environment(guard, monkeypatch):
     monkeypatch.delenv("PIP_NO_INDEX", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     set_offline(True)
+    assert constants.HF_HUB_OFFLINE is True
     assert (os.environ["PIP_NO_INDEX"], os.environ["HF_HUB_OFFLINE"]) == ("1", "1")
     assert os.environ["HEARTH_OFFLINE"] == "1"
     set_offline(False)
