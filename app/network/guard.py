@@ -67,6 +67,7 @@ class SocketGuard:
         self.log = log if log is not None else NetworkLog()
         self.offline = offline
         self._originals: dict[str, Any] = {}
+        self._installed = False
         self._lock = threading.Lock()
 
     # -- decisions ---------------------------------------------------------------------
@@ -126,7 +127,7 @@ class SocketGuard:
 
     def install(self) -> None:
         with self._lock:
-            if self._originals:
+            if self._installed:
                 return
             guard = self
 
@@ -159,11 +160,12 @@ class SocketGuard:
             socket.socket.sendto = sendto  # type: ignore[method-assign]
             socket.create_connection = self._create_connection  # type: ignore[assignment]
             socket.getaddrinfo = self._getaddrinfo  # type: ignore[assignment]
+            self._installed = True
 
     def uninstall(self) -> None:
         """Put the original functions back (only where nobody wrapped ours since)."""
         with self._lock:
-            if not self._originals:
+            if not self._installed:
                 return
             for name in ("connect", "connect_ex", "sendto"):
                 if vars(socket.socket).get(name) is self._wrappers[name]:
@@ -174,11 +176,12 @@ class SocketGuard:
             for name in ("create_connection", "getaddrinfo"):
                 if getattr(socket, name) == self._wrappers[name]:
                     setattr(socket, name, self._originals[name])
-            self._originals = {}
+            # _originals stay: a wrapper someone else captured keeps passing calls through.
+            self._installed = False
 
     @property
     def installed(self) -> bool:
-        return bool(self._originals)
+        return self._installed
 
 
 _active: SocketGuard | None = None

@@ -41,6 +41,7 @@ def _numeric(host) -> bool:
 
 @pytest.fixture
 def tripwire(monkeypatch):
+    uninstall_guard()  # e.g. one a cli.main test installed: capture the real functions
     reached: list[tuple[str, object]] = []
     real_connect = socket.socket.connect
     real_connect_ex = socket.socket.connect_ex

@@ -24,8 +24,8 @@ def offline_guard(monkeypatch):
     def never(sock, address):  # the guard must refuse first: reaching this fails the test
         raise AssertionError(f"a test connection reached the real connect: {address}")
 
-    monkeypatch.setattr(socket.socket, "connect", never)
     uninstall_guard()
+    monkeypatch.setattr(socket.socket, "connect", never)
     guard = install_guard(NetworkLog(capacity=20))
     set_offline(True)
     yield guard
