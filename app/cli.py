@@ -12,6 +12,7 @@ import sys
 
 from app import __version__
 from app.errors import HearthError
+from app.network import add_offline_flag, startup
 
 # Modules that add subcommands. Each has register(subparsers) -> None.
 COMMAND_MODULES = (
@@ -40,10 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         module.register(subparsers)
+    add_offline_flag(parser)
     return parser
 
 
 def main(argv: list[str]) -> int:
+    startup(argv)  # telemetry opt-outs and the socket guard, before any library is imported
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

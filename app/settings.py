@@ -76,6 +76,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("kv_snapshot_budget_mb", int, 512,
             "Memory for keeping other chats' caches (MB)", 0, 65536),
     Setting("show_side_panel", bool, False, "Show the chat settings panel"),
+    Setting("offline", bool, False, "Offline mode (block every network connection)"),
 )
 
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}

@@ -31,6 +31,7 @@ from app.engine.onnx_file import inspect_onnx
 from app.engine.package import PROVIDERS
 from app.engine.types import ModelSpec, ProviderReport
 from app.errors import ModelLoadError, ProviderError
+from app.network.telemetry import prepare_onnxruntime
 
 ORT_NAMES = {
     "cpu": "CPUExecutionProvider",
@@ -369,6 +370,7 @@ def create_session(
             too new for this ORT), with ORT's reason in one sentence.
         ProviderError: ``provider`` is not a name Hearth knows.
     """
+    prepare_onnxruntime()  # telemetry off before the first session
     available = ort.get_available_providers()
     system = platform.system()
     op_types = None

@@ -26,6 +26,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.hf_api import RepoFile
 
 from app.errors import DownloadError
+from app.network import OfflineBlockedError, feature, is_offline, record_refusal
 
 _SHA1 = re.compile(r"^[0-9a-f]{40}$")
 T = TypeVar("T")
@@ -178,16 +179,23 @@ class HubClient:
                 )
             return results
 
-        return self._call(url, run)
+        return self._call(url, run, "Hub search")
 
     # -- errors ----------------------------------------------------------------------
 
-    def _call(self, url: str, fn: Callable[[], T]) -> T:
+    def _call(self, url: str, fn: Callable[[], T], tag: str = "Hub metadata") -> T:
         """Run ``fn``, retrying server errors and network cuts with exponential backoff."""
         for attempt in range(self.retries + 1):
+            if is_offline():
+                with feature(tag, keep_outer=True):
+                    refused = record_refusal(url)
+                raise offline_error(url) from refused
             try:
-                return self._translate(url, fn)
+                with feature(tag, keep_outer=True):
+                    return self._translate(url, fn)
             except DownloadError as exc:
+                if _blocked_by_offline_mode(exc):
+                    raise offline_error(url) from exc
                 if not getattr(exc, "transient", False) or attempt == self.retries:
                     raise
                 time.sleep(min(self.backoff_s * 2**attempt, 30.0))
@@ -241,6 +249,27 @@ class HubClient:
                 ),
                 not isinstance(exc, httpx2.ConnectError),
             ) from exc
+
+
+def offline_error(url: str) -> DownloadError:
+    """The refusal every Hub call gives while Hearth's offline mode is on."""
+    return DownloadError(
+        f"Cannot reach {url}: offline mode is on, so Hearth makes no network connections.",
+        hint="Turn off offline mode in Settings (or drop --offline / HEARTH_OFFLINE=1) "
+        "to search or download models.",
+    )
+
+
+def _blocked_by_offline_mode(exc: BaseException) -> bool:
+    """Whether the socket guard's refusal is somewhere in ``exc``'s chain of causes."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, OfflineBlockedError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _transient(error: DownloadError, transient: bool) -> DownloadError:

@@ -20,10 +20,27 @@ def build_window(history, settings, bridge, loader=None):
     return MainWindow(controller, models)
 
 
+def _check_desktop_libraries() -> None:
+    """On X11, name the system libraries Qt's platform plugin lacks instead of letting Qt
+    abort; switch to Wayland when the session has it. Cached: a normal start pays nothing."""
+    from app.desktop_libs import check_before_qt, tell_user
+
+    report = check_before_qt()
+    if report is None:
+        return
+    if os.environ.get("WAYLAND_DISPLAY"):
+        print(f"hearth: {report.message()} Using Wayland instead.", file=sys.stderr)
+        os.environ["QT_QPA_PLATFORM"] = "wayland"
+        return
+    tell_user(report.message())
+    raise report.error()
+
+
 def run_app(smoke_test: str | None = None) -> int:
     """Open the window and run the event loop; return the exit code."""
     if smoke_test:
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    _check_desktop_libraries()
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication, QMessageBox
 

@@ -170,6 +170,8 @@ class MainWindow(QMainWindow):
         self.open_data_action = self._action("Open data folder", None, self.on_open_data_folder)
         self.about_action = self._action("About Hearth", None, self.on_about)
         self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
+        self.network_action = self._action("Network activity", None, self.on_network_log)
+        help_menu.addAction(self.network_action)
         help_menu.addAction(self.open_data_action)
         help_menu.addAction(self.about_action)
 
@@ -324,6 +326,11 @@ class MainWindow(QMainWindow):
 
     def on_toggle_sidebar(self, checked: bool) -> None:
         self.conversation_list.setVisible(checked)
+
+    def on_network_log(self) -> None:
+        from app.ui.network_log import NetworkLogDialog
+
+        NetworkLogDialog.show_for(self)
 
     def on_open_data_folder(self) -> None:
         from PySide6.QtCore import QUrl

@@ -24,6 +24,7 @@ from app.models.catalog import Catalog, CatalogEntry, MachineInfo
 from app.models.downloader import DownloadProgress
 from app.models.hub import HubClient
 from app.models.library import CatalogChoice, InstalledModel, ModelLibrary, slugify
+from app.network import feature
 from app.settings import Settings
 from app.ui.controller import ChatController
 from app.ui.message_bridge import MessageBridge
@@ -185,11 +186,12 @@ class ModelController(QObject):
         library = self.library()
 
         def work(report: ProgressReport, control: JobControl) -> InstalledModel:
-            plan = library.plan_download(key, variant=variant)
-            control.checkpoint()
-            return library.download(
-                plan, control=control, progress=lambda p: report(download_progress(p))
-            )
+            with feature("model download"):  # names these connections in the network log
+                plan = library.plan_download(key, variant=variant)
+                control.checkpoint()
+                return library.download(
+                    plan, control=control, progress=lambda p: report(download_progress(p))
+                )
 
         self._retry_factories[job_id] = lambda: self._download(job_id, title, key, variant)
         return self._submit(Job(job_id, title, work, pausable=True))

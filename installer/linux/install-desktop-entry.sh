@@ -12,6 +12,11 @@ if [ "${1:-}" = "--uninstall" ]; then
     echo "Removed Hearth from the launcher. Chats and models are kept in $data/Hearth."
     exit 0
 fi
+# Qt's X11 plugin needs system libraries that minimal installs lack: the app names them too,
+# but say it now, with the command that installs them.
+if [ "$(uname -s)" = Linux ] && [ -x "$here/Hearth" ]; then
+    "$here/Hearth" --check-desktop-libs >&2 || true
+fi
 mkdir -p "$apps" "$icons"
 cp "$here/hearth.png" "$icons/hearth.png"
 sed -e "s|^Exec=.*|Exec=\"$here/Hearth\"|" -e "s|^TryExec=.*|TryExec=$here/Hearth|" \

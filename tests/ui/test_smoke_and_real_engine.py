@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from app.settings import Settings
@@ -28,9 +26,14 @@ needs_engine = pytest.mark.skipif(
 
 
 def test_smoke_test_without_any_model_fails_with_a_reason(qapp, monkeypatch, tmp_path, capsys):
+    from app.errors import DownloadError
+    from app.models import starter
     from app.ui.launch import run_app
 
-    monkeypatch.setitem(sys.modules, "app.models.starter", None)
+    def offline(progress=None):
+        raise DownloadError("Could not download the starter model: no network.")
+
+    monkeypatch.setattr(starter, "ensure_starter", offline)
     code = run_app(smoke_test=str(tmp_path / "out.png"))
     assert code == 3
     assert "no model is installed" in capsys.readouterr().err
