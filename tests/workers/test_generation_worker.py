@@ -18,6 +18,7 @@ from app.workers.generation_worker import (
     GenerationResult,
     WorkerHost,
 )
+from bench.scripted_engine import ScriptedEngine
 from tests.workers.fake_engine import FakeEngine, FakeLoader
 
 pytestmark = [pytest.mark.qt_log_level_fail("WARNING")]
@@ -181,6 +182,7 @@ def test_engine_like_members_exist_with_the_same_signatures_on_engine_and_fake(
         expected = _shape(getattr(EngineLike, name))
         assert _shape(getattr(Engine, name)) == expected, f"Engine.{name}"
         assert _shape(getattr(FakeEngine, name)) == expected, f"FakeEngine.{name}"
+        assert _shape(getattr(ScriptedEngine, name)) == expected, f"ScriptedEngine.{name}"
     for attribute, kind in [("spec", ModelSpec), ("provider_report", ProviderReport)]:
         assert attribute in EngineLike.__annotations__
         assert isinstance(getattr(engine, attribute), kind)
