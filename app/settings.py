@@ -60,6 +60,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("temperature", float, 0.7, "Temperature", 0.0, 2.0, per_chat=True),
     Setting("top_p", float, 1.0, "Top-p", 0.0, 1.0, per_chat=True),
     Setting("top_k", int, 0, "Top-k (0 = off)", 0, 1000, per_chat=True),
+    Setting("min_p", float, 0.0, "Min-p (0 = off)", 0.0, 1.0, per_chat=True),
+    Setting("repetition_penalty", float, 1.0, "Repetition penalty (1 = off)", 0.5, 2.0,
+            per_chat=True),
+    Setting("presence_penalty", float, 0.0, "Presence penalty", -2.0, 2.0, per_chat=True),
+    Setting("frequency_penalty", float, 0.0, "Frequency penalty", -2.0, 2.0, per_chat=True),
     Setting("max_tokens", int, 512, "Max new tokens", 1, 32768, per_chat=True),
     Setting(
         "context_policy",

@@ -40,9 +40,11 @@ def run_hearth(engine: Engine, turns: int, reply: int, reuse: bool):
                                   max_new_tokens=reply)
     messages = [Message("system", "You are a friendly assistant. Answer briefly.")]
     rows, transcript = [], []
+    caches = engine.conversation_caches()  # each run starts from an empty cache
     for turn in range(turns):
         messages.append(Message("user", QUESTIONS[turn % len(QUESTIONS)]))
-        chunks = list(engine.chat(messages, settings, conversation_id="bench", reuse=reuse))
+        chunks = list(engine.chat(messages, settings, caches=caches, conversation_id="bench",
+                                  reuse=reuse))
         text = "".join(c.text for c in chunks)
         stats = chunks[-1].stats
         rows.append(stats)
@@ -102,9 +104,7 @@ def main() -> int:
     print(f"model {engine.spec.name}  path {engine.decode_path}  "
           f"{engine.provider_report.summary()}")
     run_hearth(engine, 1, 4, reuse=False)  # warm-up: first-run costs out of turn 1
-    engine.decoder.cache.reset()
     with_reuse, prompts = run_hearth(engine, args.turns, args.reply, reuse=True)
-    engine.decoder.cache.reset()
     without, _ = run_hearth(engine, args.turns, args.reply, reuse=False)
     threads = args.threads or engine.decoder.session.get_session_options().intra_op_num_threads
     genai_cont = run_genai(args.model_dir, prompts, args.reply, threads, True)

@@ -180,7 +180,7 @@ def main() -> None:
         f"(runs {', '.join(f'{s:.3f}' for s in starts)}; target <= 1.0 s)"
     )
 
-    from tests.workers.fake_engine import FakeLoader
+    from bench.scripted_engine import scripted_loader
 
     words = REPLY.split(" ")
     script = [w if i == 0 else " " + w for i, w in enumerate(words)] * 8
@@ -190,7 +190,7 @@ def main() -> None:
 
             loader, path, label = default_loader, args.model, f"real engine ({args.model})"
         else:
-            loader = FakeLoader(script=script, delay=0.004)
+            loader = scripted_loader(script, delay=0.004)
             path, label = str(Path(home) / "fake"), "fake engine, 4 ms/token"
         app, controller, window = make_app(loader, home)
         if args.model:  # the earlier messages overflow a small context: keep the newest
@@ -219,7 +219,7 @@ def main() -> None:
         window.close()
 
     with tempfile.TemporaryDirectory() as home:
-        loader = FakeLoader(script=script[:200], delay=0.0)
+        loader = scripted_loader(script[:200], delay=0.0)
         app, controller, window = make_app(loader, home)
         load(app, controller, str(Path(home) / "fake"))
         before = rss_mb()

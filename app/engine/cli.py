@@ -13,7 +13,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.engine.types import GenerationSettings, Message, SamplingSettings
+from app.engine.types import GenerationSettings, Message
 from app.errors import HearthError
 from app.text import clean_text
 
@@ -66,32 +66,21 @@ def register(subparsers) -> None:
     chat.set_defaults(func=run_chat)
 
 
+_SAMPLING_FLAGS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty",
+                   "presence_penalty", "frequency_penalty", "seed", "max_new_tokens")
+
+
 def sampling_from_args(
     args: argparse.Namespace, defaults: dict, overrides: dict | None = None
 ) -> GenerationSettings:
-    """Settings from the model's generation defaults, then a script's, then the flags."""
-    values = {
-        "temperature": defaults.get("temperature", 0.7) if defaults.get("do_sample", True) else 0.0,
-        "top_k": defaults.get("top_k", 0) or 0,
-        "top_p": defaults.get("top_p", 1.0),
-        "min_p": defaults.get("min_p", 0.0),
-        "repetition_penalty": defaults.get("repetition_penalty", 1.0),
-        "presence_penalty": 0.0,
-        "frequency_penalty": 0.0,
-        "seed": None,
-    }
-    max_new = 512
+    """Settings from the model's generation defaults, then a script's, then the flags
+    (through ``GenerationSettings.from_model``: a greedy model config stays greedy)."""
+    chosen: dict = {}
     for source in (overrides or {}), vars(args):
-        for key in values:
-            if source.get(key) is not None:
-                values[key] = source[key]
-        if source.get("max_new_tokens") is not None:
-            max_new = int(source["max_new_tokens"])
-    return GenerationSettings(
-        sampling=SamplingSettings(**values),
-        max_new_tokens=max_new,
-        stop_strings=tuple(args.stop or (overrides or {}).get("stop", ())),
-    )
+        chosen.update({key: source[key] for key in _SAMPLING_FLAGS
+                       if source.get(key) is not None})
+    chosen["stop_strings"] = tuple(args.stop or (overrides or {}).get("stop", ()))
+    return GenerationSettings.from_model(defaults, chosen)
 
 
 def _load(args: argparse.Namespace):

@@ -1,9 +1,14 @@
-"""Run a decoder graph one step at a time over a KV cache, through IOBinding.
+"""Run a decoder graph one step at a time over a KV cache it is handed, through IOBinding.
 
-``Decoder.feed(ids)`` runs the new token ids (in chunks when there are many) and returns the
-logits of the last one as a float32 vector. Inputs are bound straight from preallocated numpy
-buffers and the decode-step logits are written by ORT into a buffer we own, so the per-token
-host work is a handful of binding calls.
+``Decoder.feed(cache, ids)`` runs the new token ids after what ``cache`` holds (in chunks when
+there are many) and returns the logits of the last one as a float32 vector. Inputs are bound
+straight from preallocated numpy buffers and the decode-step logits are written by ORT into a
+buffer we own, so the per-token host work is a handful of binding calls.
+
+The decoder keeps no cache. It keeps its own binding record: which tensor list its one
+IOBinding holds (``KVCache.tensors``, replaced whenever the tensors change) and whether the
+last step left the binding ready for the next one-token step (the steady step). Caches are
+asked for their capabilities, never tested for their type.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnxruntime as ort
 
-from app.engine.kv_binder import output_reader
+from app.engine.kv_binder import kv_binder, output_reader
 from app.engine.kv_cache import (
     KVCache,
     RebindCache,
@@ -33,7 +38,9 @@ MAX_PREFILL_CHUNK = 512
 
 
 class Decoder:
-    """One ORT session plus the cache it decodes over. Not thread-safe: one owner thread."""
+    """One ORT session and its IOBinding; runs steps over the caches it is handed.
+
+    Not thread-safe: one owner thread."""
 
     def __init__(
         self,
@@ -68,12 +75,15 @@ class Decoder:
         self._step_logits_value: ort.OrtValue | None = None
         self._io = session.io_binding()
         self._read_outputs = output_reader(self._io)
-        self._io_owner: KVCache | None = None  # the cache whose tensors ``_io`` holds
+        self._bind_input, self._bind_output = kv_binder(self._io, device)
         self._logits_bound = False
-        # The shared-buffer cache whose last step left ``_io`` ready for the next one-token
-        # step as it is (see ``step``); None when ``_run``'s full path is needed.
-        self._steady: SharedBufferCache | None = None
-        self.cache: KVCache = self.new_cache()
+        # The binding record. ``_bound_tensors``: the ``KVCache.tensors`` list whose tensors
+        # ``_io`` holds. ``_steady_tensors``: the same list while the last step left ``_io``
+        # ready for another one-token step as it is, None when ``_run``'s full path is
+        # needed; ``_steady_limit``: the positions those bound buffers hold.
+        self._bound_tensors: list | None = None
+        self._steady_tensors: list | None = None
+        self._steady_limit = 0
 
     @property
     def supports_sliding_window(self) -> bool:
@@ -105,31 +115,32 @@ class Decoder:
 
     # -- running -------------------------------------------------------------------------
 
-    def feed(self, ids: Sequence[int]) -> np.ndarray:
-        """Run ``ids`` after what the cache holds; return the last position's logits."""
+    def feed(self, cache: KVCache, ids: Sequence[int]) -> np.ndarray:
+        """Run ``ids`` after what ``cache`` holds; return the last position's logits."""
         if not ids:
             raise ValueError("feed() needs at least one token")
-        if isinstance(self.cache, TokenOnlyCache):
-            return self._run(list(ids))
+        if cache.feeds_whole_sequence:
+            return self._run(cache, list(ids))
         chunk = self.prefill_chunk
-        if isinstance(self.cache, SlidingWindowCache):
-            chunk = min(chunk, self.cache.max_step)
+        max_step = cache.max_step
+        if max_step is not None:
+            chunk = min(chunk, max_step)
         logits = None
         for start in range(0, len(ids), chunk):
-            logits = self._run(list(ids[start : start + chunk]))
+            logits = self._run(cache, list(ids[start : start + chunk]))
         return logits
 
-    def step(self, token: int) -> np.ndarray:
-        """Feed one generated token; return the next position's logits.
+    def step(self, cache: KVCache, token: int) -> np.ndarray:
+        """Feed one generated token to ``cache``; return the next position's logits.
 
-        The decode loop's hot path. Right after a one-token step on a shared-buffer cache
-        everything stays bound (KV buffers, the step's id array, the logits buffer): the
-        step writes the id, rebinds the attention mask (and position ids) and runs. Anything
-        else goes through ``feed``. Per step the interpreter runs with caches the model's
-        weights have just flushed, so every line here costs.
+        The decode loop's hot path. Right after a one-token step on a cache whose graph
+        writes the KV in place (``steady_step``), everything stays bound (KV buffers, the
+        step's id array, the logits buffer): the step writes the id, rebinds the attention
+        mask (and position ids) and runs. Anything else goes through ``feed``. Per step the
+        interpreter runs with caches the model's weights have just flushed, so every line
+        here costs.
         """
-        cache = self._steady
-        if cache is not None and cache is self.cache and len(cache.tokens) < cache.bound_capacity:
+        if cache.tensors is self._steady_tensors and len(cache.tokens) < self._steady_limit:
             total = len(cache.tokens) + 1  # <= capacity <= context length
             self._step_id[0, 0] = token
             io, graph = self._io, self.graph
@@ -137,9 +148,9 @@ class Decoder:
             if graph.position_ids:
                 io.bind_cpu_input(graph.position_ids, self._positions[:, total - 1 : total])
             self.session.run_with_iobinding(io)
-            cache.tokens.append(token)
+            cache.append_step(token)
             return self._step_logits[0, -1].astype(np.float32, copy=False)
-        return self.feed([token])
+        return self.feed(cache, [token])
 
     def _logits_target(self, rows: int) -> ort.OrtValue | None:
         """A reusable buffer for single-row logits, so decode steps allocate nothing."""
@@ -151,14 +162,15 @@ class Decoder:
             self._step_logits_value = ort.OrtValue.ortvalue_from_numpy(self._step_logits)
         return self._step_logits_value
 
-    def _run(self, new: list[int]) -> np.ndarray:
-        cache, graph = self.cache, self.graph
-        if isinstance(cache, TokenOnlyCache):
-            feed_ids = cache.tokens + new
+    def _run(self, cache: KVCache, new: list[int]) -> np.ndarray:
+        graph = self.graph
+        self._steady_tensors = None  # whatever follows rebinds: no steady step until it ends
+        if cache.feeds_whole_sequence:
+            feed_ids = [*cache.tokens, *new]
             past = 0
         else:
             feed_ids = new
-            cache.make_room(len(new))  # a sliding window evicts here
+            cache.make_room(len(new))  # a sliding window evicts, a shared buffer grows
             past = cache.kv_length
         count = len(feed_ids)
         total = past + count
@@ -195,19 +207,18 @@ class Decoder:
         elif not self._logits_bound:
             io.bind_ortvalue_output(graph.logits, target)
             self._logits_bound = True
-        rebind = self._io_owner is not cache
-        self._io_owner = cache
-        wants_outputs = cache.bind(io, count, rebind=rebind)
+        rebinds = cache.rebinds_each_step
+        tensors = cache.tensors
+        if rebinds or tensors is not self._bound_tensors:
+            cache.bind(io, self._bind_input, self._bind_output)
+            self._bound_tensors = tensors
         self.session.run_with_iobinding(io)
-        outputs = self._read_outputs() if (wants_outputs or target is None) else ()
-        cache.commit(outputs[1:], new)
-        steady = (
-            count == 1
-            and target is not None
-            and graph.attention_mask is not None
-            and isinstance(cache, SharedBufferCache)
-        )
-        self._steady = cache if steady else None
+        outputs = self._read_outputs() if (rebinds or target is None) else ()
+        cache.commit(outputs[1:] if rebinds else (), new)
+        if (count == 1 and target is not None and graph.attention_mask is not None
+                and cache.steady_step):
+            self._steady_tensors = tensors
+            self._steady_limit = cache.capacity
         if target is not None:
             return self._step_logits[0, -1].astype(np.float32, copy=False)
         return np.asarray(outputs[0].numpy()[0, -1], dtype=np.float32)

@@ -5,22 +5,26 @@ provider (and says which one really runs it), inspects the graph's KV I/O and pi
 path. ``chat`` renders the conversation with the model's chat template and streams a reply,
 reusing the KV cache's longest common prefix with the previous turn.
 
+Caches are passed in, not owned: a call runs over a conversation's cache in the
+``ConversationCaches`` it is given (see ``conversation_caches``), or, without one, over the
+engine's own single cache (the terminal chat, ``generate``, benchmarks).
+
 One thread owns an Engine; ``cancel`` events may be set from any thread.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from app.engine.chat_template import ChatTemplate
+from app.engine.conversation_caches import ConversationCaches
 from app.engine.decoder import Decoder
 from app.engine.generation import stream_generate
 from app.engine.graph_info import describe_session
 from app.engine.huge_pages import HugePageReport, back_with_huge_pages
-from app.engine.kv_cache import KVCache, SlidingWindowCache
+from app.engine.kv_cache import KVCache
 from app.engine.kv_snapshot import SnapshotStore, model_fingerprint
 from app.engine.package import read_model_folder
 from app.engine.providers import create_session
@@ -41,7 +45,7 @@ ATTENTION_SINKS = 4
 
 
 class Engine:
-    """A model loaded on one execution provider, with its KV cache."""
+    """A model loaded on one execution provider."""
 
     def __init__(
         self, spec: ModelSpec, session, report: ProviderReport, tokenizer: Tokenizer
@@ -75,10 +79,7 @@ class Engine:
         if tokenizer.eos_token_id is not None:
             eos.add(tokenizer.eos_token_id)
         self.eos_token_ids = tuple(sorted(eos))
-        self.snapshot_budget_bytes = DEFAULT_SNAPSHOT_BUDGET_MB * 1024 * 1024
-        self._conversation: str | None = None
-        self._snapshots: OrderedDict[str, KVCache] = OrderedDict()
-        self.disk_snapshots: SnapshotStore | None = None
+        self._own_cache: KVCache | None = None  # for calls given no ConversationCaches
         self.huge_pages = HugePageReport(note="not requested")
 
     @classmethod
@@ -153,15 +154,17 @@ class Engine:
         cancel: threading.Event | None = None,
         reuse: bool = True,
     ) -> Iterator[GenerationChunk]:
-        """Stream a continuation of raw token ids."""
+        """Stream a continuation of raw token ids (over the engine's own cache)."""
         self._check_budget(len(prompt_ids), settings)
-        return self._stream(prompt_ids, settings, cancel, reuse)
+        return self._stream(self._cache_for(None, None, window=False), prompt_ids, settings,
+                            cancel, reuse)
 
-    def _stream(self, ids: Sequence[int], settings: GenerationSettings,
+    def _stream(self, cache: KVCache, ids: Sequence[int], settings: GenerationSettings,
                 cancel: threading.Event | None, reuse: bool) -> Iterator[GenerationChunk]:
         return stream_generate(
-            self.decoder, self.tokenizer, ids, settings, eos_ids=self.eos_token_ids,
-            cancel=cancel, reuse=reuse, provider=self.provider_report.chosen,
+            self.decoder, cache, ids, settings, tokenizer=self.tokenizer,
+            eos_ids=self.eos_token_ids, cancel=cancel, reuse=reuse,
+            provider=self.provider_report.chosen,
         )
 
     def chat(
@@ -170,17 +173,19 @@ class Engine:
         settings: GenerationSettings,
         *,
         cancel: threading.Event | None = None,
+        caches: ConversationCaches | None = None,
         conversation_id: str | None = None,
         reuse: bool = True,
     ) -> Iterator[GenerationChunk]:
         """Stream the assistant's reply to ``messages``.
 
-        The conversation's KV cache is reused from its longest common prefix with the newly
-        rendered prompt; switching ``conversation_id`` parks the current cache in a bounded
-        LRU of snapshots. The context policy decides what happens when the conversation no
-        longer fits: "stop" refuses with a clear message, "truncate_oldest" leaves out the
-        oldest turns (keeping the system prompt), "sliding_window" keeps attention sinks and
-        the most recent window in the KV cache.
+        The reply runs over ``conversation_id``'s cache in ``caches`` (made by this engine's
+        ``conversation_caches``), or over the engine's own cache when either is None; it is
+        reused from its longest common prefix with the newly rendered prompt. The context
+        policy decides what happens when the conversation no longer fits: "stop" refuses
+        with a clear message, "truncate_oldest" leaves out the oldest turns (keeping the
+        system prompt), "sliding_window" keeps attention sinks and the most recent window
+        in the KV cache.
         """
         policy = settings.context_policy
         note = None
@@ -190,7 +195,7 @@ class Engine:
                 "this model's graph cannot run a sliding window (it has no position ids "
                 "input or uses a shared KV buffer), so the oldest turns are left out"
             )
-        self._activate(conversation_id, sliding=policy == "sliding_window")
+        cache = self._cache_for(caches, conversation_id, window=policy == "sliding_window")
         dropped = 0
         if policy == "truncate_oldest":
             messages, ids, dropped = self._fit_context(messages, settings)
@@ -198,70 +203,48 @@ class Engine:
             ids = self.encode_chat(messages)
         if policy != "sliding_window":
             self._check_budget(len(ids), settings)
-        stream = self._stream(ids, settings, cancel, reuse)
+        stream = self._stream(cache, ids, settings, cancel, reuse)
         if dropped:
             note = f"left out the {dropped} oldest messages to fit the context"
         return _annotate(stream, dropped=dropped, note=note)
 
-    def _activate(self, conversation_id: str | None, *, sliding: bool) -> None:
-        """Make ``conversation_id``'s cache the decoder's, parking the current one."""
-        decoder = self.decoder
-        if conversation_id != self._conversation:
-            if self._conversation is not None and len(decoder.cache):
-                self._snapshots[self._conversation] = decoder.cache
-                self._snapshots.move_to_end(self._conversation)
-            cache = self._snapshots.pop(conversation_id, None) if conversation_id else None
-            if cache is None:
-                cache = self._new_cache(sliding)
-                if conversation_id and self.disk_snapshots is not None and not sliding:
-                    self.disk_snapshots.load(conversation_id, cache, self._kv_signature())
-            decoder.cache = cache
-            self._conversation = conversation_id
-            self._trim_snapshots()
-        if sliding != isinstance(decoder.cache, SlidingWindowCache):
-            decoder.cache = self._new_cache(sliding)  # the policy changed: start clean
+    # -- caches --------------------------------------------------------------------------
 
-    def _new_cache(self, sliding: bool) -> KVCache:
-        if not sliding:
+    def new_cache(self, window: bool = False) -> KVCache:
+        """An empty cache for this model; ``window`` asks for a sliding-window cache
+        (attention sinks plus the model's window, at most its context)."""
+        if not window:
             return self.decoder.new_cache()
-        window = min(self.spec.sliding_window or self.context_length, self.context_length)
-        return self.decoder.new_cache(sliding_window=window, sink=ATTENTION_SINKS)
+        size = min(self.spec.sliding_window or self.context_length, self.context_length)
+        return self.decoder.new_cache(sliding_window=size, sink=ATTENTION_SINKS)
 
-    def _trim_snapshots(self) -> None:
-        total = sum(cache.nbytes for cache in self._snapshots.values())
-        while self._snapshots and total > self.snapshot_budget_bytes:
-            conversation_id, oldest = self._snapshots.popitem(last=False)
-            total -= oldest.nbytes
-            if self.disk_snapshots is not None:
-                self.disk_snapshots.save(conversation_id, oldest)
+    def conversation_caches(
+        self,
+        *,
+        budget_bytes: int = DEFAULT_SNAPSHOT_BUDGET_MB * 1024 * 1024,
+        snapshot_folder: Path | None = None,
+        min_tokens: int = 256,
+    ) -> ConversationCaches:
+        """A ``ConversationCaches`` for this model. Parked caches may hold ``budget_bytes``
+        together; with ``snapshot_folder``, caches of at least ``min_tokens`` tokens that
+        leave memory (and all of them on ``close``) are kept on disk there, so long chats
+        reopen without a prefill, even after a restart."""
+        snapshots = None
+        if snapshot_folder is not None:
+            signature = [((1, layer.kv_heads, layer.head_dim), layer.dtype)
+                         for layer in self.graph.kv_layers for _ in (0, 1)]
+            snapshots = SnapshotStore(snapshot_folder, model_fingerprint(self.spec),
+                                      signature=signature, min_tokens=min_tokens)
+        return ConversationCaches(self.new_cache, budget_bytes=budget_bytes,
+                                  snapshots=snapshots)
 
-    def _kv_signature(self) -> list[tuple[tuple[int, ...], str]]:
-        return [((1, layer.kv_heads, layer.head_dim), layer.dtype)
-                for layer in self.graph.kv_layers for _ in (0, 1)]
-
-    def enable_disk_snapshots(self, folder: Path | None = None, *,
-                              min_tokens: int = 256) -> None:
-        """Keep long chats' KV caches on disk (under ``folder``, by default the cache dir),
-        so they reopen without a prefill after a restart."""
-        from app.paths import cache_dir
-
-        root = folder or cache_dir() / "kv"
-        self.disk_snapshots = SnapshotStore(root, model_fingerprint(self.spec),
-                                            min_tokens=min_tokens)
-
-    def save_snapshots(self) -> int:
-        """Write the current and parked conversation caches to disk; returns how many."""
-        if self.disk_snapshots is None or self.decoder is None:
-            return 0
-        caches = dict(self._snapshots)
-        if self._conversation is not None:
-            caches[self._conversation] = self.decoder.cache
-        return sum(self.disk_snapshots.save(cid, cache) for cid, cache in caches.items())
-
-    @property
-    def snapshot_ids(self) -> list[str]:
-        """Conversations whose KV cache is parked in memory, least recent first."""
-        return list(self._snapshots)
+    def _cache_for(self, caches: ConversationCaches | None, conversation_id: str | None, *,
+                   window: bool) -> KVCache:
+        if caches is not None and conversation_id is not None:
+            return caches.get(conversation_id, window=window)
+        if self._own_cache is None or (self._own_cache.window is not None) != window:
+            self._own_cache = self.new_cache(window)
+        return self._own_cache
 
     def _fit_context(
         self, messages: Sequence[Message], settings: GenerationSettings
@@ -310,18 +293,9 @@ class Engine:
                 "'drop oldest turns' context policy.",
             )
 
-    def forget_conversation(self, conversation_id: str) -> None:
-        """Drop a conversation's parked KV cache (it was deleted)."""
-        self._snapshots.pop(conversation_id, None)
-        if self.disk_snapshots is not None:
-            self.disk_snapshots.delete(conversation_id)
-
     def close(self) -> None:
-        """Release the session; long chats' caches go to disk first when enabled."""
-        if self.decoder is None:
-            return
-        self.save_snapshots()
-        self._snapshots.clear()
+        """Release the session (caches handed out are their owners' to save or drop)."""
+        self._own_cache = None
         self.decoder = None  # type: ignore[assignment]
 
 

@@ -1,6 +1,7 @@
 """The decode loop as a plain generator: no threads, no Qt.
 
-``stream_generate`` reuses the longest valid prefix of the decoder's cache, prefills the rest,
+``stream_generate`` reuses the longest valid prefix of the cache it is handed (the caller
+owns caches: the engine's own, or a conversation's from ``ConversationCaches``), prefills the rest,
 then loops: logits → sampler → token → streaming detokenizer → text delta, checking the cancel
 flag, EOS ids, stop strings, the token budget and the context on every step. The last chunk
 carries the finish reason and the measured stats.
@@ -14,21 +15,20 @@ from collections.abc import Iterator, Sequence
 
 from app.engine.decoder import Decoder
 from app.engine.detokenizer import StreamingDetokenizer
-from app.engine.kv_cache import CacheRewindError
+from app.engine.kv_cache import CacheRewindError, KVCache
 from app.engine.sampling import make_sampler
 from app.engine.tokenizer import Tokenizer
 from app.engine.types import FinishReason, GenerationChunk, GenerationSettings, GenerationStats
 
 
 def reuse_prefix(
-    decoder: Decoder, prompt_ids: Sequence[int], *, reuse: bool
+    cache: KVCache, prompt_ids: Sequence[int], *, reuse: bool
 ) -> tuple[int, str | None]:
-    """Rewind the decoder's cache to the longest prefix it shares with ``prompt_ids``.
+    """Rewind ``cache`` to the longest prefix it shares with ``prompt_ids``.
 
     At least one prompt token is always left to feed (its logits start the reply). Returns
     the number of reused tokens and, when reuse was refused or cut short, why.
     """
-    cache = decoder.cache
     if not reuse:
         cache.reset()
         return 0, "reuse disabled"
@@ -49,23 +49,28 @@ def reuse_prefix(
 
 def stream_generate(
     decoder: Decoder,
-    tokenizer: Tokenizer,
+    cache: KVCache,
     prompt_ids: Sequence[int],
     settings: GenerationSettings,
     *,
+    tokenizer: Tokenizer,
     eos_ids: Sequence[int],
     cancel: threading.Event | None = None,
     reuse: bool = True,
     provider: str = "cpu",
 ) -> Iterator[GenerationChunk]:
-    """Generate a reply to ``prompt_ids``, yielding one chunk per token."""
+    """Generate a reply to ``prompt_ids`` over ``cache``, yielding one chunk per token.
+
+    ``cache`` must come from ``decoder.new_cache``; afterwards it covers the prompt and the
+    reply (except the last sampled token, which was never fed).
+    """
     start = time.perf_counter()
     prompt_ids = list(prompt_ids)
     if not prompt_ids:
         raise ValueError("the prompt is empty")
     context = decoder.context_length
     stats = GenerationStats(prompt_tokens=len(prompt_ids), provider=provider, context_max=context)
-    reused, stats.reuse_refused = reuse_prefix(decoder, prompt_ids, reuse=reuse)
+    reused, stats.reuse_refused = reuse_prefix(cache, prompt_ids, reuse=reuse)
     stats.reused_tokens = reused
     stats.prefilled_tokens = len(prompt_ids) - reused
 
@@ -77,7 +82,8 @@ def stream_generate(
     finish: FinishReason | None = None
     first_token_at = None
 
-    logits = decoder.feed(prompt_ids[reused:])
+    logits = decoder.feed(cache, prompt_ids[reused:])
+    bounded = cache.bounded_by_context
     while True:
         if cancel is not None and cancel.is_set():
             finish = "cancelled"
@@ -101,13 +107,13 @@ def stream_generate(
         if len(generated) >= settings.max_new_tokens:
             finish = "max_tokens"
             break
-        if decoder.cache.bounded_by_context and len(history) >= context:
+        if bounded and len(history) >= context:
             finish = "length"
             break
         if cancel is not None and cancel.is_set():
             finish = "cancelled"
             break
-        logits = decoder.step(token)
+        logits = decoder.step(cache, token)
 
     tail = detok.finish() if finish != "stop" else ""
     end = time.perf_counter()

@@ -5,14 +5,30 @@ find the common prefix, ``trim_to`` it and feed only the rest. ``trim_to`` is tr
 it validates first and raises ``CacheRewindError`` without touching anything when the cut is
 impossible; the caller then resets.
 
-Per step the decoder asks the cache to ``bind`` its past inputs and present outputs on an
-IOBinding, runs the graph, and hands the outputs back through ``commit``.
+A cache owns its tokens and tensors and nothing else: it is handed to ``Decoder.feed`` /
+``Decoder.step`` (``stream_generate`` takes it as an argument), and the decoder keeps its own
+record of what its IOBinding holds. Only the cache changes its ``tokens`` — through
+``commit``, ``append_step``, ``trim_to``, ``reset`` and ``import_arrays``. What differs
+between the decode paths is declared as capabilities the decoder asks, never as a type test:
+
+- ``feeds_whole_sequence``: the graph has no KV I/O; every step re-feeds all the tokens.
+- ``max_step``: the longest chunk one step may feed (None: any).
+- ``bounded_by_context``: the KV never holds more than the model's context.
+- ``window``: positions a sliding window keeps (None: the cache never evicts).
+- ``exportable``: ``export_arrays`` gives exact host copies (for disk snapshots).
+- ``rebinds_each_step``: a step's outputs are new tensors, bound again for the next step.
+- ``steady_step``: the graph writes the KV in place, so right after a one-token step the same
+  binding serves the next one, up to ``capacity`` positions (see ``Decoder.step``).
+
+``tensors`` is the list of KV tensors; it is replaced, never changed in place, whenever the
+tensors change, so its identity tells a binder whether what it bound is still current.
 
 - ``RebindCache``: growing past/present graphs. The ``present.*`` OrtValues a step returns are
   bound as the next step's ``past_key_values.*`` as they are: no host copy.
 - ``SharedBufferCache``: GroupQueryAttention graphs. One buffer per K and V, bound as both the
   past input and the present output; the attention mask covers only the valid length, so a
   rewind just moves the cursor. Capacity grows in buckets.
+- ``SlidingWindowCache``: attention sinks plus a sliding window over a rebind graph.
 - ``TokenOnlyCache``: graphs without KV I/O; the whole sequence is fed every step.
 """
 
@@ -24,7 +40,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnxruntime as ort
 
-from app.engine.kv_binder import BindInput, BindOutput, as_ortvalue, kv_binder
+from app.engine.kv_binder import BindInput, BindOutput, as_ortvalue
 from app.engine.kv_ops import KVOps, empty_kv
 from app.engine.types import KVLayer
 
@@ -33,11 +49,6 @@ _BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 class CacheRewindError(Exception):
     """The cache cannot be cut back to the requested length; nothing was changed."""
-
-
-def _exportable(layers: Sequence[KVLayer], device: str) -> None:
-    if device != "cpu" or any(layer.dtype == "bfloat16" for layer in layers):
-        raise NotImplementedError("only float32/float16 caches on the CPU can be exported")
 
 
 def _host_value(array: np.ndarray, device: str) -> ort.OrtValue:
@@ -60,78 +71,105 @@ def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
 class KVCache(ABC):
     """A decode path's cache state: the token ids covered and the tensors that hold them."""
 
-    #: Whether the KV can never hold more than the model's context (false for sliding windows).
+    feeds_whole_sequence = False
     bounded_by_context = True
+    rebinds_each_step = False
+    steady_step = False
+    window: int | None = None
+    #: Positions the tensors hold before they must grow or evict (0: not fixed).
+    capacity = 0
 
     def __init__(self) -> None:
-        self.tokens: list[int] = []
+        self._tokens: list[int] = []
+        #: The token ids the tensors cover. Read-only for everyone but the cache (the list is
+        #: the cache's own and stays the same object for its whole life).
+        self.tokens: Sequence[int] = self._tokens
+        #: ``append_step(token)``: the cache now also covers ``token``, whose KV a steady step
+        #: wrote in place. The list's own bound method: the decode hot path pays no frame.
+        self.append_step = self._tokens.append
+        #: The KV tensors (see the module docstring: replaced whenever they change).
+        self.tensors: list = []
 
     def __len__(self) -> int:
-        return len(self.tokens)
+        return len(self._tokens)
+
+    @property
+    def max_step(self) -> int | None:
+        """The longest chunk one step may feed; None when any length fits."""
+        return None
+
+    @property
+    def exportable(self) -> bool:
+        """Whether ``export_arrays`` can give exact host copies."""
+        return False
 
     @property
     def next_position(self) -> int:
         """Absolute position id of the next token fed."""
-        return len(self.tokens)
+        return len(self._tokens)
 
     @property
     def kv_length(self) -> int:
         """Number of positions held in the KV tensors (the attention mask's past part)."""
-        return len(self.tokens)
+        return len(self._tokens)
 
     def common_prefix(self, ids: Sequence[int]) -> int:
-        return common_prefix_length(self.tokens, ids)
+        return common_prefix_length(self._tokens, ids)
 
     def can_trim_to(self, length: int) -> bool:
-        return 0 <= length <= len(self.tokens)
+        return 0 <= length <= len(self._tokens)
 
     def trim_to(self, length: int) -> None:
         """Drop everything after the first ``length`` tokens."""
         if not self.can_trim_to(length):
-            raise CacheRewindError(f"cannot rewind a cache of {len(self.tokens)} to {length}")
-        if length < len(self.tokens):
+            raise CacheRewindError(f"cannot rewind a cache of {len(self._tokens)} to {length}")
+        if length < len(self._tokens):
             self._trim_tensors(length)
-            del self.tokens[length:]
+            del self._tokens[length:]
 
     def reset(self) -> None:
         self.trim_to(0)
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the KV tensors (for the snapshot budget)."""
+        """Bytes held by the KV tensors (for the memory budget of parked caches)."""
         return 0
 
     def export_arrays(self) -> list[np.ndarray]:
         """Host copies of the KV tensors' valid positions, in layer order (K, V, K, V …).
 
-        Raises NotImplementedError where an exact export is not possible (device tensors,
-        bfloat16, sliding windows)."""
+        Raises NotImplementedError where ``exportable`` is false."""
         raise NotImplementedError(f"{type(self).__name__} cannot be exported")
 
     def import_arrays(self, tokens: Sequence[int], arrays: Sequence[np.ndarray]) -> None:
         """Replace the cache's content with exported arrays covering ``tokens``."""
         raise NotImplementedError(f"{type(self).__name__} cannot be imported")
 
+    def _set_tokens(self, tokens: Sequence[int]) -> None:
+        self._tokens[:] = tokens  # the same list: ``tokens`` and ``append_step`` stay valid
+
     @abstractmethod
     def _trim_tensors(self, length: int) -> None: ...
 
     def make_room(self, new_count: int) -> None:  # noqa: B027 - optional hook
-        """Called before a step of ``new_count`` tokens; a sliding window evicts here."""
+        """Called before a step of ``new_count`` tokens: a sliding window evicts, a shared
+        buffer grows (replacing ``tensors``)."""
 
-    @abstractmethod
-    def bind(self, io: ort.IOBinding, new_count: int, *, rebind: bool) -> bool:
-        """Bind past inputs and present outputs for a step feeding ``new_count`` tokens.
+    def bind(self, io: ort.IOBinding, bind_input: BindInput, bind_output: BindOutput) -> None:  # noqa: B027
+        """Bind the past inputs and present outputs on ``io`` for the next step.
 
-        ``rebind`` says ``io`` may hold another cache's tensors. Returns whether ``commit``
-        needs the step's outputs (bound after the logits, in layer order)."""
+        ``bind_input`` / ``bind_output`` are the decoder's per-step KV binders (kv_binder)."""
 
-    def commit(self, outputs: Sequence[ort.OrtValue], new_tokens: Sequence[int]) -> None:
-        """Adopt a finished step's KV outputs; the cache now also covers ``new_tokens``."""
-        self.tokens.extend(new_tokens)
+    def commit(self, outputs: Sequence, new_tokens: Sequence[int]) -> None:
+        """Adopt a finished step's KV outputs (bound after the logits, in layer order; empty
+        unless ``rebinds_each_step``); the cache now also covers ``new_tokens``."""
+        self._tokens.extend(new_tokens)
 
 
 class TokenOnlyCache(KVCache):
     """No KV tensors: the decoder re-feeds ``tokens`` every step."""
+
+    feeds_whole_sequence = True
 
     def _trim_tensors(self, length: int) -> None:
         pass
@@ -144,24 +182,43 @@ class TokenOnlyCache(KVCache):
     def next_position(self) -> int:
         return 0
 
-    def bind(self, io: ort.IOBinding, new_count: int, *, rebind: bool) -> bool:
-        return False
 
-
-class RebindCache(KVCache):
-    """Growing past/present cache; present OrtValues are rebound as the next past."""
+class _LayeredCache(KVCache):
+    """A cache over the graph's KV layers on one device."""
 
     def __init__(self, layers: Sequence[KVLayer], ops: KVOps, device: str) -> None:
         super().__init__()
         self._layers = tuple(layers)
         self._ops = ops
         self._device = device
-        # OrtValues, or the raw values the decoder's output reader returns (see kv_binder)
-        self._past: list = self._empty()
-        self._binder_io: ort.IOBinding | None = None
-        self._binder: tuple[BindInput, BindOutput] | None = None
 
-    def _empty(self) -> list[ort.OrtValue]:
+    def _dtypes(self) -> list[str]:
+        return [layer.dtype for layer in self._layers for _ in (0, 1)]
+
+    @property
+    def exportable(self) -> bool:
+        return self._device == "cpu" and all(layer.dtype != "bfloat16" for layer in self._layers)
+
+    def _check_exportable(self) -> None:
+        if not self.exportable:
+            raise NotImplementedError("only float32/float16 caches on the CPU can be exported")
+
+    def _bytes_per_position(self) -> int:
+        return sum(2 * layer.kv_heads * layer.head_dim * _BYTES[layer.dtype]
+                   for layer in self._layers)
+
+
+class RebindCache(_LayeredCache):
+    """Growing past/present cache; present OrtValues are rebound as the next past."""
+
+    rebinds_each_step = True
+
+    def __init__(self, layers: Sequence[KVLayer], ops: KVOps, device: str) -> None:
+        super().__init__(layers, ops, device)
+        # OrtValues, or the raw values the decoder's output reader returns (see kv_binder)
+        self.tensors = self._empty()
+
+    def _empty(self) -> list:
         values = []
         for layer in self._layers:
             shape = [1, layer.kv_heads, 0, layer.head_dim]
@@ -169,52 +226,39 @@ class RebindCache(KVCache):
             values.append(empty_kv(shape, layer.dtype, self._device))
         return values
 
-    def _dtypes(self):
-        for layer in self._layers:
-            yield layer.dtype
-            yield layer.dtype
-
     def _trim_tensors(self, length: int) -> None:
         if length == 0:
-            self._past = self._empty()
+            self.tensors = self._empty()
             return
-        self._past = [
+        self.tensors = [
             self._ops.truncate(as_ortvalue(value), dtype, length)
-            for value, dtype in zip(self._past, self._dtypes(), strict=True)
+            for value, dtype in zip(self.tensors, self._dtypes(), strict=True)
         ]
 
     @property
     def nbytes(self) -> int:
-        return (
-            sum(2 * layer.kv_heads * layer.head_dim * _BYTES[layer.dtype] for layer in self._layers)
-            * self.kv_length
-        )
+        return self._bytes_per_position() * self.kv_length
 
     def export_arrays(self) -> list[np.ndarray]:
-        _exportable(self._layers, self._device)
-        return [value.numpy() for value in self._past]
+        self._check_exportable()
+        return [as_ortvalue(value).numpy() for value in self.tensors]
 
     def import_arrays(self, tokens: Sequence[int], arrays: Sequence[np.ndarray]) -> None:
-        _exportable(self._layers, self._device)
-        self._past = [_host_value(array, self._device) for array in arrays]
-        self.tokens = list(tokens)
+        self._check_exportable()
+        self.tensors = [_host_value(array, self._device) for array in arrays]
+        self._set_tokens(tokens)
 
-    def bind(self, io: ort.IOBinding, new_count: int, *, rebind: bool) -> bool:
+    def bind(self, io: ort.IOBinding, bind_input: BindInput, bind_output: BindOutput) -> None:
         # The presents of the last step are this step's pasts: rebound every step, no copy.
-        if self._binder_io is not io:
-            self._binder_io = io
-            self._binder = kv_binder(io, self._device)
-        bind_input, bind_output = self._binder
-        past = self._past
+        past = self.tensors
         for i, layer in enumerate(self._layers):
             bind_input(layer.past_key, past[2 * i])
             bind_input(layer.past_value, past[2 * i + 1])
             bind_output(layer.present_key)
             bind_output(layer.present_value)
-        return True
 
-    def commit(self, outputs: Sequence[ort.OrtValue], new_tokens: Sequence[int]) -> None:
-        self._past = list(outputs)
+    def commit(self, outputs: Sequence, new_tokens: Sequence[int]) -> None:
+        self.tensors = list(outputs)
         super().commit(outputs, new_tokens)
 
 
@@ -226,9 +270,11 @@ def _bucket(needed: int, limit: int, step: int = 256) -> int:
     return max(needed, min(capacity, limit))
 
 
-class SharedBufferCache(KVCache):
+class SharedBufferCache(_LayeredCache):
     """GroupQueryAttention cache: one buffer per K and V, shared by past input and present
     output. Rewind moves the cursor; the attention mask hides everything after it."""
+
+    steady_step = True
 
     def __init__(
         self,
@@ -238,35 +284,26 @@ class SharedBufferCache(KVCache):
         max_length: int,
         initial_capacity: int = 256,
     ) -> None:
-        super().__init__()
-        self._layers = tuple(layers)
-        self._ops = ops
-        self._device = device
+        super().__init__(layers, ops, device)
         self._max_length = max_length
         self._initial = min(initial_capacity, max_length)
+        #: Positions the buffers hold (0 before the first step).
         self.capacity = 0
-        #: Positions the buffers bound on the decoder's IOBinding can hold; 0 while a (re)bind
-        #: is due. Lets a decode step skip ``bind`` altogether (see ``Decoder.step``).
-        self.bound_capacity = 0
-        self._buffers: list[ort.OrtValue] = []
-        self._rebind_needed = False
 
     def _allocate(self, capacity: int) -> None:
-        if not self._buffers:
-            self._buffers = [
+        if not self.tensors:
+            self.tensors = [
                 empty_kv([1, layer.kv_heads, capacity, layer.head_dim], layer.dtype, self._device)
                 for layer in self._layers
                 for _ in (0, 1)
             ]
         else:
             extra = capacity - self.capacity
-            dtypes = [layer.dtype for layer in self._layers for _ in (0, 1)]
-            self._buffers = [
+            self.tensors = [
                 self._ops.pad(value, dtype, extra)
-                for value, dtype in zip(self._buffers, dtypes, strict=True)
+                for value, dtype in zip(self.tensors, self._dtypes(), strict=True)
             ]
         self.capacity = capacity
-        self.bound_capacity = 0
 
     def ensure_capacity(self, needed: int) -> bool:
         """Grow the buffers to hold ``needed`` positions; True if they were reallocated."""
@@ -279,16 +316,20 @@ class SharedBufferCache(KVCache):
         self._allocate(_bucket(needed, self._max_length, max(self._initial, 1)))
         return True
 
+    def make_room(self, new_count: int) -> None:
+        # Capped: a step past the context is refused by the decoder with a readable error.
+        self.ensure_capacity(min(self.kv_length + new_count, self._max_length))
+
     def _trim_tensors(self, length: int) -> None:
         pass  # the cursor (len(tokens)) moves; stale positions are masked and overwritten
 
     def export_arrays(self) -> list[np.ndarray]:
-        _exportable(self._layers, self._device)
+        self._check_exportable()
         n = self.kv_length
-        return [value.numpy()[:, :, :n] for value in self._buffers]
+        return [value.numpy()[:, :, :n] for value in self.tensors]
 
     def import_arrays(self, tokens: Sequence[int], arrays: Sequence[np.ndarray]) -> None:
-        _exportable(self._layers, self._device)
+        self._check_exportable()
         n = len(tokens)
         capacity = _bucket(min(n + 1, self._max_length), self._max_length,
                            max(self._initial, 1))
@@ -297,31 +338,20 @@ class SharedBufferCache(KVCache):
             full = np.zeros((*array.shape[:2], capacity, *array.shape[3:]), dtype=array.dtype)
             full[:, :, :n] = array
             buffers.append(_host_value(full, self._device))
-        self._buffers, self.capacity = buffers, capacity
-        self._rebind_needed = True
-        self.bound_capacity = 0
-        self.tokens = list(tokens)
+        self.tensors, self.capacity = buffers, capacity
+        self._set_tokens(tokens)
 
     @property
     def nbytes(self) -> int:
-        return (
-            sum(2 * layer.kv_heads * layer.head_dim * _BYTES[layer.dtype] for layer in self._layers)
-            * self.capacity
-        )
+        return self._bytes_per_position() * self.capacity
 
-    def bind(self, io: ort.IOBinding, new_count: int, *, rebind: bool) -> bool:
-        grew = self.ensure_capacity(self.kv_length + new_count)
-        if not (rebind or grew or self._rebind_needed):
-            return False  # the same buffers are still bound
-        self._rebind_needed = False
+    def bind(self, io: ort.IOBinding, bind_input: BindInput, bind_output: BindOutput) -> None:
         for i, layer in enumerate(self._layers):
-            key, value = self._buffers[2 * i], self._buffers[2 * i + 1]
+            key, value = self.tensors[2 * i], self.tensors[2 * i + 1]
             io.bind_ortvalue_input(layer.past_key, key)
             io.bind_ortvalue_input(layer.past_value, value)
             io.bind_ortvalue_output(layer.present_key, key)
             io.bind_ortvalue_output(layer.present_value, value)
-        self.bound_capacity = self.capacity
-        return False
 
 
 class SlidingWindowCache(RebindCache):
@@ -343,6 +373,7 @@ class SlidingWindowCache(RebindCache):
         super().__init__(layers, ops, device)
         self.sink = sink
         self.capacity = capacity
+        self.window = capacity
         self.evicted_end = 0  # absolute position of the first kept token after the sinks
         self._held = 0
 
@@ -350,8 +381,15 @@ class SlidingWindowCache(RebindCache):
     def kv_length(self) -> int:
         return self._held
 
+    @property
+    def exportable(self) -> bool:
+        return False
+
     def export_arrays(self) -> list[np.ndarray]:
         raise NotImplementedError("sliding-window caches are not exported")
+
+    def import_arrays(self, tokens: Sequence[int], arrays: Sequence[np.ndarray]) -> None:
+        raise NotImplementedError("sliding-window caches are not imported")
 
     @property
     def max_step(self) -> int:
@@ -359,19 +397,19 @@ class SlidingWindowCache(RebindCache):
         return max(1, (self.capacity - self.sink) // 2)
 
     def can_trim_to(self, length: int) -> bool:
-        if not 0 <= length <= len(self.tokens):
+        if not 0 <= length <= len(self._tokens):
             return False
         return self.evicted_end == 0 or length == 0 or length >= self.evicted_end
 
     def _trim_tensors(self, length: int) -> None:
         if length == 0:
-            self._past = self._empty()
+            self.tensors = self._empty()
             self._held, self.evicted_end = 0, 0
             return
         held = length if self.evicted_end == 0 else self.sink + (length - self.evicted_end)
-        self._past = [
+        self.tensors = [
             self._ops.truncate(as_ortvalue(value), dtype, held)
-            for value, dtype in zip(self._past, self._dtypes(), strict=True)
+            for value, dtype in zip(self.tensors, self._dtypes(), strict=True)
         ]
         self._held = held
 
@@ -387,13 +425,13 @@ class SlidingWindowCache(RebindCache):
         if self.evicted_end == 0:
             self.evicted_end = self.sink
         tail_start = self.sink + count
-        self._past = [
+        self.tensors = [
             self._ops.cut(as_ortvalue(value), dtype, self.sink, tail_start, self._held)
-            for value, dtype in zip(self._past, self._dtypes(), strict=True)
+            for value, dtype in zip(self.tensors, self._dtypes(), strict=True)
         ]
         self._held -= count
         self.evicted_end += count
 
-    def commit(self, outputs: Sequence[ort.OrtValue], new_tokens: Sequence[int]) -> None:
+    def commit(self, outputs: Sequence, new_tokens: Sequence[int]) -> None:
         super().commit(outputs, new_tokens)
         self._held += len(new_tokens)

@@ -52,10 +52,13 @@ def _safe_name(conversation_id: str) -> str:
 class SnapshotStore:
     """Snapshots of one model's caches under ``folder / fingerprint``."""
 
-    def __init__(self, folder: Path, fingerprint: str, *, keep: int = 8,
+    def __init__(self, folder: Path, fingerprint: str, *,
+                 signature: Sequence[tuple[tuple[int, ...], str]] = (), keep: int = 8,
                  min_tokens: int = 256) -> None:
         self.folder = Path(folder) / fingerprint
         self.fingerprint = fingerprint
+        #: Each tensor's (shape without the sequence axis, dtype) as the graph defines it.
+        self.signature = tuple(signature)
         self.keep = keep
         self.min_tokens = min_tokens
 
@@ -65,7 +68,7 @@ class SnapshotStore:
 
     def save(self, conversation_id: str, cache: KVCache) -> bool:
         """Write ``cache``; False when it is too short or cannot be exported exactly."""
-        if len(cache) < self.min_tokens:
+        if len(cache) < self.min_tokens or not cache.exportable:
             return False
         try:
             arrays = cache.export_arrays()
@@ -94,11 +97,15 @@ class SnapshotStore:
         return True
 
     def load(self, conversation_id: str, cache: KVCache,
-             expected: Sequence[tuple[tuple[int, ...], str]]) -> bool:
+             expected: Sequence[tuple[tuple[int, ...], str]] | None = None) -> bool:
         """Fill the empty ``cache`` from disk if a matching snapshot exists.
 
-        ``expected`` gives each tensor's (shape without the sequence axis, dtype) as the
-        graph defines it; anything that does not match is ignored (and deleted)."""
+        ``expected`` (by default the store's ``signature``) gives each tensor's (shape
+        without the sequence axis, dtype) as the graph defines it; anything that does not
+        match is ignored (and deleted)."""
+        expected = self.signature if expected is None else expected
+        if not expected or not cache.exportable:
+            return False
         data_path, meta_path = self._paths(conversation_id)
         meta = read_json(meta_path)
         if not meta or not data_path.is_file():

@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from app.engine.onnx_file import OnnxSummary, inspect_onnx
-from app.engine.types import ModelSpec, SamplingSettings
+from app.engine.types import ModelSpec
 from app.errors import ModelLoadError, ProviderError
 from app.models.policy import OPTIMUM_BASES, OPTIMUM_GRAPH_RE, best_graph, graph_precision
 from app.units import format_bytes
@@ -590,29 +590,6 @@ def _unknown_layout(root: Path) -> ModelLoadError:
         f"{HF_CONFIG} with an ONNX graph.",
         hint="Use an onnxruntime-genai or Optimum / transformers.js ONNX model folder.",
     )
-
-
-def default_sampling(spec: ModelSpec, base: SamplingSettings | None = None) -> SamplingSettings:
-    """Sampling settings from the model's defaults, over ``base`` (Hearth's defaults).
-
-    ``do_sample: false`` in the model's config means greedy (temperature 0); other keys replace
-    the matching fields of ``base``.
-    """
-    base = base or SamplingSettings()
-    defaults = spec.generation_defaults
-    fields: dict[str, Any] = {}
-    for key in ("temperature", "top_p", "min_p", "repetition_penalty"):
-        if isinstance(defaults.get(key), (int, float)) and not isinstance(defaults[key], bool):
-            fields[key] = float(defaults[key])
-    if isinstance(defaults.get("top_k"), int) and not isinstance(defaults["top_k"], bool):
-        fields["top_k"] = max(0, defaults["top_k"])
-    if defaults.get("do_sample") is False:
-        fields["temperature"] = 0.0
-    return SamplingSettings(**{**_settings_dict(base), **fields})
-
-
-def _settings_dict(settings: SamplingSettings) -> dict[str, Any]:
-    return {name: getattr(settings, name) for name in SamplingSettings.__dataclass_fields__}
 
 
 # ---------------------------------------------------------------- ONNX file check (no weights)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 FinishReason = Literal["eos", "stop", "length", "max_tokens", "cancelled"]
 ContextPolicy = Literal["stop", "truncate_oldest", "sliding_window"]
@@ -49,6 +50,61 @@ class GenerationSettings:
     max_new_tokens: int = 512
     stop_strings: tuple[str, ...] = ()
     context_policy: ContextPolicy = "stop"
+
+    @classmethod
+    def from_model(
+        cls, defaults: Mapping[str, Any], overrides: Mapping[str, Any] | None = None
+    ) -> GenerationSettings:
+        """The one way a model's defaults become settings: Hearth's defaults, then the
+        model's, then ``overrides``.
+
+        ``defaults`` is ``ModelSpec.generation_defaults`` (generation_config.json or
+        genai_config.json's ``search``): ``temperature``, ``top_k``, ``top_p``, ``min_p``,
+        ``repetition_penalty`` and ``max_new_tokens`` are taken where valid (anything else,
+        and any invalid value, is ignored); ``do_sample: false`` means greedy (temperature
+        0). ``overrides`` (the user's choices) use ``SamplingSettings``' field names plus
+        ``max_new_tokens``, ``stop_strings`` and ``context_policy``; None values are skipped.
+        """
+        sampling: dict[str, Any] = {}
+        top: dict[str, Any] = {}
+        for key, check in _MODEL_KEYS.items():
+            value = defaults.get(key)
+            if _is_number(value) and check(value):
+                (top if key == "max_new_tokens" else sampling)[key] = _COERCE[key](value)
+        if defaults.get("do_sample") is False:
+            sampling["temperature"] = 0.0
+        for key, value in (overrides or {}).items():
+            if value is None:
+                continue
+            if key in _SAMPLING_FIELDS:
+                sampling[key] = _COERCE.get(key, float)(value) if key != "seed" else int(value)
+            elif key == "max_new_tokens":
+                top[key] = int(value)
+            elif key == "stop_strings":
+                top[key] = tuple(value)
+            elif key == "context_policy":
+                top[key] = value
+            else:
+                raise ValueError(f"unknown generation setting {key!r}")
+        return replace(cls(), sampling=replace(SamplingSettings(), **sampling), **top)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_MODEL_KEYS = {
+    "temperature": lambda v: v >= 0,
+    "top_k": lambda v: v >= 0 and float(v).is_integer(),
+    "top_p": lambda v: 0 < v <= 1,
+    "min_p": lambda v: 0 <= v <= 1,
+    "repetition_penalty": lambda v: v > 0,
+    "max_new_tokens": lambda v: v >= 1 and float(v).is_integer(),
+}
+_COERCE = {"top_k": int, "max_new_tokens": int, "temperature": float, "top_p": float,
+           "min_p": float, "repetition_penalty": float, "presence_penalty": float,
+           "frequency_penalty": float}
+_SAMPLING_FIELDS = frozenset(f.name for f in fields(SamplingSettings))
 
 
 @dataclass

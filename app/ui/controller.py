@@ -16,7 +16,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from app.engine.types import GenerationSettings, GenerationStats, Message, SamplingSettings
+from app.engine.types import GenerationSettings, GenerationStats, Message
 from app.errors import HearthError, StorageError
 from app.settings import PER_CHAT, Settings, chat_settings
 from app.storage import transfer
@@ -24,6 +24,7 @@ from app.storage.history import History, ReplyWriter
 from app.ui.chat_model import ChatModel
 from app.ui.conversation_list import ConversationListModel
 from app.ui.message_bridge import MessageBridge
+from app.ui.settings_panel import generation_settings, model_chat_values
 from app.workers.generation_worker import (
     EngineLoader,
     GenerationRequest,
@@ -103,14 +104,25 @@ class ChatController(QObject):
         return self._edit_row is not None
 
     def chat_values(self) -> dict[str, Any]:
-        """Per-chat settings of the open conversation (or of the next new one)."""
+        """Per-chat settings of the open conversation (or of the next new one): the app's
+        settings, the loaded model's suggestions on top (a greedy config shows temperature
+        0), then what the chat itself stores or the user changed."""
+        base = {**self.settings.as_dict(), **model_chat_values(self._model_defaults())}
         if self.current_id is None:
-            return chat_settings(self.settings.as_dict(), self._pending_values)
+            return chat_settings(base, self._pending_values)
         conv = self.history.get_conversation(self.current_id)
         overrides = dict(conv.settings) if conv else {}
         if conv:
             overrides["system_prompt"] = conv.system_prompt
-        return chat_settings(self.settings.as_dict(), overrides)
+        return chat_settings(base, overrides)
+
+    def generation_settings(self) -> GenerationSettings:
+        """What the next reply in the open chat runs with (a fresh random seed each time)."""
+        return generation_settings(self.chat_values(), self._model_defaults(),
+                                   seed=random.randrange(2**31))
+
+    def _model_defaults(self) -> dict:
+        return self.model_info.generation_defaults if self.model_info else {}
 
     # models -------------------------------------------------------------------------------
 
@@ -128,6 +140,8 @@ class ChatController(QObject):
         self.model_info = info
         self.settings.set("last_model", info.path)
         self.save_settings()
+        if self.current_id is None:  # the unsent new chat now shows this model's defaults
+            self.conversation_opened.emit(None, self.chat_values())
         self.model_loaded.emit(info)
 
     def on_load_failed(self, message: str) -> None:
@@ -208,7 +222,7 @@ class ChatController(QObject):
             return False
         try:
             if self.current_id is None:
-                values = chat_settings(self.settings.as_dict(), self._pending_values)
+                values = self.chat_values()  # what the panel shows for the new chat
                 conv = self.history.create_conversation(
                     system_prompt=values.pop("system_prompt"),
                     settings=values,
@@ -364,19 +378,8 @@ class ChatController(QObject):
 
     def _start_reply(self) -> bool:
         assert self.current_id is not None and self.model_info is not None
-        values = self.chat_values()
-        messages = self._prompt_messages(values["system_prompt"])
-        sampling = SamplingSettings(
-            temperature=float(values["temperature"]),
-            top_p=float(values["top_p"]),
-            top_k=int(values["top_k"]),
-            seed=random.randrange(2**31),
-        )
-        gen = GenerationSettings(
-            sampling=sampling,
-            max_new_tokens=int(values["max_tokens"]),
-            context_policy=values["context_policy"],
-        )
+        messages = self._prompt_messages(self.chat_values()["system_prompt"])
+        gen = self.generation_settings()
         try:
             reply = self.history.add_message(self.current_id, "assistant", "", status="streaming")
         except StorageError as exc:

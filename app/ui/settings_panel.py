@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.engine.types import GenerationSettings
 from app.settings import PER_CHAT, Setting, defaults
 
 POLICY_LABELS = {
@@ -25,27 +26,52 @@ POLICY_LABELS = {
     "sliding_window": "Sliding window",
 }
 
-# generation_defaults keys (genai_config "search" / generation_config.json) -> our keys
-MODEL_DEFAULT_KEYS = {
+#: per-chat setting key -> GenerationSettings field (sampling fields by their own name)
+SETTING_FIELDS = {
     "temperature": "temperature",
     "top_p": "top_p",
     "top_k": "top_k",
-    "max_new_tokens": "max_tokens",
-    "max_tokens": "max_tokens",
+    "min_p": "min_p",
+    "repetition_penalty": "repetition_penalty",
+    "presence_penalty": "presence_penalty",
+    "frequency_penalty": "frequency_penalty",
+    "max_tokens": "max_new_tokens",
+    "context_policy": "context_policy",
 }
+_SUGGESTED = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_tokens")
 
 
-def model_defaults(generation_defaults: dict) -> dict[str, Any]:
-    """The per-chat values a model suggests, validated; unknown or invalid keys dropped."""
-    result: dict[str, Any] = {}
+def model_chat_values(generation_defaults: dict) -> dict[str, Any]:
+    """The per-chat values a model suggests, read through ``GenerationSettings.from_model``
+    (so a greedy config shows temperature 0): only the keys the model's config sets to a
+    valid value other than Hearth's default, and none outside the panel's ranges."""
+    settings = GenerationSettings.from_model(generation_defaults)
+    plain = GenerationSettings()
+    named = {key for key, value in generation_defaults.items()
+             if GenerationSettings.from_model({key: value}) != plain}  # valid, not a no-op
+    if generation_defaults.get("do_sample") is False:
+        named.add("temperature")
     by_key = {s.key: s for s in PER_CHAT}
-    for source, key in MODEL_DEFAULT_KEYS.items():
-        if source in generation_defaults:
-            try:
-                result[key] = by_key[key].validate(generation_defaults[source])
-            except (ValueError, TypeError):
-                continue
+    result: dict[str, Any] = {}
+    for key in _SUGGESTED:
+        field = SETTING_FIELDS[key]
+        if field not in named:
+            continue
+        value = (settings.max_new_tokens if field == "max_new_tokens"
+                 else getattr(settings.sampling, field))
+        try:
+            result[key] = by_key[key].validate(value)
+        except ValueError:
+            continue
     return result
+
+
+def generation_settings(values: dict[str, Any], generation_defaults: dict, *,
+                        seed: int | None = None) -> GenerationSettings:
+    """The settings one reply runs with: the chat's values over the model's defaults."""
+    overrides: dict[str, Any] = {field: values.get(key) for key, field in SETTING_FIELDS.items()}
+    overrides["seed"] = seed
+    return GenerationSettings.from_model(generation_defaults, overrides)
 
 
 class SettingsPanel(QWidget):
@@ -147,7 +173,7 @@ class SettingsPanel(QWidget):
         self._prompt_timer.stop()
 
     def set_model_defaults(self, generation_defaults: dict) -> None:
-        self._model_defaults = model_defaults(generation_defaults)
+        self._model_defaults = model_chat_values(generation_defaults)
 
     def defaults(self) -> dict[str, Any]:
         """App defaults with the model's suggestions on top (the system prompt is kept)."""

@@ -9,42 +9,80 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from app.engine.types import GenerationSettings, GenerationStats, Message
+from app.engine.types import (
+    GenerationChunk,
+    GenerationSettings,
+    GenerationStats,
+    Message,
+    ModelSpec,
+    ProviderReport,
+)
 from app.errors import HearthError
+
+if TYPE_CHECKING:  # the engine's modules pull in onnxruntime: loaded only with a model
+    from app.engine.conversation_caches import ConversationCaches
+
 
 
 class EngineLike(Protocol):
-    """The slice of ``app.engine.engine.Engine`` the worker uses."""
+    """What the worker uses of ``app.engine.engine.Engine``, which satisfies it exactly
+    (tests/workers/test_generation_worker.py compares the signatures with the real engine's
+    and the fake's)."""
 
-    spec: Any
-    provider_report: Any
+    spec: ModelSpec
+    provider_report: ProviderReport
 
-    def chat(self, messages, settings, *, cancel=None, conversation_id=None): ...
+    def chat(
+        self,
+        messages: Sequence[Message],
+        settings: GenerationSettings,
+        *,
+        cancel: threading.Event | None = None,
+        caches: ConversationCaches | None = None,
+        conversation_id: str | None = None,
+        reuse: bool = True,
+    ) -> Iterator[GenerationChunk]: ...
 
-    def count_tokens(self, messages) -> int: ...
+    def count_tokens(self, messages: Sequence[Message]) -> int: ...
+
+    def conversation_caches(
+        self,
+        *,
+        budget_bytes: int = ...,
+        snapshot_folder: Path | None = None,
+        min_tokens: int = 256,
+    ) -> ConversationCaches: ...
 
     def close(self) -> None: ...
 
 
 EngineLoader = Callable[[Path], EngineLike]
+#: ``caches(engine)``: the ConversationCaches the worker keeps for a freshly loaded engine.
+CachesFactory = Callable[[EngineLike], "ConversationCaches"]
 
 
 def default_loader(path: Path) -> EngineLike:
     """Load a real engine (imported lazily: the engine module pulls in onnxruntime)."""
     from app.engine.engine import Engine
+
+    return Engine.load(path)
+
+
+def default_caches(engine: EngineLike) -> ConversationCaches:
+    """The engine's conversation caches within the user's memory budget, long chats kept
+    on disk under the cache folder."""
+    from app.paths import cache_dir
     from app.settings import Settings
 
-    engine = Engine.load(path)
-    engine.snapshot_budget_bytes = Settings().get("kv_snapshot_budget_mb") * 1024 * 1024
-    engine.enable_disk_snapshots()
-    return engine
+    budget = Settings().get("kv_snapshot_budget_mb") * 1024 * 1024
+    return engine.conversation_caches(budget_bytes=budget, snapshot_folder=cache_dir() / "kv")
 
 
 @dataclass(frozen=True)
@@ -98,10 +136,13 @@ class GenerationWorker(QObject):
     failed = Signal(str, str)
     crashed = Signal(str)
 
-    def __init__(self, loader: EngineLoader | None = None) -> None:
+    def __init__(self, loader: EngineLoader | None = None,
+                 caches: CachesFactory | None = None) -> None:
         super().__init__()
         self._loader = loader or default_loader
+        self._make_caches = caches or default_caches
         self._engine: EngineLike | None = None
+        self._caches: ConversationCaches | None = None
         self._info: ModelInfo | None = None
         self.cancel = threading.Event()
 
@@ -114,6 +155,7 @@ class GenerationWorker(QObject):
         started = time.perf_counter()
         try:
             engine = self._loader(Path(str(path)))
+            caches = self._make_caches(engine)
         except HearthError as exc:
             self.load_failed.emit(str(exc))
             return
@@ -121,9 +163,8 @@ class GenerationWorker(QObject):
             self.load_failed.emit(f"The model at {path} could not be loaded: {exc}")
             self.crashed.emit(traceback.format_exc())
             return
-        previous, self._engine = self._engine, engine
-        if previous is not None:
-            previous.close()
+        self.close_engine()  # the previous model's long chats go to disk first
+        self._engine, self._caches = engine, caches
         self._info = _model_info(engine, Path(str(path)), time.perf_counter() - started)
         self.loaded.emit(self._info)
 
@@ -141,6 +182,7 @@ class GenerationWorker(QObject):
                 list(request.messages),
                 request.settings,
                 cancel=self.cancel,
+                caches=self._caches,
                 conversation_id=conv,
             ):
                 if piece.text:
@@ -171,12 +213,15 @@ class GenerationWorker(QObject):
 
     @Slot(str)
     def on_forget_requested(self, conversation_id: str) -> None:
-        forget = getattr(self._engine, "forget_conversation", None)
-        if forget is not None:
-            forget(conversation_id)
+        if self._caches is not None:
+            self._caches.forget(conversation_id)
 
     def close_engine(self) -> None:
-        """Close the engine. Call only when the worker thread is not running it."""
+        """Save long chats' caches, then close the engine. Call only when the worker thread
+        is not running it."""
+        if self._caches is not None:
+            self._caches.close()
+            self._caches = None
         if self._engine is not None:
             self._engine.close()
             self._engine = None
@@ -188,12 +233,12 @@ def _model_info(engine: EngineLike, path: Path, seconds: float) -> ModelInfo:
     report = engine.provider_report
     return ModelInfo(
         path=str(path),
-        name=str(getattr(spec, "name", path.name)),
-        provider=str(getattr(report, "chosen", "cpu")),
-        provider_summary=report.summary() if hasattr(report, "summary") else "CPU",
-        provider_reasons=dict(getattr(report, "reasons", {}) or {}),
-        context_length=int(getattr(spec, "context_length", 0) or 0),
-        generation_defaults=dict(getattr(spec, "generation_defaults", {}) or {}),
+        name=spec.name,
+        provider=report.chosen,
+        provider_summary=report.summary(),
+        provider_reasons=dict(report.reasons),
+        context_length=spec.context_length,
+        generation_defaults=dict(spec.generation_defaults),
         load_ms=seconds * 1000.0,
     )
 

@@ -87,3 +87,18 @@ def test_bad_model_folder_is_a_clear_error(tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert "missing" in err and "Traceback" not in err
+
+
+def test_a_greedy_model_config_is_greedy_unless_a_flag_says_otherwise(plain_model_dir, capsys):
+    # plain_model_dir's generation_config.json says do_sample: false.
+    base = ["generate", str(plain_model_dir), "--prompt", "The keeper", "--json",
+            "--max-new-tokens", "12"]
+    runs = {}
+    for name, extra in {"seed 1": ["--seed", "1"], "seed 2": ["--seed", "2"],
+                        "greedy flag": ["--temperature", "0"],
+                        "hot 1": ["--temperature", "1.5", "--seed", "1"],
+                        "hot 2": ["--temperature", "1.5", "--seed", "2"]}.items():
+        main([*base, *extra])
+        runs[name] = json.loads(capsys.readouterr().out)["tokens"]
+    assert runs["seed 1"] == runs["seed 2"] == runs["greedy flag"]
+    assert runs["hot 1"] != runs["hot 2"]  # a temperature flag does sample

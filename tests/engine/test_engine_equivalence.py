@@ -101,9 +101,9 @@ def test_last_step_logits_match_full_recompute(name, request):
     reference = FullRecompute(engine.spec.model_path, engine.graph)
     prompt = _prompts(engine.graph.vocab_size, 4, seed=3)[-1]
     decoder = engine.decoder
-    decoder.cache.reset()
+    cache = engine.new_cache()
     # Feed the prompt, then 10 single tokens: every step's logits must equal the reference.
-    logits = decoder.feed(prompt)
+    logits = decoder.feed(cache, prompt)
     ids = list(prompt)
     for step in range(10):
         np.testing.assert_allclose(
@@ -111,29 +111,30 @@ def test_last_step_logits_match_full_recompute(name, request):
         )
         token = int(np.argmax(logits))
         ids.append(token)
-        logits = decoder.feed([token])
+        logits = decoder.feed(cache, [token])
 
 
 def test_chunked_prefill_matches_single_pass(plain_model_dir):
     engine = Engine.load(plain_model_dir, provider="cpu", threads=1)
     prompt = _prompts(engine.graph.vocab_size, 5, seed=7)[-1]  # 130 tokens
-    whole = engine.decoder.feed(prompt).copy()
-    engine.decoder.cache.reset()
+    cache = engine.new_cache()
+    whole = engine.decoder.feed(cache, prompt).copy()
+    cache.reset()
     engine.decoder.prefill_chunk = 16  # 9 chunks
-    chunked = engine.decoder.feed(prompt)
+    chunked = engine.decoder.feed(cache, prompt)
     np.testing.assert_allclose(chunked, whole, atol=1e-4, rtol=0)
-    assert len(engine.decoder.cache) == len(prompt)
+    assert len(cache) == len(prompt)
 
 
 def test_shared_buffer_grows_in_buckets_not_to_the_context(gqa_model_dir):
     engine = Engine.load(gqa_model_dir, provider="cpu", threads=1)
-    cache = engine.decoder.cache
-    engine.decoder.feed(list(range(3, 20)))
+    cache = engine.new_cache()
+    engine.decoder.feed(cache, list(range(3, 20)))
     assert 0 < cache.capacity < engine.context_length
     first = cache.capacity
     reference = FullRecompute(engine.spec.model_path, engine.graph)
     ids = list(range(3, 20)) + [5] * (first + 10 - 17)
-    logits = engine.decoder.feed(ids[17:])  # crosses the first bucket: the buffer grows
+    logits = engine.decoder.feed(cache, ids[17:])  # crosses the first bucket: the buffer grows
     assert cache.capacity > first
     np.testing.assert_allclose(logits, reference.logits(ids), atol=1e-4, rtol=0)
 
@@ -148,35 +149,34 @@ def test_one_token_steps_match_full_recompute_across_growth_rewind_and_swaps(gqa
     decoder = engine.decoder
     reference = FullRecompute(engine.spec.model_path, engine.graph)
 
-    def decode(ids: list[int], steps: int) -> list[int]:
+    def decode(cache, ids: list[int], steps: int) -> list[int]:
         """Run what the cache lacks of ``ids`` (one token: through ``step``), then take
         ``steps`` greedy tokens, all but the last fed through ``step``; every logits vector
         is checked against full recomputation. Returns ``ids`` plus the new tokens."""
         ids = list(ids)
-        missing = ids[len(decoder.cache) :]
-        logits = decoder.step(missing[0]) if len(missing) == 1 else decoder.feed(missing)
+        missing = ids[len(cache) :]
+        logits = (decoder.step(cache, missing[0]) if len(missing) == 1
+                  else decoder.feed(cache, missing))
         for step in range(steps):
             np.testing.assert_allclose(logits, reference.logits(ids), atol=1e-4, rtol=0,
                                        err_msg=f"after {len(ids)} tokens")
             ids.append(int(np.argmax(logits)))
             if step < steps - 1:
-                logits = decoder.step(ids[-1])
+                logits = decoder.step(cache, ids[-1])
         return ids
 
-    first = decoder.cache
-    ids = decode((_prompts(engine.graph.vocab_size, 5, seed=11)[-1] * 2)[:230], 4)
+    first = engine.new_cache()
+    ids = decode(first, (_prompts(engine.graph.vocab_size, 5, seed=11)[-1] * 2)[:230], 4)
     capacity = first.capacity
     assert capacity < 260
     first.trim_to(219)  # rewind ...
-    ids = decode(ids[:220], 40)  # ... and step across the bucket's end: it grows mid-decode
+    ids = decode(first, ids[:220], 40)  # ... and step across the bucket's end: it grows mid-decode
     assert first.capacity > capacity
 
     other = decoder.new_cache()  # another conversation, then straight back to a step
-    decoder.cache = other
-    other_ids = decode([7, 8, 9, 10], 3)
-    decoder.cache = first
-    ids = decode(ids, 3)
+    other_ids = decode(other, [7, 8, 9, 10], 3)
+    ids = decode(first, ids, 3)
 
     # The steady cache takes the other conversation's arrays (as a snapshot restore does).
     first.import_arrays(other.tokens, other.export_arrays())
-    decode(other_ids, 3)
+    decode(first, other_ids, 3)

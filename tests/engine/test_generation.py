@@ -81,21 +81,33 @@ def test_cancel_mid_reply_then_next_request_is_correct(engine):
     assert final.stats.reused_tokens == len(ids) - 1
 
 
-def test_max_tokens_and_context_full(tmp_path):
+@pytest.fixture
+def small_context_engine(tmp_path):
     folder = build_plain_kv_model(tmp_path / "m", context_length=64)
     engine = Engine.load(folder, provider="cpu", threads=1)
+    engine.eos_token_ids = ()  # no EOS: only the budget or the context can end a reply
+    return engine
+
+
+def test_context_full_is_refused_up_front_under_stop_and_ends_with_length_otherwise(
+        small_context_engine):
+    engine = small_context_engine
     ids = engine.tokenizer.encode("Once upon a time, " * 8)[:58]
     with pytest.raises(ContextOverflowError, match="context holds 64"):
         engine.generate(ids, GREEDY)  # policy "stop": refused before anything runs
     lenient = GenerationSettings(sampling=SamplingSettings(temperature=0.0),
                                  max_new_tokens=40, context_policy="truncate_oldest")
     tokens, _, final = run(engine, ids, lenient)
-    if final.finish_reason != "eos":
-        assert final.finish_reason == "length"
-        assert final.stats.context_used <= 64
+    assert final.finish_reason == "length"
+    assert final.stats.context_used == 64 and len(tokens) == 64 - 58
+
+
+def test_max_tokens_ends_the_reply_after_exactly_that_many(small_context_engine):
     short = GenerationSettings(sampling=SamplingSettings(temperature=0.0), max_new_tokens=3)
-    tokens, _, final = run(engine, ids[:10], short)
-    assert final.finish_reason in ("max_tokens", "eos") and len(tokens) <= 3
+    ids = small_context_engine.tokenizer.encode("Once upon a time")[:10]
+    tokens, _, final = run(small_context_engine, ids, short)
+    assert final.finish_reason == "max_tokens"
+    assert len(tokens) == 3 == final.stats.generated_tokens
 
 
 def _with_template(src, dst, template: str):

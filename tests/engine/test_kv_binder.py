@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 
-from app.engine import kv_cache
+from app.engine import decoder as decoder_module
 from app.engine.engine import Engine
 from app.engine.kv_binder import kv_binder, output_reader, public_kv_binder
 
@@ -14,20 +14,20 @@ def _step_logits(model_dir, prompt: list[int], steps: int) -> list[np.ndarray]:
     """Greedy: prompt, then ``steps`` one-token steps, with a rewind halfway."""
     engine = Engine.load(model_dir, provider="cpu", threads=1)
     assert engine.decode_path == "rebind"
-    decoder = engine.decoder
-    seen = [decoder.feed(prompt).copy()]
+    decoder, cache = engine.decoder, engine.new_cache()
+    seen = [decoder.feed(cache, prompt).copy()]
     for step in range(steps):
         if step == steps // 2:
-            decoder.cache.trim_to(len(prompt) + 2)  # rewind: truncated tensors get rebound
-            seen.append(decoder.feed([7]).copy())
-        seen.append(decoder.step(int(np.argmax(seen[-1]))).copy())
+            cache.trim_to(len(prompt) + 2)  # rewind: truncated tensors get rebound
+            seen.append(decoder.feed(cache, [7]).copy())
+        seen.append(decoder.step(cache, int(np.argmax(seen[-1]))).copy())
     return seen
 
 
 def test_direct_and_public_kv_binding_give_identical_logits(plain_model_dir, monkeypatch):
     prompt = [5, 9, 14, 3, 22, 8]
     direct = _step_logits(plain_model_dir, prompt, 24)
-    monkeypatch.setattr(kv_cache, "kv_binder", public_kv_binder)
+    monkeypatch.setattr(decoder_module, "kv_binder", public_kv_binder)
     public = _step_logits(plain_model_dir, prompt, 24)
 
     assert len(direct) == len(public) == 26
@@ -56,14 +56,15 @@ def test_the_installed_onnxruntime_takes_the_direct_calls(plain_model_dir, monke
 def test_outputs_read_after_a_run_survive_the_runs_that_follow(plain_model_dir):
     # The rebind path keeps a step's presents as the next step's pasts, and a parked chat
     # keeps them for longer: they must not alias the binding's output slots.
-    decoder = Engine.load(plain_model_dir, provider="cpu", threads=1).decoder
-    decoder.feed([5, 9, 14, 3])
+    engine = Engine.load(plain_model_dir, provider="cpu", threads=1)
+    decoder, cache = engine.decoder, engine.new_cache()
+    decoder.feed(cache, [5, 9, 14, 3])
     read = output_reader(decoder._io)
     held = read()
     copies = [value.numpy().copy() for value in held]
 
-    decoder.step(7)
-    decoder.step(8)
+    decoder.step(cache, 7)
+    decoder.step(cache, 8)
 
     assert len(read()) == len(held)
     for value, copy in zip(held, copies, strict=True):

@@ -12,8 +12,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from app.engine.onnx_file import inspect_onnx
-from app.engine.package import choose_variant, default_sampling, read_model_folder
-from app.engine.types import SamplingSettings
+from app.engine.package import choose_variant, read_model_folder
+from app.engine.types import GenerationSettings
 from app.errors import ModelLoadError, ProviderError
 from tests.fixtures.tiny_tokenizer import CHATML_TEMPLATE
 
@@ -82,7 +82,7 @@ def test_optimum_layout_is_normalised(plain_model_dir):
     assert spec.sliding_window is None
     assert spec.extra_special_tokens["pad_token"] == "<|endoftext|>"
     assert spec.generation_defaults == {"do_sample": False}
-    assert default_sampling(spec).greedy
+    assert GenerationSettings.from_model(spec.generation_defaults).sampling.greedy
 
 
 def test_optimum_cli_layout_with_model_at_root(plain_model_root_dir):
@@ -107,7 +107,7 @@ def test_genai_layout_is_normalised(gqa_model_dir):
     assert spec.generation_defaults["max_length"] == 512
     assert spec.generation_defaults["top_k"] == 1
     assert "diversity_penalty" not in spec.generation_defaults
-    assert default_sampling(spec).greedy  # do_sample: false
+    assert GenerationSettings.from_model(spec.generation_defaults).sampling.greedy  # do_sample
 
 
 def test_genai_config_details(gqa_model_dir, tmp_path):
@@ -150,7 +150,8 @@ def test_genai_config_details(gqa_model_dir, tmp_path):
         {"dml": {"device_id": "1"}},
         {"cuda": {"enable_cuda_graph": "0"}},
     )
-    sampling = default_sampling(spec, SamplingSettings(min_p=0.05, seed=7))
+    sampling = GenerationSettings.from_model(spec.generation_defaults,
+                                             {"min_p": 0.05, "seed": 7}).sampling
     assert (sampling.temperature, sampling.top_k, sampling.top_p) == (0.6, 40, 0.9)
     assert (sampling.min_p, sampling.seed) == (0.05, 7)
 
@@ -180,7 +181,7 @@ def test_optimum_config_details(plain_model_dir, tmp_path):
     assert spec.eos_token_ids == (2, 0)
     assert (spec.bos_token, spec.eos_token) == ("<|im_start|>", "<|im_end|>")
     assert spec.add_bos_token is True
-    assert default_sampling(spec).temperature == 0.2
+    assert GenerationSettings.from_model(spec.generation_defaults).sampling.temperature == 0.2
 
     _edit_json(folder / "config.json", use_sliding_window=False)  # Qwen2 style: window off
     assert read_model_folder(folder).sliding_window is None

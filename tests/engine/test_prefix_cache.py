@@ -9,6 +9,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from app.engine.conversation_caches import ConversationCaches
 from app.engine.engine import Engine
 from app.engine.kv_cache import SlidingWindowCache
 from app.engine.types import GenerationSettings, Message, SamplingSettings
@@ -28,7 +29,19 @@ USER_TURNS = [
 ]
 
 
+_CACHES: dict[Engine, ConversationCaches] = {}
+
+
+def caches_of(engine: Engine, **kwargs) -> ConversationCaches:
+    """The conversation caches the tests' chats with ``engine`` go through."""
+    if engine not in _CACHES or kwargs:
+        _CACHES[engine] = engine.conversation_caches(**kwargs)
+    return _CACHES[engine]
+
+
 def reply(engine: Engine, messages, settings, **kwargs):
+    if kwargs.get("conversation_id") is not None:
+        kwargs["caches"] = caches_of(engine)
     chunks = list(engine.chat(messages, settings, **kwargs))
     tokens = [c.token_id for c in chunks if c.token_id is not None]
     text = "".join(c.text for c in chunks)
@@ -109,7 +122,8 @@ def test_cancel_mid_reply_then_continue(engines, model):
     messages = [Message("user", USER_TURNS[0])]
     cancel = threading.Event()
     parts = []
-    stream = cached.chat(messages, GREEDY, cancel=cancel, conversation_id="c")
+    stream = cached.chat(messages, GREEDY, cancel=cancel, caches=caches_of(cached),
+                         conversation_id="c")
     for chunk in stream:
         parts.append(chunk)
         if len(parts) == 3:
@@ -130,7 +144,7 @@ def test_switching_chats_keeps_each_cache(engines, model):
     chat_b = [Message("user", "Something else entirely, please.")]
     _, answer_a, first_a = reply(cached, chat_a, GREEDY, conversation_id="A")
     _, answer_b, first_b = reply(cached, chat_b, GREEDY, conversation_id="B")
-    assert "A" in cached.snapshot_ids
+    assert "A" in caches_of(cached).parked_ids
     chat_a += [Message("assistant", answer_a), Message("user", USER_TURNS[1])]
     tokens, _, final = reply(cached, chat_a, GREEDY, conversation_id="A")
     assert tokens == fresh(reference, chat_a, GREEDY)[0]
@@ -143,10 +157,10 @@ def test_switching_chats_keeps_each_cache(engines, model):
 
 def test_snapshot_budget_drops_least_recent_chat(plain_model_dir):
     engine = Engine.load(plain_model_dir, provider="cpu", threads=1)
-    engine.snapshot_budget_bytes = 1  # nothing can stay parked
+    caches_of(engine, budget_bytes=1)  # nothing can stay parked
     reply(engine, [Message("user", "first chat")], GREEDY, conversation_id="A")
     reply(engine, [Message("user", "second chat")], GREEDY, conversation_id="B")
-    assert engine.snapshot_ids == []
+    assert caches_of(engine).parked_ids == []
     _, _, final = reply(engine, [Message("user", "first chat")], GREEDY, conversation_id="A")
     assert final.stats.reused_tokens == 0
 
@@ -267,8 +281,8 @@ def test_sliding_window_equals_reference_with_the_same_window(small_context_dir)
     messages = long_chat(4)
     ids = engine.encode_chat(messages)
     assert len(ids) + 60 > 96  # the reply runs past the context: eviction must happen
-    tokens, _, final = reply(engine, messages, settings)
-    cache = engine.decoder.cache
+    tokens, _, final = reply(engine, messages, settings, conversation_id="w")
+    cache = caches_of(engine).get("w", window=True)
     assert isinstance(cache, SlidingWindowCache) and cache.evicted_end > cache.sink
     assert final.finish_reason in ("eos", "max_tokens")
 
@@ -295,7 +309,7 @@ def test_sliding_window_rewind_into_evicted_gap_resets(small_context_dir):
         context_policy="sliding_window",
     )
     reply(engine, long_chat(5), settings, conversation_id="s")
-    assert engine.decoder.cache.evicted_end > 0
+    assert caches_of(engine).get("s", window=True).evicted_end > 0
     short = [Message("user", "A new start.")]  # diverges inside the evicted gap
     tokens, _, final = reply(engine, short, settings, conversation_id="s")
     assert final.stats.reused_tokens == 0

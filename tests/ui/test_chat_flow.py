@@ -27,7 +27,8 @@ def test_send_streams_reply_and_saves_everything(app):
     assert prov["model"] == "tiny-model" and prov["provider"] == "cpu"
     assert prov["finish_reason"] == "eos"
     assert prov["stats"]["generated_tokens"] == 4
-    assert prov["sampling"]["temperature"] == 0.7 and isinstance(prov["seed"], int)
+    # the fake model suggests 0.6: a new chat starts from the model's defaults
+    assert prov["sampling"]["temperature"] == 0.6 and isinstance(prov["seed"], int)
     # conversation list: one chat, titled from the first message, selected
     listing = app.controller.conversations
     assert listing.rowCount() == 1

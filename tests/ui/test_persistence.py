@@ -75,7 +75,8 @@ def test_close_and_reopen_finds_everything(make_app, model_dir):
     assert "You said: chat A" in second.window.chat_view.toPlainText()
     assert second.window.settings_panel.values()["temperature"] == 0.25
     second.controller.open_conversation(b)
-    assert second.window.settings_panel.values()["temperature"] == 0.7
+    # chat B was created with the (fake) model loaded: it keeps that model's suggestion
+    assert second.window.settings_panel.values()["temperature"] == 0.6
     second.load(model_dir)
     second.send("more")
     assert [r[1] for r in second.rows()][-1] == "You said: more"

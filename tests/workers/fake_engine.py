@@ -1,4 +1,8 @@
-"""A scriptable stand-in for ``app.engine.engine.Engine`` (same API) for timing-sensitive tests.
+"""A scriptable stand-in for ``app.engine.engine.Engine`` for timing-sensitive tests.
+
+It implements ``app.workers.generation_worker.EngineLike`` with the real engine's signatures
+(tests/workers/test_generation_worker.py checks), a real ``ModelSpec`` and real
+``ConversationCaches`` (of token-only caches: the fake runs no graph).
 
 Replies are scripted token lists (or computed from the last user message), with a per-token
 delay, an optional error raised after N tokens, and an optional gate that holds the reply
@@ -10,26 +14,35 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from app.engine.conversation_caches import ConversationCaches
+from app.engine.kv_cache import TokenOnlyCache
 from app.engine.types import (
     GenerationChunk,
     GenerationSettings,
     GenerationStats,
     Message,
+    ModelSpec,
     ProviderReport,
 )
 from app.errors import HearthError, ModelLoadError
 
+FAKE_DEFAULTS = {"temperature": 0.6, "top_p": 0.9}
 
-@dataclass
-class FakeSpec:
-    name: str
-    root: Path
-    context_length: int = 2048
-    generation_defaults: dict = field(default_factory=lambda: {"temperature": 0.6, "top_p": 0.9})
+
+def fake_spec(root: Path, name: str, *, context_length: int = 2048,
+              generation_defaults: dict | None = None) -> ModelSpec:
+    """A ModelSpec for a model folder that is never read."""
+    return ModelSpec(
+        root=root, layout="optimum", name=name, model_path=root / "model.onnx",
+        variant="model", tokenizer_path=root / "tokenizer.json", chat_template=None,
+        bos_token=None, eos_token=None, eos_token_ids=(), pad_token_id=None,
+        context_length=context_length,
+        generation_defaults=dict(FAKE_DEFAULTS if generation_defaults is None
+                                 else generation_defaults),
+    )
 
 
 def echo_script(messages: list[Message]) -> list[str]:
@@ -52,8 +65,10 @@ class FakeEngine:
         error_before: Exception | None = None,
         hold_after: int | None = None,
         context_length: int = 2048,
+        generation_defaults: dict | None = None,
     ) -> None:
-        self.spec = FakeSpec(name=name, root=Path(root), context_length=context_length)
+        self.spec = fake_spec(Path(root), name, context_length=context_length,
+                              generation_defaults=generation_defaults)
         self.provider_report = ProviderReport(
             chosen="cpu",
             ort_providers=("CPUExecutionProvider",),
@@ -71,6 +86,8 @@ class FakeEngine:
         self.held = threading.Event()
         self.calls: list[list[Message]] = []
         self.settings: list[GenerationSettings] = []
+        self.conversations: list[tuple[ConversationCaches | None, str | None]] = []
+        self.caches_made: list[ConversationCaches] = []
         self.threads: set[int] = set()
         self.closed = False
 
@@ -79,15 +96,20 @@ class FakeEngine:
 
     def chat(
         self,
-        messages: list[Message],
+        messages: Sequence[Message],
         settings: GenerationSettings,
         *,
         cancel: threading.Event | None = None,
+        caches: ConversationCaches | None = None,
         conversation_id: str | None = None,
+        reuse: bool = True,
     ) -> Iterator[GenerationChunk]:
         self.threads.add(threading.get_ident())
         self.calls.append(list(messages))
         self.settings.append(settings)
+        self.conversations.append((caches, conversation_id))
+        if caches is not None and conversation_id is not None:
+            caches.get(conversation_id)
         if self.error_before is not None:
             raise self.error_before
         return self._run(list(messages), settings, cancel)
@@ -136,9 +158,21 @@ class FakeEngine:
         )
         yield GenerationChunk(text="", finish_reason=reason, stats=stats)
 
-    def count_tokens(self, messages: list[Message]) -> int:
+    def count_tokens(self, messages: Sequence[Message]) -> int:
         self.threads.add(threading.get_ident())
         return sum(len(m.content.split()) + 4 for m in messages)
+
+    def conversation_caches(
+        self,
+        *,
+        budget_bytes: int = 512 * 1024 * 1024,
+        snapshot_folder: Path | None = None,
+        min_tokens: int = 256,
+    ) -> ConversationCaches:
+        self.threads.add(threading.get_ident())
+        caches = ConversationCaches(lambda window: TokenOnlyCache(), budget_bytes=budget_bytes)
+        self.caches_made.append(caches)
+        return caches
 
     def close(self) -> None:
         self.closed = True

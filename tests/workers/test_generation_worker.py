@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 
 import pytest
 from PySide6.QtCore import QThread
 
-from app.engine.types import GenerationSettings, Message
+from app.engine.engine import Engine
+from app.engine.types import GenerationSettings, Message, ModelSpec, ProviderReport
 from app.errors import ContextOverflowError
-from app.workers.generation_worker import GenerationRequest, GenerationResult, WorkerHost
-from tests.workers.fake_engine import FakeLoader
+from app.workers.generation_worker import (
+    EngineLike,
+    GenerationRequest,
+    GenerationResult,
+    WorkerHost,
+)
+from bench.scripted_engine import ScriptedEngine
+from tests.workers.fake_engine import FakeEngine, FakeLoader
 
 pytestmark = [pytest.mark.qt_log_level_fail("WARNING")]
 
@@ -132,3 +140,51 @@ def test_shutdown_while_generating_stops_quits_and_closes(qtbot):
     assert time.perf_counter() - started < 2.0
     assert not h.thread.isRunning()
     assert loader.last.closed
+
+
+# -- the engine interface ---------------------------------------------------------------
+
+
+def _protocol_methods() -> list[str]:
+    return sorted(name for name, value in vars(EngineLike).items()
+                  if callable(value) and not name.startswith("_"))
+
+
+def _shape(function) -> list[tuple[str, object, bool]]:
+    """Each parameter's name, kind and whether it has a default (annotations aside)."""
+    parameters = inspect.signature(function).parameters.values()
+    return [(p.name, p.kind, p.default is not inspect.Parameter.empty) for p in parameters]
+
+
+def test_engine_like_members_exist_with_the_same_signatures_on_engine_and_fake(
+        plain_model_dir):
+    engine = Engine.load(plain_model_dir, provider="cpu", threads=1)
+    fake = FakeEngine()
+    methods = _protocol_methods()
+    assert methods == ["chat", "close", "conversation_caches", "count_tokens"]
+    for name in methods:
+        expected = _shape(getattr(EngineLike, name))
+        assert _shape(getattr(Engine, name)) == expected, f"Engine.{name}"
+        assert _shape(getattr(FakeEngine, name)) == expected, f"FakeEngine.{name}"
+        assert _shape(getattr(ScriptedEngine, name)) == expected, f"ScriptedEngine.{name}"
+    for attribute, kind in [("spec", ModelSpec), ("provider_report", ProviderReport)]:
+        assert attribute in EngineLike.__annotations__
+        assert isinstance(getattr(engine, attribute), kind)
+        assert isinstance(getattr(fake, attribute), kind)
+
+
+def test_replies_go_through_the_workers_caches_and_forget_reaches_them(qtbot, host, loader):
+    load(qtbot, host)
+    with qtbot.waitSignal(host.finished, timeout=5000):
+        host.generate_requested.emit(request(conv="kept"))
+    with qtbot.waitSignal(host.finished, timeout=5000):
+        host.generate_requested.emit(request(conv="deleted"))
+    engine = loader.last
+    (caches,) = engine.caches_made
+    assert engine.conversations == [(caches, "kept"), (caches, "deleted")]
+    assert caches.active_id == "deleted"
+    host.forget_requested.emit("deleted")
+    qtbot.waitUntil(lambda: caches.active_id is None, timeout=5000)
+    # Loading another model closes the first one's caches and makes new ones.
+    load(qtbot, host, "models/other")
+    assert engine.closed and len(loader.last.caches_made) == 1

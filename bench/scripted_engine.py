@@ -1,0 +1,80 @@
+"""A scripted engine for the UI benchmark: fixed reply tokens at a fixed rate, no model.
+
+Implements ``app.workers.generation_worker.EngineLike``, so the window, controller and
+worker run exactly as with a real engine; only the tokens are canned.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from app.engine.conversation_caches import ConversationCaches
+from app.engine.kv_cache import TokenOnlyCache
+from app.engine.types import (
+    GenerationChunk,
+    GenerationSettings,
+    GenerationStats,
+    Message,
+    ModelSpec,
+    ProviderReport,
+)
+
+
+class ScriptedEngine:
+    def __init__(self, root: Path, script: Sequence[str], delay: float) -> None:
+        self.spec = ModelSpec(
+            root=root, layout="optimum", name=root.name, model_path=root / "model.onnx",
+            variant="model", tokenizer_path=root / "tokenizer.json", chat_template=None,
+            bos_token=None, eos_token=None, eos_token_ids=(), pad_token_id=None,
+            context_length=8192,
+        )
+        self.provider_report = ProviderReport(chosen="cpu", ort_providers=(),
+                                              requested=None, fell_back=False, reasons={})
+        self._script, self._delay = list(script), delay
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        settings: GenerationSettings,
+        *,
+        cancel: threading.Event | None = None,
+        caches: ConversationCaches | None = None,
+        conversation_id: str | None = None,
+        reuse: bool = True,
+    ) -> Iterator[GenerationChunk]:
+        started = time.perf_counter()
+        produced, reason = 0, "eos"
+        for token in self._script[: settings.max_new_tokens]:
+            if cancel is not None and cancel.is_set():
+                reason = "cancelled"
+                break
+            time.sleep(self._delay)
+            produced += 1
+            yield GenerationChunk(text=token, token_id=produced)
+        total = (time.perf_counter() - started) * 1000
+        yield GenerationChunk(text="", finish_reason=reason, stats=GenerationStats(
+            generated_tokens=produced, total_ms=total,
+            decode_tok_s=produced / max(total / 1000, 1e-6)))
+
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        return sum(len(m.content.split()) for m in messages)
+
+    def conversation_caches(
+        self,
+        *,
+        budget_bytes: int = 512 * 1024 * 1024,
+        snapshot_folder: Path | None = None,
+        min_tokens: int = 256,
+    ) -> ConversationCaches:
+        return ConversationCaches(lambda window: TokenOnlyCache(), budget_bytes=budget_bytes)
+
+    def close(self) -> None:
+        pass
+
+
+def scripted_loader(script: Sequence[str], delay: float):
+    """``loader(path)`` for the generation worker: a ScriptedEngine per path."""
+    return lambda path: ScriptedEngine(Path(path), script, delay)
