@@ -34,13 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:  # a command family not built yet
-            if exc.name != name:
-                raise
-            continue
-        module.register(subparsers)
+        importlib.import_module(name).register(subparsers)
     add_offline_flag(parser)
     return parser
 

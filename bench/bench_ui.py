@@ -140,14 +140,14 @@ def stall(app, controller, window, prompt: str = "Tell me something long."):
         if first_token[0] is None:
             first_token[0] = time.perf_counter() - started
 
-    controller.host.chunk.connect(on_chunk)
+    controller.chat_model.dataChanged.connect(on_chunk)  # the reply text reached the view
     clock.start()
     timer.start()
     window.composer.set_text(prompt)
     window.composer.on_send()
     wait_until(app, lambda: not controller.generating)
     timer.stop()
-    controller.host.chunk.disconnect(on_chunk)
+    controller.chat_model.dataChanged.disconnect(on_chunk)
     streaming = [x for x, p in zip(lateness[1:], phase[1:], strict=True) if p] or [0.0]
     before = [x for x, p in zip(lateness[1:], phase[1:], strict=True) if not p] or [0.0]
     p99 = statistics.quantiles(streaming, n=100)[98] if len(streaming) > 1 else streaming[0]

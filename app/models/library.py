@@ -249,10 +249,7 @@ class ModelLibrary:
             if is_model_folder(folder):  # opened directly, never installed
                 manifest = Manifest(folder.name, folder.name, source=source("folder"))
                 return InstalledModel(folder.name, folder.name, folder, manifest, 0)
-        try:
-            from app.models.starter import STARTER_ID as starter_id
-        except ImportError:  # a build without the starter
-            starter_id = None
+        from app.models.starter import STARTER_ID as starter_id
         models = self.list_models()
         starter = next((m for m in models if m.id == starter_id), None)
         return starter or (models[0] if models else None)

@@ -29,9 +29,10 @@ from app.workers.generation_worker import (
     EngineLoader,
     GenerationRequest,
     GenerationResult,
+    GenerationWorker,
     ModelInfo,
-    WorkerHost,
 )
+from app.workers.thread_host import ThreadHost
 
 
 @dataclass
@@ -78,7 +79,8 @@ class ChatController(QObject):
         self.bridge = bridge
         self.chat_model = ChatModel(self)
         self.conversations = ConversationListModel(history, self)
-        self.host = WorkerHost(loader, self)
+        self.worker = GenerationWorker(loader)
+        self.host = ThreadHost(self.worker, "hearth-generation", stop=self.worker.stop, parent=self)
         self.current_id: str | None = None
         self.model_info: ModelInfo | None = None
         self.loading_path: str | None = None
@@ -86,12 +88,13 @@ class ChatController(QObject):
         self._active: ActiveReply | None = None
         self._edit_row: int | None = None
         self._pending_values: dict[str, Any] = {}
-        self.host.loaded.connect(self.on_loaded)
-        self.host.load_failed.connect(self.on_load_failed)
-        self.host.chunk.connect(self.on_chunk)
-        self.host.finished.connect(self.on_finished)
-        self.host.failed.connect(self.on_failed)
-        self.host.crashed.connect(self.bridge.crash)
+        w = self.worker  # its signals arrive queued on this (the UI) thread
+        w.loaded.connect(self.on_loaded)
+        w.load_failed.connect(self.on_load_failed)
+        w.chunk.connect(self.on_chunk)
+        w.finished.connect(self.on_finished)
+        w.failed.connect(self.on_failed)
+        w.crashed.connect(self.bridge.crash)
 
     # state --------------------------------------------------------------------------------
 
@@ -132,14 +135,12 @@ class ChatController(QObject):
             return False
         self.loading_path = str(path)
         self.model_loading.emit(str(path))
-        self.host.load_requested.emit(str(path))
+        self.host.post(self.worker.on_load_requested, str(path))
         return True
 
     def on_loaded(self, info: ModelInfo) -> None:
         self.loading_path = None
         self.model_info = info
-        self.settings.set("last_model", info.path)
-        self.save_settings()
         if self.current_id is None:  # the unsent new chat now shows this model's defaults
             self.conversation_opened.emit(None, self.chat_values())
         self.model_loaded.emit(info)
@@ -187,7 +188,7 @@ class ChatController(QObject):
             self.bridge.info("Stop the reply before deleting this chat.")
             return
         self._guard(self.history.delete_conversation, conversation_id)
-        self.host.forget_requested.emit(conversation_id)
+        self.host.post(self.worker.on_forget_requested, conversation_id)
         self.conversations.remove(conversation_id)
         if conversation_id == self.current_id:
             self.new_conversation()
@@ -244,7 +245,7 @@ class ChatController(QObject):
     def stop(self) -> None:
         """Stop the streaming reply (sets the worker's Event directly; not queued)."""
         if self._active is not None:
-            self.host.stop()
+            self.worker.stop()
 
     def regenerate(self, row: int) -> bool:
         """Drop the reply at ``row`` (and everything after it) and ask again."""
@@ -368,11 +369,14 @@ class ChatController(QObject):
 
     def shutdown(self) -> bool:
         """Stop → quit → wait; a reply still streaming is saved as stopped."""
-        self.host.stop()
+        self.worker.stop()
         if self._active is not None:
             self._active.writer.finish("stopped", self._provenance(self._active, None, None))
             self._active = None
-        return self.host.shutdown(5000)
+        if not self.host.shutdown(5000):
+            return False
+        self.worker.close_engine()  # no other thread runs it any more
+        return True
 
     # helpers ------------------------------------------------------------------------------
 
@@ -389,7 +393,8 @@ class ChatController(QObject):
         writer = ReplyWriter(self.history, reply.id)
         self._active = ActiveReply(self.current_id, reply.id, writer, gen, row)
         self.generating_changed.emit(True)
-        self.host.generate_requested.emit(GenerationRequest(self.current_id, tuple(messages), gen))
+        request = GenerationRequest(self.current_id, tuple(messages), gen)
+        self.host.post(self.worker.on_generate_requested, request)
         return True
 
     def _prompt_messages(self, system_prompt: str) -> list[Message]:

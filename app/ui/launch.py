@@ -47,7 +47,6 @@ def run_app(smoke_test: str | None = None) -> int:
     from app.resources import app_icon_path
     from app.settings import Settings
     from app.storage.history import History
-    from app.ui.installed_models import default_model
     from app.ui.message_bridge import MessageBridge
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -83,9 +82,9 @@ def run_app(smoke_test: str | None = None) -> int:
             else:
                 code = smoke.code
         else:
-            path = default_model(str(settings.get("last_model") or ""))
-            if path is not None:
-                controller.load_model(path)
+            model = models.library().default_model()
+            if model is not None:
+                controller.load_model(model.path)
             code = app.exec()
     finally:
         models.shutdown()

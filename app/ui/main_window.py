@@ -228,7 +228,7 @@ class MainWindow(QMainWindow):
     def refresh_models(self) -> None:
         """Fill the picker with the installed models; keep the loaded one selected."""
         self.model_picker.clear()
-        for model in self.models.installed():
+        for model in sorted(self.models.installed(), key=lambda m: m.name.lower()):
             self.model_picker.addItem(model.name, str(model.path))
             self.model_picker.setItemData(
                 self.model_picker.count() - 1, str(model.path), Qt.ItemDataRole.ToolTipRole

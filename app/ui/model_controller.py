@@ -98,6 +98,7 @@ class ModelController(QObject):
         w.failed.connect(self.on_job_failed)
         w.cancelled.connect(self.on_job_cancelled)
         w.crashed.connect(self.bridge.crash)
+        chat.model_loaded.connect(self.on_model_loaded)
         s = self.searches.worker
         s.finished.connect(self.on_search_finished)
         s.failed.connect(self.on_search_failed)
@@ -278,6 +279,13 @@ class ModelController(QObject):
             return False
         self._submitted[job.job_id] = job
         return True
+
+    def on_model_loaded(self, info: Any) -> None:
+        """The library remembers the model last used (the default on the next start)."""
+        try:
+            self.library().set_last_used(info.path)
+        except OSError as exc:  # a full or read-only disk must not stop the chat
+            self.bridge.warning(f"Hearth could not remember the model in use: {exc}")
 
     # job outcomes (UI thread) -------------------------------------------------------------
 

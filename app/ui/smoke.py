@@ -19,9 +19,9 @@ PROMPT = "Hello! Who are you?"
 TIMEOUT_S = 120
 
 
-def smoke_model(last_used: str) -> Path | None:
+def smoke_model(library: ModelLibrary) -> Path | None:
     """The library's default model; with none installed, the starter, set up now."""
-    model = ModelLibrary().default_model(last_used)
+    model = library.default_model()
     if model is not None:
         return model.path
     from app.models.starter import ensure_starter
@@ -55,7 +55,7 @@ class SmokeTest(QObject):
 
     def start(self) -> None:
         self._timer.start()
-        path = smoke_model(str(self.controller.settings.get("last_model") or ""))
+        path = smoke_model(self.window.models.library())
         if path is None:
             self.fail(3, "no model is installed and the starter model could not be set up")
             return

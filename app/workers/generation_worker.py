@@ -1,7 +1,9 @@
 """The generation worker: owns the Engine on its own QThread and adapts it to signals.
 
-Only this worker's thread ever calls into the engine. Requests arrive by queued signals;
-Stop is a ``threading.Event`` the UI sets directly (checked by the engine every token).
+Only this worker's thread ever calls into the engine: the chat controller hosts it on its
+own QThread with ``app.workers.thread_host.ThreadHost``, posts requests to its ``on_*``
+methods and connects to its signals (queued by Qt to the UI thread). Stop is a
+``threading.Event`` the UI sets directly (checked by the engine every token).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
 from app.engine.types import (
     GenerationChunk,
@@ -241,64 +243,3 @@ def _model_info(engine: EngineLike, path: Path, seconds: float) -> ModelInfo:
         generation_defaults=dict(spec.generation_defaults),
         load_ms=seconds * 1000.0,
     )
-
-
-class WorkerHost(QObject):
-    """Owns the generation thread and worker; the UI side talks to the worker through it.
-
-    Signals (requests, queued to the worker thread):
-        load_requested(str path)
-        generate_requested(GenerationRequest)
-        forget_requested(str conversation_id): a chat was deleted; drop its KV caches
-    Signals (results, relayed from the worker and delivered on the host's thread):
-        loaded, load_failed, chunk, finished, failed, crashed: as on GenerationWorker.
-    """
-
-    load_requested = Signal(object)
-    generate_requested = Signal(object)
-    forget_requested = Signal(str)
-    loaded = Signal(object)
-    load_failed = Signal(str)
-    chunk = Signal(str, str)
-    finished = Signal(str, object)
-    failed = Signal(str, str)
-    crashed = Signal(str)
-
-    def __init__(self, loader: EngineLoader | None = None, parent: QObject | None = None):
-        super().__init__(parent)
-        self.thread = QThread()
-        self.thread.setObjectName("hearth-generation")
-        self.worker = GenerationWorker(loader)
-        self.worker.moveToThread(self.thread)
-        wire(self, self.worker)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.worker.stop()
-
-    def shutdown(self, timeout_ms: int = 5000) -> bool:
-        """Stop → quit → wait; then close the engine (no other thread uses it by then)."""
-        if not self.thread.isRunning():
-            return True
-        self.worker.stop()
-        self.thread.quit()
-        ok = self.thread.wait(timeout_ms)
-        if ok:
-            self.worker.close_engine()
-        return ok
-
-
-def wire(host: WorkerHost, worker: GenerationWorker) -> None:
-    """Every cross-thread connection, in one place. All are queued (different threads)."""
-    from PySide6.QtCore import Qt
-
-    queued = Qt.ConnectionType.QueuedConnection
-    host.load_requested.connect(worker.on_load_requested, queued)
-    host.generate_requested.connect(worker.on_generate_requested, queued)
-    host.forget_requested.connect(worker.on_forget_requested, queued)
-    worker.loaded.connect(host.loaded, queued)
-    worker.load_failed.connect(host.load_failed, queued)
-    worker.chunk.connect(host.chunk, queued)
-    worker.finished.connect(host.finished, queued)
-    worker.failed.connect(host.failed, queued)
-    worker.crashed.connect(host.crashed, queued)

@@ -66,7 +66,7 @@ def test_real_engine_end_to_end(make_app, gqa_model_dir):
     panel.editors["temperature"].setValue(0.0)  # greedy: replies are reproducible
     panel.editors["max_tokens"].setValue(12)
     chunks: list[str] = []
-    first.controller.host.chunk.connect(lambda conv, text: chunks.append(text))
+    first.controller.worker.chunk.connect(lambda conv, text: chunks.append(text))
     first.send("Hello there", wait=False)
     first.wait_idle(timeout=60000)
     _role, reply, status = first.rows()[1]

@@ -1,11 +1,73 @@
-"""Worker test fixtures: a running WorkerHost with a fake engine loader, shut down after."""
+"""Worker test fixtures: the generation worker hosted as the chat controller hosts it, with a
+fake engine loader, shut down after."""
 
 from __future__ import annotations
 
 import pytest
+from PySide6.QtCore import QObject, Signal
 
-from app.workers.generation_worker import WorkerHost
+from app.workers.generation_worker import GenerationWorker
+from app.workers.thread_host import ThreadHost
 from tests.workers.fake_engine import FakeLoader
+
+
+class EngineThread(QObject):
+    """The generation worker on its own thread (``ThreadHost``), seen from the UI thread.
+
+    Its result signals are re-emitted here, on the UI thread, because pytest-qt's waitSignal
+    must run where its timer lives. Requests go through ``post`` like the controller's."""
+
+    loaded = Signal(object)
+    load_failed = Signal(str)
+    chunk = Signal(str, str)
+    finished = Signal(str, object)
+    failed = Signal(str, str)
+    crashed = Signal(str)
+
+    def __init__(self, loader) -> None:
+        super().__init__()
+        self.worker = GenerationWorker(loader)
+        self._host = ThreadHost(self.worker, "hearth-generation", stop=self.worker.stop)
+        self.thread = self._host.thread
+        w = self.worker
+        for name in ("loaded", "load_failed", "chunk", "finished", "failed", "crashed"):
+            getattr(w, name).connect(getattr(self, f"_on_{name}"))
+
+    def _on_loaded(self, info) -> None:
+        self.loaded.emit(info)
+
+    def _on_load_failed(self, message: str) -> None:
+        self.load_failed.emit(message)
+
+    def _on_chunk(self, conv: str, text: str) -> None:
+        self.chunk.emit(conv, text)
+
+    def _on_finished(self, conv: str, result) -> None:
+        self.finished.emit(conv, result)
+
+    def _on_failed(self, conv: str, message: str) -> None:
+        self.failed.emit(conv, message)
+
+    def _on_crashed(self, details: str) -> None:
+        self.crashed.emit(details)
+
+    def load(self, path) -> None:
+        self._host.post(self.worker.on_load_requested, path)
+
+    def generate(self, request) -> None:
+        self._host.post(self.worker.on_generate_requested, request)
+
+    def forget(self, conversation_id: str) -> None:
+        self._host.post(self.worker.on_forget_requested, conversation_id)
+
+    def stop(self) -> None:
+        self.worker.stop()
+
+    def shutdown(self, timeout_ms: int = 5000) -> bool:
+        if not self._host.shutdown(timeout_ms):
+            return False
+        self.worker.close_engine()
+        return True
 
 
 @pytest.fixture
@@ -15,7 +77,7 @@ def loader() -> FakeLoader:
 
 @pytest.fixture
 def host(qtbot, loader):
-    h = WorkerHost(loader)
+    h = EngineThread(loader)
     yield h
     assert h.shutdown(5000)
 
@@ -23,7 +85,7 @@ def host(qtbot, loader):
 class Recorder:
     """Records host result signals in arrival order."""
 
-    def __init__(self, host: WorkerHost) -> None:
+    def __init__(self, host: EngineThread) -> None:
         self.events: list[tuple] = []
         host.loaded.connect(lambda info: self.events.append(("loaded", info.name)))
         host.load_failed.connect(lambda msg: self.events.append(("load_failed", msg)))

@@ -16,9 +16,9 @@ from app.workers.generation_worker import (
     EngineLike,
     GenerationRequest,
     GenerationResult,
-    WorkerHost,
 )
 from bench.scripted_engine import ScriptedEngine
+from tests.workers.conftest import EngineThread
 from tests.workers.fake_engine import FakeEngine, FakeLoader
 
 pytestmark = [pytest.mark.qt_log_level_fail("WARNING")]
@@ -34,7 +34,7 @@ def request(conv: str = "c1", text: str = "hello there", **settings) -> Generati
 
 def load(qtbot, host, path="models/tiny"):
     with qtbot.waitSignal(host.loaded, timeout=5000) as blocker:
-        host.load_requested.emit(path)
+        host.load(path)
     return blocker.args[0]
 
 
@@ -43,7 +43,7 @@ def test_strict_signal_order(qtbot, host, recorder, loader):
     assert info.name == "tiny" and info.provider == "cpu"
     assert info.provider_reasons == {"dml": "not available on this machine"}
     with qtbot.waitSignal(host.finished, timeout=5000):
-        host.generate_requested.emit(request(text="a b"))
+        host.generate(request(text="a b"))
     assert recorder.kinds() == ["loaded", "chunk", "chunk", "chunk", "chunk", "finished"]
     texts = [e[2] for e in recorder.events if e[0] == "chunk"]
     assert texts == ["You", " said:", " a", " b"]
@@ -60,7 +60,7 @@ def test_strict_signal_order(qtbot, host, recorder, loader):
 def test_stop_during_long_reply_is_not_a_queued_slot(qtbot, host, recorder, loader):
     loader.engine_kwargs = {"script": [f" t{i}" for i in range(5000)], "delay": 0.002}
     load(qtbot, host)
-    host.generate_requested.emit(request(max_new_tokens=5000))
+    host.generate(request(max_new_tokens=5000))
     qtbot.waitUntil(lambda: recorder.kinds().count("chunk") >= 3, timeout=5000)
     started = time.perf_counter()
     host.stop()  # sets the Event directly; the worker thread is busy in its loop
@@ -79,7 +79,7 @@ def test_engine_error_mid_reply_fails_after_partial_chunks(qtbot, host, recorder
     loader.engine_kwargs = {"script": ["one", " two", " three", " four"], "error_after": 2}
     load(qtbot, host)
     with qtbot.waitSignal(host.failed, timeout=5000) as blocker:
-        host.generate_requested.emit(request())
+        host.generate(request())
     qtbot.waitUntil(lambda: "crashed" in recorder.kinds(), timeout=5000)
     assert recorder.kinds() == ["loaded", "chunk", "chunk", "failed", "crashed"]
     assert blocker.args[0] == "c1"
@@ -93,7 +93,7 @@ def test_hearth_error_before_first_chunk_is_a_readable_failure(qtbot, host, reco
     }
     load(qtbot, host)
     with qtbot.waitSignal(host.failed, timeout=5000) as blocker:
-        host.generate_requested.emit(request())
+        host.generate(request())
     assert blocker.args == ["c1", "The conversation is too long for this model."]
     assert recorder.kinds() == ["loaded", "failed"]
 
@@ -101,10 +101,10 @@ def test_hearth_error_before_first_chunk_is_a_readable_failure(qtbot, host, reco
 def test_failed_load_keeps_previous_model(qtbot, host, recorder, loader):
     load(qtbot, host, "models/good")
     with qtbot.waitSignal(host.load_failed, timeout=5000) as blocker:
-        host.load_requested.emit("models/broken")
+        host.load("models/broken")
     assert "has no model.onnx" in blocker.args[0]
     with qtbot.waitSignal(host.finished, timeout=5000) as done:
-        host.generate_requested.emit(request())
+        host.generate(request())
     assert done.args[1].model == "good"
     assert not loader.engines[0].closed
 
@@ -117,7 +117,7 @@ def test_new_model_replaces_and_closes_old(qtbot, host, loader):
 
 def test_generate_without_model_fails_readably(qtbot, host, recorder):
     with qtbot.waitSignal(host.failed, timeout=5000) as blocker:
-        host.generate_requested.emit(request())
+        host.generate(request())
     assert "No model is loaded" in blocker.args[1]
 
 
@@ -128,12 +128,12 @@ def test_requests_are_served_on_the_worker_thread(qtbot, host):
 
 def test_shutdown_while_generating_stops_quits_and_closes(qtbot):
     loader = FakeLoader(script=[" x"] * 100000, delay=0.001)
-    h = WorkerHost(loader)
+    h = EngineThread(loader)
     with qtbot.waitSignal(h.loaded, timeout=5000):
-        h.load_requested.emit("models/tiny")
+        h.load("models/tiny")
     got_chunk = threading.Event()
     h.chunk.connect(lambda *_: got_chunk.set())
-    h.generate_requested.emit(request(max_new_tokens=100000))
+    h.generate(request(max_new_tokens=100000))
     qtbot.waitUntil(got_chunk.is_set, timeout=5000)
     started = time.perf_counter()
     assert h.shutdown(5000)
@@ -176,14 +176,14 @@ def test_engine_like_members_exist_with_the_same_signatures_on_engine_and_fake(
 def test_replies_go_through_the_workers_caches_and_forget_reaches_them(qtbot, host, loader):
     load(qtbot, host)
     with qtbot.waitSignal(host.finished, timeout=5000):
-        host.generate_requested.emit(request(conv="kept"))
+        host.generate(request(conv="kept"))
     with qtbot.waitSignal(host.finished, timeout=5000):
-        host.generate_requested.emit(request(conv="deleted"))
+        host.generate(request(conv="deleted"))
     engine = loader.last
     (caches,) = engine.caches_made
     assert engine.conversations == [(caches, "kept"), (caches, "deleted")]
     assert caches.active_id == "deleted"
-    host.forget_requested.emit("deleted")
+    host.forget("deleted")
     qtbot.waitUntil(lambda: caches.active_id is None, timeout=5000)
     # Loading another model closes the first one's caches and makes new ones.
     load(qtbot, host, "models/other")
