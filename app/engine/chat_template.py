@@ -16,10 +16,8 @@ Templates come from downloaded models, so they are untrusted: every failure (syn
 
 from __future__ import annotations
 
-import json
-import re
 import sys
-import time
+import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import FrameType
@@ -27,27 +25,30 @@ from typing import Any
 
 import jinja2
 from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame
 from jinja2.ext import Extension
+from jinja2.runtime import str_join
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
+from app.engine import template_budget
+from app.engine.template_budget import Budget, CheckedNamespace, Exhausted, Stopped
+from app.engine.template_filters import (
+    bounded_filters,
+    bounded_lipsum,
+    call_checked_method,
+    predict_format,
+    predict_percent,
+)
 from app.errors import TemplateError
 
 DEFAULT_MAX_CHARS = 4_000_000  # ~1M tokens: far beyond any context window
-DEFAULT_TIME_LIMIT_S = 10.0
-_MAX_POW_EXPONENT = 4096
-# Filters whose integer arguments are output sizes (widths, lengths).
-_SIZED_FILTERS = frozenset({"center", "indent", "wordwrap", "truncate"})
-_PERCENT_SPEC = re.compile(r"%[^a-zA-Z%]*")
-_BRACE_SPEC = re.compile(r"\{[^{}]*\}")
-_DIGITS = re.compile(r"\d+")
+DEFAULT_TIME_LIMIT_S = 1.0
+DEFAULT_MAX_MEMORY_BYTES = 160 * 2**20
+_MAX_STRFTIME_FORMAT = 256
 
 
 class _TemplateRaised(jinja2.TemplateError):
     """The template called ``raise_exception(message)``."""
-
-
-class _Exhausted(Exception):
-    """Rendering went over the output or time budget."""
 
 
 class _GenerationBlock(Extension):
@@ -66,110 +67,131 @@ def _raise_exception(message: Any) -> None:
     raise _TemplateRaised(str(message))
 
 
-def _tojson(
-    value: Any,
-    ensure_ascii: bool = False,
-    indent: int | str | None = None,
-    separators: tuple[str, str] | None = None,
-    sort_keys: bool = False,
-) -> str:
-    return json.dumps(
-        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
-    )
-
-
 def _strftime_now(fmt: str) -> str:
+    if len(str(fmt)) > _MAX_STRFTIME_FORMAT:
+        raise Exhausted(f"asked strftime_now for a format of {len(fmt):,} characters")
     return datetime.now().strftime(fmt)
 
 
-class _Budget:
-    """Output size and wall-time limits of one render."""
+class _CheckedCodeGenerator(CodeGenerator):
+    """Jinja's code generator, with ``~`` and list / tuple / dict literals routed through
+    the sandbox (stock Jinja builds them with plain Python, which no hook sees)."""
 
-    def __init__(self, max_chars: int, time_limit_s: float) -> None:
-        self.max_chars = max_chars
-        self.time_limit_s = time_limit_s
-        self.deadline = time.monotonic() + time_limit_s
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        self.write("environment.checked_concat((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
 
-    def check_time(self) -> None:
-        if time.monotonic() > self.deadline:
-            raise _Exhausted(f"ran for more than {self.time_limit_s:g} s")
-
-    def check_size(self, value: Any) -> Any:
-        if isinstance(value, str | list | tuple | bytes) and len(value) > self.max_chars:
-            raise _Exhausted(f"built a value of more than {self.max_chars:,} characters")
-        return value
-
-    def check_sizes(self, values: Sequence[Any]) -> None:
-        """Refuse integer arguments that would ask for a gigantic output (a width, a count)."""
-        for value in values:
-            if isinstance(value, int) and not isinstance(value, bool) and value > self.max_chars:
-                raise _Exhausted(f"asked for a size of {value:,}")
-
-    def check_format(self, fmt: Any, args: Sequence[Any] = ()) -> None:
-        """Refuse %-style or {}-style format strings with gigantic widths or precisions."""
-        if not isinstance(fmt, str):
+    def _checked(self, visit: Any, node: nodes.Expr, frame: Frame) -> None:
+        if getattr(node, "ctx", "load") != "load":
+            visit(node, frame)
             return
-        specs = [m.group() for m in _PERCENT_SPEC.finditer(fmt)]
-        specs += [m.group().partition(":")[2] for m in _BRACE_SPEC.finditer(fmt)]
-        self.check_sizes([int(d) for spec in specs for d in _DIGITS.findall(spec)])
-        if any("*" in spec for spec in specs):
-            self.check_sizes(args)
+        self.write("environment.checked_literal(")
+        visit(node, frame)
+        self.write(")")
+
+    def visit_List(self, node: nodes.List, frame: Frame) -> None:
+        self._checked(super().visit_List, node, frame)
+
+    def visit_Tuple(self, node: nodes.Tuple, frame: Frame) -> None:
+        self._checked(super().visit_Tuple, node, frame)
+
+    def visit_Dict(self, node: nodes.Dict, frame: Frame) -> None:
+        self._checked(super().visit_Dict, node, frame)
 
 
 class _BoundedSandbox(ImmutableSandboxedEnvironment):
-    """The immutable sandbox, plus size checks on ``*``, ``+`` and ``**`` so that a template
-    cannot build a gigantic string or number in one operation."""
+    """The immutable sandbox, with every operation that builds a value size-checked (before
+    it runs where the size is predictable) and the deadline checked (see template_budget)."""
 
-    intercepted_binops = frozenset({"*", "+", "**", "%"})
-    budget: _Budget | None = None  # set for the duration of one render
+    code_generator_class = _CheckedCodeGenerator
+    intercepted_binops = frozenset({"+", "-", "*", "/", "//", "%", "**"})
+    intercepted_unops = frozenset({"-", "+"})
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        budget = self.budget
+        budget = template_budget.current()
+        if budget is None:
+            return super().call_binop(context, operator, left, right)
+        budget.check_time()
+        known = None  # the result's weight, when it follows from the operands'
+        if operator == "*":
+            for seq, count in ((left, right), (right, left)):
+                if isinstance(seq, str | bytes) and isinstance(count, int):
+                    budget.need(len(seq) * count, "a repeated string")
+                elif isinstance(seq, list | tuple) and isinstance(count, int):
+                    known = 2 + (budget.weigh(seq) - 2) * max(count, 0)
+                    budget.need(known, "a repeated list")
+            if isinstance(left, int) and isinstance(right, int):
+                budget.need_int_bits(left.bit_length() + right.bit_length())
+        elif operator == "**" and isinstance(left, int) and isinstance(right, int):
+            if abs(left) > 1 and right > 0:
+                budget.need_int_bits(left.bit_length() * right)
+        elif operator == "+" and isinstance(left, str | list | tuple) and isinstance(
+            right, type(left)
+        ):
+            known = budget.weigh(left) + budget.weigh(right) - 2
+            budget.need(known, "a joined value")
+        elif operator == "%":
+            predict_percent(budget, left, right)
+        result = super().call_binop(context, operator, left, right)
+        if known is not None and isinstance(result, list | tuple):
+            return budget.admit_known(result, known)
+        return budget.admit(result)
+
+    def checked_concat(self, parts: tuple[Any, ...]) -> str:
+        """``a ~ b ~ c``: the joined size is known from the parts' weights before joining."""
+        budget = template_budget.current()
+        if budget is None:
+            return str_join(parts)
+        budget.check_time()
+        budget.need(sum(len(p) if isinstance(p, str) else budget.weigh(p) for p in parts),
+                    "a joined string")
+        return budget.admit(str_join(parts))
+
+    def checked_literal(self, value: Any) -> Any:
+        """A list, tuple or dict literal: its expanded size (shared items counted each time)."""
+        budget = template_budget.current()
+        return value if budget is None else budget.admit(value)
+
+    def checked_join(self, pieces: Sequence[Any]) -> str:
+        """Joins a block's buffered output (``{% set %}…{% endset %}``, macros, ``caller``,
+        filter blocks): the total is predicted from the pieces first."""
+        budget = template_budget.current()
         if budget is not None:
             budget.check_time()
-            if operator == "*":
-                for seq, count in ((left, right), (right, left)):
-                    if (
-                        isinstance(seq, str | list | tuple)
-                        and isinstance(count, int)
-                        and len(seq) * count > budget.max_chars
-                    ):
-                        raise _Exhausted(
-                            f"built a value of more than {budget.max_chars:,} characters"
-                        )
-            elif (
-                operator == "**"
-                and isinstance(right, int)
-                and isinstance(left, int)
-                and abs(left) > 1
-                and right > _MAX_POW_EXPONENT
-            ):
-                raise _Exhausted(f"raised a number to the power {right}")
-            elif operator == "%":
-                budget.check_format(left, right if isinstance(right, tuple) else (right,))
-        result = super().call_binop(context, operator, left, right)
-        return budget.check_size(result) if budget is not None else result
+            budget.need(sum(len(p) for p in pieces), "a block of output")
+        return "".join(pieces)
+
+    def finalize_output(self, value: Any) -> Any:
+        budget = template_budget.current()
+        if budget is not None:
+            budget.check_time()
+            budget.weigh(value)
+        return value
 
     def call(self, context: Any, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
-        budget = self.budget
+        budget = template_budget.current()
         if budget is None:
             return super().call(context, obj, *args, **kwargs)
         budget.check_time()
-        if isinstance(getattr(obj, "__self__", None), str):  # a str method (ljust, zfill…)
-            budget.check_sizes(args)
-            budget.check_sizes(list(kwargs.values()))
-        return budget.check_size(super().call(context, obj, *args, **kwargs))
+        args = call_checked_method(budget, obj, args, kwargs)
+        return budget.admit(super().call(context, obj, *args, **kwargs))
 
     def wrap_str_format(self, value: Any) -> Any:
-        """``str.format`` / ``format_map``: also refuse gigantic widths before formatting."""
+        """``str.format`` / ``format_map``: the sandbox replaces them with its own safe
+        formatter at attribute access; predict the output size before that runs."""
         wrapped = super().wrap_str_format(value)
         if wrapped is None:
             return None
-        fmt = value.__self__
+        fmt, is_map = value.__self__, value.__name__ == "format_map"
 
         def checked(*args: Any, **kwargs: Any) -> str:
-            if self.budget is not None:
-                self.budget.check_format(fmt, args)
+            budget = template_budget.current()
+            if budget is not None:
+                mapping = args[0] if is_map and args and isinstance(args[0], Mapping) else {}
+                predict_format(budget, fmt, () if is_map else args, {**mapping, **kwargs})
             return wrapped(*args, **kwargs)
 
         return checked
@@ -181,39 +203,6 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
         )
 
 
-def _bounded_filter(env: _BoundedSandbox, name: str, func: Any) -> Any:
-    """Wrap a filter so its arguments and result are size-checked (filters bypass the
-    sandbox's call hook).
-
-    The wrapper takes the context, which also stops Jinja from evaluating the filter at
-    compile time on constant arguments (``{{ 'a'|center(10**9) }}``).
-    """
-    sized = name in _SIZED_FILTERS
-    passes = getattr(getattr(func, "jinja_pass_arg", None), "name", None)
-
-    @jinja2.pass_context
-    def wrapper(context: jinja2.runtime.Context, *args: Any, **kwargs: Any) -> Any:
-        budget = env.budget
-        if budget is not None:
-            budget.check_time()
-            if sized:
-                budget.check_sizes(args[1:])
-                budget.check_sizes(list(kwargs.values()))
-            elif name == "format" and args:
-                budget.check_format(args[0], args[1:])
-        if passes == "context":
-            result = func(context, *args, **kwargs)
-        elif passes == "eval_context":
-            result = func(context.eval_ctx, *args, **kwargs)
-        elif passes == "environment":
-            result = func(context.environment, *args, **kwargs)
-        else:
-            result = func(*args, **kwargs)
-        return budget.check_size(result) if budget is not None else result
-
-    return wrapper
-
-
 def _make_environment() -> _BoundedSandbox:
     env = _BoundedSandbox(
         trim_blocks=True,
@@ -221,8 +210,11 @@ def _make_environment() -> _BoundedSandbox:
         optimized=False,  # no constant folding: it would run template code at compile time
         extensions=[_GenerationBlock, "jinja2.ext.loopcontrols"],
     )
-    env.filters["tojson"] = _tojson
-    env.filters = {name: _bounded_filter(env, name, f) for name, f in env.filters.items()}
+    env.finalize = env.finalize_output
+    env.concat = env.checked_join  # type: ignore[method-assign]
+    env.filters = bounded_filters(env.filters)
+    env.globals["namespace"] = CheckedNamespace
+    env.globals["lipsum"] = bounded_lipsum
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
     return env
@@ -246,11 +238,13 @@ class ChatTemplate:
         origin: str = "",
         max_chars: int = DEFAULT_MAX_CHARS,
         time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+        max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
     ) -> None:
         self.source = source
         self.origin = origin
         self.max_chars = max_chars
         self.time_limit_s = time_limit_s
+        self.max_memory_bytes = max_memory_bytes
         tokens = {k: v for k, v in (special_tokens or {}).items() if v is not None}
         if bos_token is not None:
             tokens["bos_token"] = bos_token
@@ -280,17 +274,19 @@ class ChatTemplate:
         messages: Sequence[Mapping[str, Any]],
         *,
         add_generation_prompt: bool = True,
+        stop: threading.Event | None = None,
         **extra: Any,
     ) -> str:
         """The conversation as the model expects it, special tokens written as text.
 
         ``extra`` becomes template variables (e.g. ``tools``, ``enable_thinking``) and may
-        override the special tokens. Raises ``TemplateError`` on any failure.
+        override the special tokens. ``stop``, when set, ends the render at the next template
+        line or operation. Raises ``TemplateError`` on any failure, within the time limit.
         """
         context: dict[str, Any] = {"tools": None, "documents": None, **self._tokens, **extra}
         context["messages"] = [m.as_dict() if hasattr(m, "as_dict") else dict(m) for m in messages]
         context["add_generation_prompt"] = add_generation_prompt
-        budget = _Budget(self.max_chars, self.time_limit_s)
+        budget = Budget(self.max_chars, self.time_limit_s, self.max_memory_bytes, stop)
         try:
             return self._render_bounded(context, budget)
         except _TemplateRaised as exc:
@@ -304,7 +300,12 @@ class ChatTemplate:
                 f"{self._subject} tried something its sandbox forbids ({exc}); it was not run.",
                 hint="Do not use this model's template; choose another model.",
             ) from exc
-        except _Exhausted as exc:
+        except Stopped as exc:
+            raise TemplateError(
+                f"{self._subject} {exc}: Stop was pressed.",
+                hint="Send the message again to render it.",
+            ) from exc
+        except Exhausted as exc:
             raise TemplateError(
                 f"{self._subject} {exc}; rendering was stopped.",
                 hint="The template is broken; choose another model.",
@@ -330,10 +331,10 @@ class ChatTemplate:
                 hint="The template is broken; choose another model.",
             ) from exc
 
-    def _render_bounded(self, context: dict[str, Any], budget: _Budget) -> str:
-        """Render, streaming the output to cap its size, with a line-level time guard."""
-        previous_budget = self._env.budget
-        self._env.budget = budget
+    def _render_bounded(self, context: dict[str, Any], budget: Budget) -> str:
+        """Render, streaming the output to cap its size, with the budget active on this
+        thread and a line-level time guard."""
+        token = template_budget.CURRENT.set(budget)
         previous_trace = sys.gettrace()
         sys.settrace(_deadline_tracer(budget))
         try:
@@ -342,15 +343,16 @@ class ChatTemplate:
             for piece in self._template.generate(context):
                 size += len(piece)
                 if size > budget.max_chars:
-                    raise _Exhausted(f"produced more than {budget.max_chars:,} characters")
+                    raise Exhausted(f"produced more than {budget.max_chars:,} characters")
                 pieces.append(piece)
             return "".join(pieces)
         finally:
             sys.settrace(previous_trace)
-            self._env.budget = previous_budget
+            template_budget.CURRENT.reset(token)
+            budget.close()
 
 
-def _deadline_tracer(budget: _Budget) -> Any:
+def _deadline_tracer(budget: Budget) -> Any:
     """A trace function that checks the deadline on every line of *template* code.
 
     Jinja compiles templates to Python functions in files named ``<template>``; a loop with an
@@ -360,7 +362,7 @@ def _deadline_tracer(budget: _Budget) -> Any:
 
     def local(frame: FrameType, event: str, arg: Any) -> Any:
         if event == "line":
-            budget.check_time()
+            budget.line()
         return local
 
     def global_(frame: FrameType, event: str, arg: Any) -> Any:

@@ -373,3 +373,170 @@ def test_template_error_inside_raises_templateerror_not_jinja_error():
     template = ChatTemplate("{{ messages[0]['content'] + 1 }}")
     with pytest.raises(TemplateError, match="TypeError"):
         template.render(CHAT)
+
+
+# -- the bounded sandbox renders exactly what stock Jinja renders ---------------------------
+
+QWEN3 = """\
+{%- if tools %}
+    {{- '<|im_start|>system\\n' }}
+    {%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}
+    {{- "# Tools\\n\\n<tools>" }}
+    {%- for tool in tools %}{{- "\\n" }}{{- tool | tojson }}{%- endfor %}
+    {{- "\\n</tools><|im_end|>\\n" }}
+{%- elif messages[0].role == 'system' %}
+    {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}
+{%- endif %}
+{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
+{%- for message in messages[::-1] %}
+    {%- set index = (messages|length - 1) - loop.index0 %}
+    {%- if ns.multi_step_tool and message.role == "user" and message.content is string
+          and not message.content.startswith('<tool_response>') %}
+        {%- set ns.multi_step_tool = false %}
+        {%- set ns.last_query_index = index %}
+    {%- endif %}
+{%- endfor %}
+{%- for message in messages %}
+    {%- set content = message.content if message.content is string else '' %}
+    {%- if message.role == "user" or (message.role == "system" and not loop.first) %}
+        {{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>' + '\\n' }}
+    {%- elif message.role == "assistant" %}
+        {%- set reasoning_content = '' %}
+        {%- if '</think>' in content %}
+            {%- set reasoning_content = content.split('</think>')[0].rstrip('\\n')
+                .split('<think>')[-1].lstrip('\\n') %}
+            {%- set content = content.split('</think>')[-1].lstrip('\\n') %}
+        {%- endif %}
+        {%- if loop.index0 > ns.last_query_index and (loop.last or reasoning_content) %}
+            {{- '<|im_start|>' + message.role + '\\n<think>\\n' + reasoning_content.strip('\\n')
+                + '\\n</think>\\n\\n' + content.lstrip('\\n') }}
+        {%- else %}
+            {{- '<|im_start|>' + message.role + '\\n' + content }}
+        {%- endif %}
+        {%- for tool_call in message.tool_calls or [] %}
+            {%- if (loop.first and content) or not loop.first %}{{- '\\n' }}{%- endif %}
+            {%- set tool_call = tool_call.function if tool_call.function else tool_call %}
+            {{- '<tool_call>\\n{"name": "' }}{{- tool_call.name }}{{- '", "arguments": ' }}
+            {{- tool_call.arguments | tojson }}{{- '}\\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if loop.first or messages[loop.index0 - 1].role != "tool" %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\\n<tool_response>\\n' ~ content ~ '\\n</tool_response>' }}
+        {%- if loop.last or messages[loop.index0 + 1].role != "tool" %}
+            {{- '<|im_end|>\\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\\n\\n</think>\\n\\n' }}
+    {%- endif %}
+{%- endif %}
+"""
+
+GEMMA3 = """\
+{{ bos_token }}
+{%- if messages[0]['role'] == 'system' -%}
+    {%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}
+    {%- set loop_messages = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = "" -%}
+    {%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
+        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
+    {%- endif -%}
+    {%- set role = "model" if message['role'] == 'assistant' else message['role'] -%}
+    {{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else "") }}
+    {%- if message['content'] is string -%}
+        {{ message['content'] | trim }}
+    {%- else -%}
+        {%- for item in message['content'] -%}
+            {%- if item['type'] == 'image' -%}{{ '<start_of_image>' }}
+            {%- elif item['type'] == 'text' -%}{{ item['text'] | trim }}{%- endif -%}
+        {%- endfor -%}
+    {%- endif -%}
+    {{ '<end_of_turn>\\n' }}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{ '<start_of_turn>model\\n' }}{%- endif -%}
+"""
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Wetter für <Ort> 🌦",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+TOOL_CHAT = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Weather in Zürich?"},
+    {
+        "role": "assistant",
+        "content": "<think>\nlook it up\n</think>\n\nChecking.",
+        "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Zürich"}}}],
+    },
+    {"role": "tool", "content": '{"temp": 21}'},
+    {"role": "tool", "content": '{"wind": 3}'},
+    {"role": "assistant", "content": "21 °C, calm."},
+    {"role": "user", "content": "Thanks"},
+]
+
+
+def _stock_render(source, messages, **variables):
+    """The same template through stock Jinja configured as transformers does."""
+    import json
+
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
+    )
+
+    def tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent,
+                          separators=separators, sort_keys=sort_keys)
+
+    def raise_exception(message):
+        raise jinja2.TemplateError(message)
+
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    return env.from_string(source).render(messages=messages, **variables)
+
+
+@pytest.mark.parametrize(
+    ("source", "messages", "variables"),
+    [
+        (SMOLLM2, CHAT, {}),
+        (QWEN25, WITH_SYSTEM, {"tools": TOOLS}),
+        (LLAMA3, WITH_SYSTEM, {"bos_token": "<|begin_of_text|>", "date_string": "1 Jan 2025"}),
+        (PHI3, WITH_SYSTEM, {"eos_token": "<|endoftext|>"}),
+        (MISTRAL, CHAT, {"bos_token": "<s>", "eos_token": "</s>"}),
+        (QWEN3, TOOL_CHAT, {"tools": TOOLS}),
+        (QWEN3, TOOL_CHAT, {"tools": None, "enable_thinking": False}),
+        (GEMMA3, WITH_SYSTEM, {"bos_token": "<bos>"}),
+    ],
+    ids=["smollm2", "qwen25-tools", "llama3", "phi3", "mistral", "qwen3-tools",
+         "qwen3-no-thinking", "gemma3"],
+)
+def test_bounded_sandbox_renders_what_stock_jinja_renders(source, messages, variables):
+    expected = _stock_render(
+        source, messages, add_generation_prompt=True, documents=None,
+        **{"tools": None, **variables},
+    )
+    tokens = {k: v for k, v in variables.items() if k in ("bos_token", "eos_token")}
+    extra = {k: v for k, v in variables.items() if k not in tokens}
+    template = ChatTemplate(source, **tokens)
+    assert template.render(messages, **extra) == expected
+    assert len(expected) > 40
