@@ -125,8 +125,15 @@ class Engine:
     def decode_path(self) -> str:
         return self.graph.decode_path
 
-    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool = True) -> str:
-        """The conversation as the model's chat template writes it."""
+    def render(
+        self,
+        messages: Sequence[Message],
+        *,
+        add_generation_prompt: bool = True,
+        stop: threading.Event | None = None,
+    ) -> str:
+        """The conversation as the model's chat template writes it (bounded in time and
+        memory; ``stop`` ends a render early)."""
         if self._template_error is not None:
             raise self._template_error
         if self._template is None:
@@ -135,11 +142,14 @@ class Engine:
                 hint="It is probably a base model: use 'hearth generate' without --chat.",
             )
         return self._template.render(
-            [m.as_dict() for m in messages], add_generation_prompt=add_generation_prompt
+            [m.as_dict() for m in messages], add_generation_prompt=add_generation_prompt,
+            stop=stop,
         )
 
-    def encode_chat(self, messages: Sequence[Message]) -> list[int]:
-        return self.tokenizer.encode(self.render(messages))
+    def encode_chat(
+        self, messages: Sequence[Message], *, stop: threading.Event | None = None
+    ) -> list[int]:
+        return self.tokenizer.encode(self.render(messages, stop=stop))
 
     def count_tokens(self, messages: Sequence[Message]) -> int:
         return len(self.encode_chat(messages))
@@ -198,9 +208,9 @@ class Engine:
         cache = self._cache_for(caches, conversation_id, window=policy == "sliding_window")
         dropped = 0
         if policy == "truncate_oldest":
-            messages, ids, dropped = self._fit_context(messages, settings)
+            messages, ids, dropped = self._fit_context(messages, settings, cancel)
         else:
-            ids = self.encode_chat(messages)
+            ids = self.encode_chat(messages, stop=cancel)
         if policy != "sliding_window":
             self._check_budget(len(ids), settings)
         stream = self._stream(cache, ids, settings, cancel, reuse)
@@ -247,14 +257,17 @@ class Engine:
         return self._own_cache
 
     def _fit_context(
-        self, messages: Sequence[Message], settings: GenerationSettings
+        self,
+        messages: Sequence[Message],
+        settings: GenerationSettings,
+        stop: threading.Event | None = None,
     ) -> tuple[list[Message], list[int], int]:
         """Leave out the oldest non-system messages until prompt + reply fit."""
         limit = self.context_length
         reserve = min(settings.max_new_tokens, limit // 2)
         kept = list(messages)
         dropped = 0
-        ids = self.encode_chat(kept)
+        ids = self.encode_chat(kept, stop=stop)
         while len(ids) + reserve > limit:
             first = next((i for i, m in enumerate(kept) if m.role != "system"), None)
             last_user = max((i for i, m in enumerate(kept) if m.role == "user"), default=None)
@@ -275,7 +288,7 @@ class Engine:
             )
             del kept[first : first + count]
             dropped += count
-            ids = self.encode_chat(kept)
+            ids = self.encode_chat(kept, stop=stop)
         return kept, ids, dropped
 
     def _check_budget(self, prompt_len: int, settings: GenerationSettings) -> None:
