@@ -132,14 +132,17 @@ class GenerationStats:
 @dataclass(slots=True)
 class GenerationChunk:
     """One streamed step. ``text`` is the new text (may be empty while a UTF-8 character or
-    a possible stop string is held back). The last chunk of a reply has ``finish_reason``
-    and ``stats`` set. Read-only by convention: one is made per token, and a frozen
-    dataclass costs three times as much to build."""
+    a possible stop string is held back). ``reasoning`` is new text of the model's thinking
+    (``<think>…</think>``, Harmony's analysis channel, a remote server's
+    ``reasoning_content``), never part of ``text``. The last chunk of a reply has
+    ``finish_reason`` and ``stats`` set. Read-only by convention: one is made per token, and a
+    frozen dataclass costs three times as much to build."""
 
     text: str
     token_id: int | None = None
     finish_reason: FinishReason | None = None
     stats: GenerationStats | None = None
+    reasoning: str = ""
 
 
 @dataclass(frozen=True)
