@@ -26,6 +26,9 @@ class Setting:
     maximum: float | None = None
     choices: tuple[str, ...] = ()
     per_chat: bool = False  # also overridable per conversation (side panel)
+    section: str = ""  # the settings window's tab ("general", "models", "hardware"); "" = hidden
+    help: str = ""  # one sentence under the control in the settings window
+    choice_labels: tuple[str, ...] = ()  # what the user sees for each of ``choices``
 
     def validate(self, value: Any) -> Any:
         """Return ``value`` coerced to this setting's type; raise ValueError if invalid."""
@@ -54,9 +57,15 @@ class Setting:
 
 
 CONTEXT_POLICIES = ("stop", "truncate_oldest", "sliding_window")
+THEMES = ("system", "light", "dark")
+SEND_KEYS = ("enter", "ctrl+enter")
+PROVIDER_CHOICES = ("auto", "cpu", "dml", "cuda", "coreml")
+SECTIONS = (("general", "General"), ("models", "Models"), ("hardware", "Hardware"),
+            ("privacy", "Privacy"))
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("system_prompt", str, "", "System prompt", per_chat=True),
+    Setting("system_prompt", str, "", "Default system prompt", per_chat=True,
+            section="general", help="New chats start with these instructions for the model."),
     Setting("temperature", float, 0.7, "Temperature", 0.0, 2.0, per_chat=True),
     Setting("top_p", float, 1.0, "Top-p", 0.0, 1.0, per_chat=True),
     Setting("top_k", int, 0, "Top-k (0 = off)", 0, 1000, per_chat=True),
@@ -74,14 +83,37 @@ SETTINGS: tuple[Setting, ...] = (
         choices=CONTEXT_POLICIES,
         per_chat=True,
     ),
-    Setting("last_model", str, "", "Last used model folder"),
-    Setting("hub_endpoint", str, "", "Model download server (mirror URL; empty = Hugging Face)"),
-    Setting("hub_token", str, "", "Hugging Face access token (for gated or private models)"),
-    Setting("models_folder", str, "", "Models folder (empty = the default)"),
+    Setting("theme", str, "system", "Theme", choices=THEMES,
+            choice_labels=("Follow the system", "Light", "Dark"), section="general"),
+    Setting("font_size", int, 0, "Chat text size (points, 0 = the system's)", 0, 48,
+            section="general", help="Ctrl + and Ctrl − change it in the chat, Ctrl 0 resets."),
+    Setting("send_key", str, "enter", "Send a message with", choices=SEND_KEYS,
+            choice_labels=("Enter (Shift+Enter for a new line)",
+                           "Ctrl+Enter (Enter for a new line)"), section="general"),
+    Setting("restore_last_chat", bool, True, "Reopen the last chat on launch", section="general"),
+    Setting("models_folder", str, "", "Models folder (empty = the default)", section="models"),
+    Setting("hub_endpoint", str, "", "Model download server", section="models",
+            help="A Hugging Face mirror's address; empty means huggingface.co."),
+    # Kept only to read tokens saved by older versions: the token lives in the OS keyring.
+    Setting("hub_token", str, "", "Hugging Face access token (when no keyring is available)"),
     Setting("kv_snapshot_budget_mb", int, 512,
-            "Memory for keeping other chats' caches (MB)", 0, 65536),
+            "Memory for keeping other chats' caches (MB)", 0, 65536, section="models",
+            help="Switching back to a recent chat is instant while its cache fits here."),
+    Setting("provider", str, "auto", "Run models on", choices=PROVIDER_CHOICES,
+            choice_labels=("Automatic", "CPU", "DirectML (Windows GPU)", "CUDA (NVIDIA GPU)",
+                           "CoreML (Apple)"), section="hardware",
+            help="Takes effect when a model is loaded."),
+    Setting("cpu_threads", int, 0, "CPU threads (0 = automatic)", 0, 256, section="hardware",
+            help="Takes effect when a model is loaded."),
+    Setting("offline", bool, False, "Offline mode (block every network connection)",
+            section="privacy",
+            help="Downloads, Hub search and remote engines are refused; chats work as usual."),
+    # Window state (no control): restored on launch.
+    Setting("last_model", str, "", "Last used model folder"),
+    Setting("last_chat", str, "", "The chat open when Hearth was closed"),
+    Setting("window_geometry", str, "", "Window position and size"),
+    Setting("splitter_sizes", str, "", "Sidebar and panel widths"),
     Setting("show_side_panel", bool, False, "Show the chat settings panel"),
-    Setting("offline", bool, False, "Offline mode (block every network connection)"),
 )
 
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}

@@ -183,6 +183,43 @@ class HubClient:
 
     # -- errors ----------------------------------------------------------------------
 
+    def check_connection(self, timeout_s: float = 10.0) -> str:
+        """One request, no retries: a sentence saying the endpoint answers and, with a token,
+        whom it belongs to. Raises DownloadError saying exactly what failed (the address could
+        not be resolved or refused the connection, no answer in time, an HTTP status, a
+        refused token)."""
+        path = "/api/whoami-v2" if self.token else "/api/models?limit=1"
+        url = self.endpoint + path
+        with feature("Hub search", keep_outer=True):
+            if is_offline():
+                raise offline_error(url) from record_refusal(url)
+            try:
+                response = httpx2.get(url, headers=self.auth_headers(), timeout=timeout_s,
+                                      follow_redirects=True)
+            except httpx2.TimeoutException as exc:
+                raise DownloadError(f"{self.endpoint} did not answer within {timeout_s:.0f} s.",
+                                    hint="Check the address and your connection.") from exc
+            except httpx2.TransportError as exc:
+                if _blocked_by_offline_mode(exc):
+                    raise offline_error(url) from exc
+                raise DownloadError(f"Cannot connect to {self.endpoint}: {exc}.",
+                                    hint="Check the address, your connection or proxy.") from exc
+        if response.status_code == 401:
+            raise DownloadError(f"{self.endpoint} refused the token (HTTP 401).",
+                                hint="Create a new token at huggingface.co/settings/tokens.")
+        if response.status_code == 404:
+            raise DownloadError(f"{self.endpoint} has no Hugging Face API at {path} (HTTP 404).",
+                                hint="Check the endpoint: it must be a Hub or a Hub mirror.")
+        if response.status_code >= 400:
+            raise DownloadError(f"{url} answered HTTP {response.status_code}.")
+        if self.token:
+            try:
+                name = response.json().get("name")
+            except (ValueError, AttributeError):
+                name = None
+            return f"Connected to {self.endpoint}; the token belongs to {name or 'an account'}."
+        return f"Connected to {self.endpoint} (no token set: gated models need one)."
+
     def _call(self, url: str, fn: Callable[[], T], tag: str = "Hub metadata") -> T:
         """Run ``fn``, retrying server errors and network cuts with exponential backoff."""
         for attempt in range(self.retries + 1):

@@ -108,3 +108,29 @@ def best_genai_folder(folders: Sequence[str], provider: str) -> str:
         if any(hint in folder.lower() for hint in hints):
             return folder
     return folders[0]
+
+
+def provider_choices(
+    *,
+    available: Iterable[str] | None = None,
+    cuda_devices: int | None = None,
+    system: str | None = None,
+) -> dict[str, str | None]:
+    """Each execution provider → why it cannot run on this machine, or None where it can
+    (for the settings window: only usable ones are offered, the others say why)."""
+    from app.engine import providers  # imports onnxruntime
+
+    if available is None:
+        available = providers.ort.get_available_providers()
+    available = set(available)
+    if cuda_devices is None:
+        cuda_devices = (
+            providers.cuda_device_count() if providers.ORT_NAMES["cuda"] in available else 0
+        )
+    system = system or platform.system()
+    return {
+        name: providers.unavailable_reason(
+            name, system=system, available=available, cuda_devices=cuda_devices
+        )
+        for name in ("cpu", "dml", "cuda", "coreml")
+    }

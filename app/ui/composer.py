@@ -12,20 +12,33 @@ class ComposerEdit(QPlainTextEdit):
 
     send_pressed = Signal()
     stop_pressed = Signal()
+    #: The "send_key" setting: "enter" (Shift+Enter adds a line) or "ctrl+enter" (Enter does).
+    send_key = "enter"
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         key = event.key()
         mods = event.modifiers()
         if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
-            if mods & Qt.KeyboardModifier.ShiftModifier:
+            ctrl = bool(mods & Qt.KeyboardModifier.ControlModifier)
+            shift = bool(mods & Qt.KeyboardModifier.ShiftModifier)
+            sends = ctrl if self.send_key == "ctrl+enter" else not shift
+            if sends:
+                self.send_pressed.emit()
+            else:
                 self.insertPlainText("\n")
-                return
-            self.send_pressed.emit()
             return
         if key == Qt.Key.Key_Escape:
             self.stop_pressed.emit()
             return
         super().keyPressEvent(event)
+
+
+_HINTS = {
+    "enter": ("Message the model…  (Enter sends, Shift+Enter adds a line)",
+              "Type a message. Enter sends, Shift+Enter adds a line, Escape stops a reply."),
+    "ctrl+enter": ("Message the model…  (Ctrl+Enter sends, Enter adds a line)",
+                   "Type a message. Ctrl+Enter sends, Enter adds a line, Escape stops a reply."),
+}
 
 
 class Composer(QWidget):
@@ -44,11 +57,8 @@ class Composer(QWidget):
         self._generating = False
         self.edit = ComposerEdit(self)
         self.edit.setObjectName("composerEdit")
-        self.edit.setPlaceholderText("Message the model…  (Enter sends, Shift+Enter adds a line)")
         self.edit.setAccessibleName("Message")
-        self.edit.setAccessibleDescription(
-            "Type a message. Enter sends, Shift+Enter adds a line, Escape stops a reply."
-        )
+        self.set_send_key("enter")
         self.edit.setTabChangesFocus(True)
         self.edit.setMaximumHeight(110)
         self.button = QPushButton("Send", self)
@@ -100,3 +110,10 @@ class Composer(QWidget):
     def on_stop(self) -> None:
         if self._generating:
             self.stop_requested.emit()
+
+    def set_send_key(self, send_key: str) -> None:
+        """"enter" or "ctrl+enter" (the "send_key" setting); the hint says which."""
+        self.edit.send_key = send_key
+        placeholder, description = _HINTS[send_key]
+        self.edit.setPlaceholderText(placeholder)
+        self.edit.setAccessibleDescription(description)

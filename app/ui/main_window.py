@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtGui import (
+    QAction,
+    QActionGroup,
+    QCloseEvent,
+    QFont,
+    QGuiApplication,
+    QKeySequence,
+    QShortcut,
+)
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -20,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.jobs import Progress
+from app.settings import BY_KEY
 from app.ui.chat_view import ChatView
 from app.ui.composer import Composer
 from app.ui.controller import ChatController
@@ -33,6 +43,11 @@ from app.ui.status_bar import ChatStatusBar
 from app.workers.generation_worker import ModelInfo
 
 CHAT_PAGE, WELCOME_PAGE = 0, 1
+
+
+def settings_default(key: str) -> object:
+    return BY_KEY[key].default
+
 NARROW_WIDTH = 1000  # below this the chat settings panel folds away
 
 
@@ -89,6 +104,7 @@ class MainWindow(QMainWindow):
         self._connect()
         self.refresh_models()
         self.controller.new_conversation()
+        self._restore_state()
         self._update_page()
         self.composer.edit.setFocus()
 
@@ -155,6 +171,14 @@ class MainWindow(QMainWindow):
                                         self.on_focus_search)
         edit.addAction(self.copy_reply_action)
         edit.addAction(self.find_action)
+        edit.addSeparator()
+        preferences = QKeySequence(QKeySequence.StandardKey.Preferences)
+        self.preferences_action = self._action(
+            "Settings…", preferences if not preferences.isEmpty() else "Ctrl+,",
+            self.on_preferences,
+        )
+        self.preferences_action.setMenuRole(QAction.MenuRole.PreferencesRole)
+        edit.addAction(self.preferences_action)
 
         view = menus.addMenu("&View")
         self.sidebar_action = self._action("Sidebar", "Ctrl+Shift+L", self.on_toggle_sidebar)
@@ -162,11 +186,32 @@ class MainWindow(QMainWindow):
         self.sidebar_action.setChecked(True)
         view.addAction(self.sidebar_action)
         view.addAction(self.panel_action)
+        view.addSeparator()
+        self.zoom_in_action = self._action("Zoom in", QKeySequence.StandardKey.ZoomIn,
+                                           lambda: self.on_zoom(+1))
+        self.zoom_out_action = self._action("Zoom out", QKeySequence.StandardKey.ZoomOut,
+                                            lambda: self.on_zoom(-1))
+        self.zoom_reset_action = self._action("Actual size", "Ctrl+0", lambda: self.on_zoom(0))
+        for action in (self.zoom_in_action, self.zoom_out_action, self.zoom_reset_action):
+            view.addAction(action)
+        theme_menu = view.addMenu("&Theme")
+        self.theme_actions: dict[str, QAction] = {}
+        group = QActionGroup(self)
+        for choice, label in (("system", "Follow the system"), ("light", "Light"),
+                              ("dark", "Dark")):
+            action = self._action(label, None, lambda _c=False, t=choice: self.set_setting(
+                "theme", t))
+            action.setCheckable(True)
+            group.addAction(action)
+            theme_menu.addAction(action)
+            self.theme_actions[choice] = action
 
         model = menus.addMenu("&Model")
         model.addAction(self.models_action)
 
         help_menu = menus.addMenu("&Help")
+        self.shortcuts_action = self._action("Keyboard shortcuts", "F1", self.on_shortcuts)
+        help_menu.addAction(self.shortcuts_action)
         self.open_data_action = self._action("Open data folder", None, self.on_open_data_folder)
         self.about_action = self._action("About Hearth", None, self.on_about)
         self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
@@ -320,6 +365,115 @@ class MainWindow(QMainWindow):
     def _reselect(self, *_: object) -> None:
         self.conversation_list.select(self.controller.current_id)
 
+    # settings ---------------------------------------------------------------------------------
+
+    def on_preferences(self) -> None:
+        from app.ui.preferences import PreferencesDialog
+
+        if getattr(self, "preferences", None) is None:
+            self.preferences = PreferencesDialog(self.controller.settings, self.models, parent=self)
+            self.preferences.changed.connect(self.apply_setting)
+        if self.preferences.isVisible():  # already open behind the window: bring it forward
+            self.preferences.raise_()
+            self.preferences.activateWindow()
+        else:
+            self.preferences.show()
+
+    def set_setting(self, key: str, value: object) -> None:
+        """Change one setting from a menu or shortcut, apply it and save."""
+        settings = self.controller.settings
+        settings.set(key, value)
+        settings.save()
+        self.apply_setting(key, settings.get(key))
+
+    def apply_setting(self, key: str, value: object) -> None:
+        """Make a changed setting visible at once (the settings window calls this too)."""
+        from app.ui.theme import apply_theme
+
+        if key == "theme":
+            apply_theme(str(value))
+            if str(value) in self.theme_actions:
+                self.theme_actions[str(value)].setChecked(True)
+        elif key == "font_size":
+            size = int(value) or QGuiApplication.font().pointSize()  # type: ignore[call-overload]
+            for widget in (self.chat_view, self.composer):
+                font = QFont(widget.font())
+                font.setPointSize(size)
+                widget.setFont(font)
+        elif key == "send_key":
+            self.composer.set_send_key(str(value))
+        elif key == "offline":
+            from app.network import set_offline
+
+            set_offline(bool(value))
+        elif key in ("models_folder", "hub_endpoint"):
+            self.refresh_models()
+
+    def on_zoom(self, step: int) -> None:
+        current = int(self.controller.settings.get("font_size"))
+        if step == 0:
+            self.set_setting("font_size", 0)
+            return
+        base = current or QGuiApplication.font().pointSize()
+        self.set_setting("font_size", max(6, min(48, base + step)))
+
+    def on_shortcuts(self) -> None:
+        from PySide6.QtWidgets import QMessageBox
+
+        rows = "".join(
+            f"<tr><td>{text}</td><td><b>{keys}</b></td></tr>"
+            for text, keys in self.shortcut_list()
+        )
+        box = QMessageBox(self)
+        box.setWindowTitle("Keyboard shortcuts")
+        box.setText(f"<table cellspacing='6'>{rows}</table>")
+        box.setAccessibleName("Keyboard shortcuts")
+        box.show()
+        self.shortcuts_box = box
+
+    def shortcut_list(self) -> list[tuple[str, str]]:
+        """Every action's shortcut (from the actions themselves), then the composer's keys."""
+        native = QKeySequence.SequenceFormat.NativeText
+        rows = [
+            (action.text().replace("&", "").rstrip("…"), action.shortcut().toString(native))
+            for action in self.actions()
+            if not action.shortcut().isEmpty()
+        ]
+        send = "Ctrl+Enter" if self.composer.edit.send_key == "ctrl+enter" else "Enter"
+        rows += [("Send the message", send), ("Stop the reply", "Esc"),
+                 ("New line in the message",
+                  "Enter" if send == "Ctrl+Enter" else "Shift+Enter")]
+        return rows
+
+    def _restore_state(self) -> None:
+        """Window geometry, splitter sizes, the last open chat and the look, from settings."""
+        from PySide6.QtCore import QByteArray
+
+        settings = self.controller.settings
+        geometry = settings.get("window_geometry")
+        if geometry:
+            self.restoreGeometry(QByteArray.fromBase64(geometry.encode("ascii")))
+        sizes = settings.get("splitter_sizes")
+        if sizes:
+            self.splitter.restoreState(QByteArray.fromBase64(sizes.encode("ascii")))
+            self.settings_panel.setVisible(self.panel_action.isChecked())
+        for key in ("theme", "font_size", "send_key"):
+            if settings.get(key) != settings_default(key):
+                self.apply_setting(key, settings.get(key))
+        self.theme_actions[str(settings.get("theme"))].setChecked(True)
+        last = settings.get("last_chat")
+        history = self.controller.history
+        if last and settings.get("restore_last_chat") and history.get_conversation(last):
+            self.controller.open_conversation(last)
+
+    def _save_state(self) -> None:
+        settings = self.controller.settings
+        settings.set("window_geometry", bytes(self.saveGeometry().toBase64()).decode("ascii"))
+        settings.set("splitter_sizes", bytes(self.splitter.saveState().toBase64()).decode("ascii"))
+        settings.set("last_chat", self.controller.current_id or "")
+        with contextlib.suppress(OSError):  # a read-only or full disk: not worth an error
+            settings.save()
+
     def on_new_chat(self) -> None:
         self.controller.new_conversation()
         self.composer.edit.setFocus()
@@ -409,6 +563,7 @@ class MainWindow(QMainWindow):
         dialog.show()
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        self._save_state()
         self.models.shutdown()
         self.controller.shutdown()
         super().closeEvent(event)

@@ -25,6 +25,7 @@ from app.models.downloader import DownloadProgress
 from app.models.hub import HubClient
 from app.models.library import CatalogChoice, InstalledModel, ModelLibrary, slugify
 from app.network import feature
+from app.secrets import hub_token
 from app.settings import Settings
 from app.ui.controller import ChatController
 from app.ui.message_bridge import MessageBridge
@@ -65,12 +66,14 @@ class ModelController(QObject):
     search_finished(list[HubModel]): the answer to the latest search.
     search_failed(str message)
     starter_ready(str path): the starter model is set up (and is being loaded).
+    connection_tested(bool ok, str sentence): the answer to ``test_connection``.
     """
 
     models_changed = Signal()
     search_finished = Signal(object)
     search_failed = Signal(str)
     starter_ready = Signal(str)
+    connection_tested = Signal(bool, str)
 
     def __init__(
         self,
@@ -107,18 +110,11 @@ class ModelController(QObject):
     # where models live --------------------------------------------------------------------
 
     def hub_options(self) -> tuple[str | None, str | None, Path | None]:
-        """(endpoint, token, models folder) from the settings, then HF_ENDPOINT and the token
-        saved by ``huggingface-cli login``; None means the default."""
+        """(endpoint, token, models folder) from the settings (the token from the keyring),
+        then HF_ENDPOINT and huggingface_hub's saved token; None means the default."""
         values = self.settings.as_dict()
         endpoint = values.get("hub_endpoint") or os.environ.get("HF_ENDPOINT") or None
-        token = values.get("hub_token") or None
-        if token is None:
-            try:
-                from huggingface_hub import get_token
-
-                token = get_token()
-            except Exception:  # no saved token is not an error
-                token = None
+        token = hub_token(legacy=values.get("hub_token") or None)
         folder = values.get("models_folder") or None
         return endpoint, token, Path(folder).expanduser() if folder else None
 
@@ -264,6 +260,31 @@ class ModelController(QObject):
     def resume(self, job_id: str) -> None:
         self.jobs.resume(job_id)
 
+    def move_models_folder(self, folder: str | Path) -> bool:
+        """Move every installed model into ``folder`` (a job) and make it the models folder
+        once they are all there; a failure leaves the rest where they were."""
+        from app.models.relocate import move_models
+
+        source = self.library().root
+        target = Path(folder).expanduser()
+
+        def work(report: ProgressReport, control: JobControl) -> Path:
+            move_models(source, target, report, control)
+            return target
+
+        job = Job("move-models", f"Move models to {target}", work)
+        return self._submit(job)
+
+    def test_connection(self) -> None:
+        """Check the Hub endpoint and token (a job); answers with ``connection_tested``."""
+        endpoint, token, _folder = self.hub_options()
+
+        def work(report: ProgressReport, control: JobControl) -> str:
+            client = HubClient(endpoint, token, retries=0)
+            return client.check_connection()
+
+        self.searches.submit(Job("test-connection", "Test the Hub connection", work))
+
     def search(self, query: str) -> None:
         endpoint, token, _folder = self.hub_options()
         self._search_ticket += 1
@@ -297,6 +318,10 @@ class ModelController(QObject):
             self.starter_ready.emit(str(result))
             self.chat.load_model(str(result))
             return
+        if job_id == "move-models":
+            self.settings.set("models_folder", str(result))
+            self.settings.save()
+            self.bridge.info(f"Your models are now in {result}.")
         if isinstance(result, InstalledModel):
             verb = "imported" if job_id.startswith("import:") else "installed"
             self.bridge.info(f"{result.name} is {verb}. Choose it in the model menu or click Use.")
@@ -310,10 +335,16 @@ class ModelController(QObject):
         self._retry_factories.pop(job_id, None)
 
     def on_search_finished(self, job_id: str, found: object) -> None:
+        if job_id == "test-connection":
+            self.connection_tested.emit(True, str(found))
+            return
         if job_id == f"search:{self._search_ticket}":
             self.search_finished.emit(list(found))  # type: ignore[call-overload]
 
     def on_search_failed(self, job_id: str, message: str) -> None:
+        if job_id == "test-connection":
+            self.connection_tested.emit(False, message)
+            return
         if job_id == f"search:{self._search_ticket}":
             self.search_failed.emit(message)
 

@@ -64,3 +64,50 @@ def colors_for(palette: QPalette) -> Colors:
 
 def _lightness(color: QColor) -> float:
     return 0.2126 * color.redF() + 0.7152 * color.greenF() + 0.0722 * color.blueF()
+
+
+_SYSTEM_PALETTE: QPalette | None = None
+
+
+def palette_for(colors: Colors, base: QPalette) -> QPalette:
+    """``base`` with the window, text and accent roles taken from ``colors``."""
+    palette = QPalette(base)
+    window = QColor("#0d1117" if colors.dark else "#f6f8fa")
+    roles = {
+        QPalette.ColorRole.Window: window,
+        QPalette.ColorRole.WindowText: QColor(colors.text),
+        QPalette.ColorRole.Base: QColor(colors.assistant_bg),
+        QPalette.ColorRole.AlternateBase: QColor(colors.code_bg),
+        QPalette.ColorRole.Text: QColor(colors.text),
+        QPalette.ColorRole.Button: QColor(colors.code_bg),
+        QPalette.ColorRole.ButtonText: QColor(colors.text),
+        QPalette.ColorRole.ToolTipBase: QColor(colors.assistant_bg),
+        QPalette.ColorRole.ToolTipText: QColor(colors.text),
+        QPalette.ColorRole.PlaceholderText: QColor(colors.muted),
+        QPalette.ColorRole.Link: QColor(colors.link),
+        QPalette.ColorRole.Highlight: QColor(colors.link),
+        QPalette.ColorRole.HighlightedText: QColor("#ffffff"),
+    }
+    for role, color in roles.items():
+        palette.setColor(QPalette.ColorGroup.All, role, color)
+    muted = QColor(colors.muted)
+    for role in (QPalette.ColorRole.WindowText, QPalette.ColorRole.Text,
+                 QPalette.ColorRole.ButtonText):
+        palette.setColor(QPalette.ColorGroup.Disabled, role, muted)
+    return palette
+
+
+def apply_theme(choice: str) -> None:
+    """Switch the whole app live: "light", "dark", or "system" (the platform's palette)."""
+    from PySide6.QtWidgets import QApplication
+
+    global _SYSTEM_PALETTE
+    app = QApplication.instance()
+    if app is None:
+        return
+    if _SYSTEM_PALETTE is None:
+        _SYSTEM_PALETTE = QPalette(app.palette())
+    if choice == "system":
+        app.setPalette(_SYSTEM_PALETTE)
+        return
+    app.setPalette(palette_for(DARK if choice == "dark" else LIGHT, _SYSTEM_PALETTE))

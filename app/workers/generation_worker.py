@@ -71,10 +71,18 @@ CachesFactory = Callable[[EngineLike], "ConversationCaches"]
 
 
 def default_loader(path: Path) -> EngineLike:
-    """Load a real engine (imported lazily: the engine module pulls in onnxruntime)."""
+    """Load a real engine on the provider and thread count the settings ask for
+    (imported lazily: the engine module pulls in onnxruntime)."""
     from app.engine.engine import Engine
+    from app.settings import Settings
 
-    return Engine.load(path)
+    settings = Settings()
+    provider = settings.get("provider")
+    return Engine.load(
+        path,
+        provider=None if provider == "auto" else provider,
+        threads=settings.get("cpu_threads") or None,
+    )
 
 
 def default_caches(engine: EngineLike) -> ConversationCaches:

@@ -72,3 +72,24 @@ def test_genai_folder_per_provider():
     assert best_genai_folder(folders, "dml") == "directml/directml-int4"
     assert best_genai_folder(["gpu/gpu-int4", "cpu/cpu-int4"], "cuda") == "gpu/gpu-int4"
     assert best_genai_folder(["only"], "cuda") == "only"
+
+
+def test_provider_choices_say_why_a_provider_cannot_run_here():
+    from app.models.policy import provider_choices
+
+    linux_cpu = provider_choices(available=["CPUExecutionProvider"], cuda_devices=0,
+                                 system="Linux")
+    assert linux_cpu["cpu"] is None
+    assert "Windows only" in linux_cpu["dml"]
+    assert "onnxruntime-gpu" in linux_cpu["cuda"]
+    assert "macOS only" in linux_cpu["coreml"]
+    gpu_wheel_no_gpu = provider_choices(
+        available=["CUDAExecutionProvider", "CPUExecutionProvider"], cuda_devices=0,
+        system="Linux",
+    )
+    assert "no CUDA device" in gpu_wheel_no_gpu["cuda"]
+    with_gpu = provider_choices(
+        available=["CUDAExecutionProvider", "CPUExecutionProvider"], cuda_devices=1,
+        system="Linux",
+    )
+    assert with_gpu["cuda"] is None

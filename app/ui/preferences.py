@@ -1,0 +1,264 @@
+"""The settings window (Ctrl+, / Preferences…), built from the settings table.
+
+Every control comes from a row of ``app.settings.SETTINGS`` with a ``section``: the table
+gives the label, the type, the range, the choices and the help line, so a new setting needs
+no widget code. A few rows need more than a plain editor, and get it here: the models folder
+(Browse and Move), the Hub token (kept in the OS keyring, never shown), the provider (only
+what this machine can run is enabled, the others say why). Changes apply at once (theme,
+text size, send key) and are saved when the window closes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import secrets
+from app.settings import SECTIONS, SETTINGS, Setting, Settings
+from app.ui.model_controller import ModelController
+
+PROVIDER_NAMES = {"cpu": "CPU", "dml": "DirectML", "cuda": "CUDA", "coreml": "CoreML"}
+
+
+class PreferencesDialog(QDialog):
+    """Signals: changed(str key, object value): a setting changed (already validated and
+    stored in ``settings``; saved when the window closes)."""
+
+    changed = Signal(str, object)
+
+    def __init__(
+        self,
+        settings: Settings,
+        models: ModelController,
+        *,
+        provider_reasons: dict[str, str | None] | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Settings")
+        self.setAccessibleName("Settings")
+        self.settings = settings
+        self.models = models
+        self.provider_reasons = provider_reasons
+        self.editors: dict[str, QWidget] = {}
+        self.tabs = QTabWidget(self)
+        for section, title in SECTIONS:
+            rows = [s for s in SETTINGS if s.section == section]
+            if rows:
+                self.tabs.addTab(self._page(section, rows), title)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
+        buttons.rejected.connect(self.close)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.tabs, 1)
+        layout.addWidget(buttons)
+        self.resize(620, 520)
+        models.connection_tested.connect(self.on_connection_tested)
+
+    # pages ---------------------------------------------------------------------------------
+
+    def _page(self, section: str, rows: list[Setting]) -> QWidget:
+        page = QWidget(self)
+        form = QFormLayout(page)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+        for setting in rows:
+            editor = self._editor(setting)
+            self.editors[setting.key] = editor
+            label = QLabel(setting.label + ":", page)
+            label.setBuddy(editor)
+            if setting.help:
+                holder = QWidget(page)
+                column = QVBoxLayout(holder)
+                column.setContentsMargins(0, 0, 0, 0)
+                column.addWidget(editor)
+                note = QLabel(setting.help, holder)
+                note.setWordWrap(True)
+                note.setEnabled(False)  # the palette's secondary text colour
+                column.addWidget(note)
+                form.addRow(label, holder)
+            else:
+                form.addRow(label, editor)
+            if setting.key == "models_folder":
+                form.addRow("", self._folder_buttons(page))
+            if setting.key == "hub_endpoint":
+                form.addRow(QLabel("Hugging Face token:", page), self._token_row(page))
+        if section == "privacy":
+            log = QPushButton("Show network activity…", page)
+            log.clicked.connect(self.on_show_network_log)
+            form.addRow("", log)
+        return page
+
+    def _editor(self, setting: Setting) -> QWidget:
+        value = self.settings.get(setting.key)
+        key = setting.key
+        if setting.key == "provider":
+            return self._provider_combo(value)
+        if setting.type is bool:
+            box = QCheckBox(self)
+            box.setChecked(bool(value))
+            box.setAccessibleName(setting.label)
+            box.toggled.connect(lambda v, k=key: self._set(k, v))
+            return box
+        if setting.choices:
+            combo = QComboBox(self)
+            labels = setting.choice_labels or setting.choices
+            for choice, label in zip(setting.choices, labels, strict=True):
+                combo.addItem(label, choice)
+            combo.setCurrentIndex(max(0, combo.findData(value)))
+            combo.setAccessibleName(setting.label)
+            combo.currentIndexChanged.connect(
+                lambda _i, c=combo, k=key: self._set(k, c.currentData())
+            )
+            return combo
+        if setting.type in (int, float):
+            spin = QSpinBox(self) if setting.type is int else QDoubleSpinBox(self)
+            if setting.minimum is not None:
+                spin.setMinimum(setting.minimum)  # type: ignore[arg-type]
+            if setting.maximum is not None:
+                spin.setMaximum(setting.maximum)  # type: ignore[arg-type]
+            spin.setValue(value)
+            spin.setAccessibleName(setting.label)
+            spin.valueChanged.connect(lambda v, k=key: self._set(k, v))
+            return spin
+        if setting.key == "system_prompt":
+            text = QPlainTextEdit(value, self)
+            text.setMaximumHeight(90)
+            text.setAccessibleName(setting.label)
+            text.setTabChangesFocus(True)
+            text.textChanged.connect(lambda t=text, k=key: self._set(k, t.toPlainText()))
+            return text
+        line = QLineEdit(str(value), self)
+        line.setAccessibleName(setting.label)
+        line.editingFinished.connect(lambda ln=line, k=key: self._set(k, ln.text().strip()))
+        return line
+
+    def _provider_combo(self, value: str) -> QComboBox:
+        combo = QComboBox(self)
+        combo.setAccessibleName("Run models on")
+        reasons = self.provider_reasons
+        if reasons is None:
+            from app.models.policy import provider_choices
+
+            reasons = self.provider_reasons = provider_choices()
+        setting = next(s for s in SETTINGS if s.key == "provider")
+        for choice, label in zip(setting.choices, setting.choice_labels, strict=True):
+            reason = reasons.get(choice) if choice != "auto" else None
+            combo.addItem(label if reason is None else f"{label} — {reason}", choice)
+            item = combo.model().item(combo.count() - 1)
+            if reason is not None:
+                item.setEnabled(False)
+                item.setToolTip(reason)
+        combo.setCurrentIndex(max(0, combo.findData(value)))
+        combo.currentIndexChanged.connect(lambda _i: self._set("provider", combo.currentData()))
+        return combo
+
+    def _folder_buttons(self, parent: QWidget) -> QWidget:
+        row = QWidget(parent)
+        layout = QHBoxLayout(row)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.move_button = QPushButton("Move models to another folder…", row)
+        self.move_button.setToolTip(
+            "Copies each installed model to the new folder, then deletes the old copy."
+        )
+        self.move_button.clicked.connect(self.on_move_models)
+        layout.addWidget(self.move_button)
+        layout.addStretch(1)
+        return row
+
+    def _token_row(self, parent: QWidget) -> QWidget:
+        row = QWidget(parent)
+        column = QVBoxLayout(row)
+        column.setContentsMargins(0, 0, 0, 0)
+        line = QHBoxLayout()
+        self.token_edit = QLineEdit(row)
+        self.token_edit.setEchoMode(QLineEdit.EchoMode.Password)
+        self.token_edit.setAccessibleName("Hugging Face token")
+        saved = secrets.get_secret(secrets.HUB_TOKEN) or self.settings.get("hub_token")
+        self.token_edit.setPlaceholderText(
+            "A token is saved (type a new one to replace it)" if saved else "hf_…"
+        )
+        self.token_edit.editingFinished.connect(self.on_token_entered)
+        self.test_button = QPushButton("Test connection", row)
+        self.test_button.clicked.connect(self.on_test_connection)
+        line.addWidget(self.token_edit, 1)
+        line.addWidget(self.test_button)
+        column.addLayout(line)
+        self.token_note = QLabel(row)
+        self.token_note.setWordWrap(True)
+        self.token_note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        column.addWidget(self.token_note)
+        if not secrets.available():
+            self.token_note.setText(
+                "This computer has no keyring, so a token you enter is kept in Hearth's "
+                "settings file (readable by your user account)."
+            )
+        return row
+
+    # changes -------------------------------------------------------------------------------
+
+    def _set(self, key: str, value: Any) -> None:
+        try:
+            self.settings.set(key, value)
+        except ValueError:
+            return  # the editor's range keeps values valid; text fields may be mid-edit
+        self.changed.emit(key, self.settings.get(key))
+
+    def on_token_entered(self) -> None:
+        token = self.token_edit.text().strip()
+        if not token:
+            return
+        if secrets.set_secret(secrets.HUB_TOKEN, token):
+            self.settings.set("hub_token", "")  # never also in the file
+            self.token_note.setText("The token is saved in this computer's keyring.")
+        else:
+            self.settings.set("hub_token", token)
+            self.token_note.setText("No keyring here: the token is saved in the settings file.")
+        self.token_edit.clear()
+        self.token_edit.setPlaceholderText("A token is saved (type a new one to replace it)")
+        self.changed.emit("hub_token", "")
+
+    def on_test_connection(self) -> None:
+        self.on_token_entered()
+        self.settings.save()
+        self.token_note.setText("Testing…")
+        self.test_button.setEnabled(False)
+        self.models.test_connection()
+
+    def on_connection_tested(self, ok: bool, sentence: str) -> None:
+        self.test_button.setEnabled(True)
+        self.token_note.setText(("✓ " if ok else "✗ ") + sentence)
+
+    def on_move_models(self) -> None:
+        folder = self.ask_folder()
+        if folder:
+            self.models.move_models_folder(folder)
+
+    def on_show_network_log(self) -> None:
+        from app.ui.network_log import NetworkLogDialog
+
+        NetworkLogDialog.show_for(self)
+
+    def ask_folder(self) -> str:  # tests replace this
+        return QFileDialog.getExistingDirectory(self, "Move models to")
+
+    def closeEvent(self, event) -> None:
+        self.settings.save()
+        super().closeEvent(event)
