@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
+    QSizePolicy,
     QSpinBox,
     QTabWidget,
     QVBoxLayout,
@@ -77,8 +78,11 @@ class PreferencesDialog(QDialog):
 
     def _page(self, section: str, rows: list[Setting]) -> QWidget:
         page = QWidget(self)
-        form = QFormLayout(page)
+        outer = QVBoxLayout(page)
+        form = QFormLayout()
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+        outer.addLayout(form)
+        outer.addStretch(1)  # rows keep their natural height; the space goes below them
         for setting in rows:
             editor = self._editor(setting)
             self.editors[setting.key] = editor
@@ -89,6 +93,7 @@ class PreferencesDialog(QDialog):
                 column = QVBoxLayout(holder)
                 column.setContentsMargins(0, 0, 0, 0)
                 column.addWidget(editor)
+                holder.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
                 note = QLabel(setting.help, holder)
                 note.setWordWrap(True)
                 note.setEnabled(False)  # the palette's secondary text colour
@@ -100,6 +105,13 @@ class PreferencesDialog(QDialog):
                 form.addRow("", self._folder_buttons(page))
             if setting.key == "hub_endpoint":
                 form.addRow(QLabel("Hugging Face token:", page), self._token_row(page))
+        if section == "hardware":
+            self.provider_note = QLabel(self._provider_text(), page)
+            self.provider_note.setWordWrap(True)
+            self.provider_note.setTextInteractionFlags(
+                Qt.TextInteractionFlag.TextSelectableByMouse
+            )
+            form.addRow("", self.provider_note)
         if section == "privacy":
             log = QPushButton("Show network activity…", page)
             log.clicked.connect(self.on_show_network_log)
@@ -147,12 +159,18 @@ class PreferencesDialog(QDialog):
             return text
         line = QLineEdit(str(value), self)
         line.setAccessibleName(setting.label)
+        if setting.key == "models_folder":
+            line.setPlaceholderText(str(self.models.library().root))
+        elif setting.key == "hub_endpoint":
+            line.setPlaceholderText("https://huggingface.co")
         line.editingFinished.connect(lambda ln=line, k=key: self._set(k, ln.text().strip()))
         return line
 
     def _provider_combo(self, value: str) -> QComboBox:
         combo = QComboBox(self)
         combo.setAccessibleName("Run models on")
+        combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        combo.setMinimumContentsLength(24)
         reasons = self.provider_reasons
         if reasons is None:
             from app.models.policy import provider_choices
@@ -211,6 +229,15 @@ class PreferencesDialog(QDialog):
                 "settings file (readable by your user account)."
             )
         return row
+
+    def _provider_text(self) -> str:
+        """What the loaded model really runs on, and why the others were not used."""
+        info = self.models.chat.model_info
+        if info is None:
+            return "No model is loaded."
+        lines = [f"The model in use runs on {info.provider_summary}."]
+        lines += [f"{PROVIDER_NAMES.get(p, p)}: {why}" for p, why in info.provider_reasons.items()]
+        return "\n".join(lines)
 
     # changes -------------------------------------------------------------------------------
 
