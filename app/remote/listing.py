@@ -74,7 +74,7 @@ class ConnectionTest:
     models: tuple[str, ...] = ()
 
 
-def test_connection(url: str, api_key: str | None) -> ConnectionTest:
+def check_connection(url: str, api_key: str | None) -> ConnectionTest:
     """Ask ``GET /v1/models`` and say exactly what happened."""
     try:
         client = OpenAIClient(url, api_key or None)

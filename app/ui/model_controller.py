@@ -28,7 +28,7 @@ from app.models.hub import HubClient
 from app.models.library import CatalogChoice, InstalledModel, ModelLibrary, slugify
 from app.network import feature
 from app.remote.errors import RemoteError
-from app.remote.listing import ConnectionTest, list_all, test_connection
+from app.remote.listing import ConnectionTest, check_connection, list_all
 from app.remote.sources import RemoteSource, SourceStore, is_remote_target, parse_target
 from app.settings import Settings
 from app.ui.controller import ChatController
@@ -387,7 +387,7 @@ class ModelController(QObject):
         """Try an address before it is saved → ``remote_tested(ConnectionTest)``."""
         self._remote_ticket += 1
         return self.remotes.submit(Job(f"remote:test:{self._remote_ticket}", "Test connection",
-                                       lambda report, control: test_connection(url, key)))
+                                       lambda report, control: check_connection(url, key)))
 
     def on_remote_job_finished(self, job_id: str, result: object) -> None:
         if job_id.startswith("remote:list:"):

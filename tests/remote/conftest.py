@@ -29,8 +29,9 @@ class MemoryKeyring(KeyringBackend):
         self.secrets.pop((service, username), None)
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def memory_keyring():
+    """Every remote test runs on an in-memory keyring, never the user's real one."""
     previous = keyring.get_keyring()
     backend = MemoryKeyring()
     keyring.set_keyring(backend)
