@@ -20,15 +20,23 @@ def read_json(path: Path) -> dict:
 
 
 def write_json_atomic(
-    path: Path, data: dict | list, *, indent: int | None = 2, ensure_ascii: bool = True
+    path: Path, data: dict | list, *, indent: int | None = 2, ensure_ascii: bool = True,
+    mode: int | None = None,
 ) -> None:
     """Write JSON through a temp file, fsync and a rename; on any error the old file stays
-    and the temp file is removed."""
+    and the temp file is removed. ``mode`` (e.g. 0o600 for secrets) is set on the temp file
+    before anything is written to it."""
     path = Path(path)
     text = json.dumps(data, indent=indent, ensure_ascii=ensure_ascii) + "\n"
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as handle:
+        if mode is not None:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            os.chmod(tmp, mode)  # an older temp file, or the umask, may have other bits
+            handle = os.fdopen(fd, "w", encoding="utf-8")
+        else:
+            handle = open(tmp, "w", encoding="utf-8")  # noqa: SIM115 - closed just below
+        with handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())

@@ -4,12 +4,50 @@ from __future__ import annotations
 
 import os
 
+import keyring
 import pytest
+from keyring.backend import KeyringBackend
+from keyring.backends import fail
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Tests never reach the network: the Hub client must not try either.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+
+class MemoryKeyring(KeyringBackend):
+    """An in-memory keyring: a real backend class as ``keyring`` sees one, no user data."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.secrets.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.secrets[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        self.secrets.pop((service, username), None)
+
+
+@pytest.fixture(autouse=True)
+def memory_keyring():
+    """Every test runs on an in-memory keyring, never the user's real one."""
+    previous = keyring.get_keyring()
+    backend = MemoryKeyring()
+    keyring.set_keyring(backend)
+    yield backend
+    keyring.set_keyring(previous)
+
+
+@pytest.fixture
+def no_keyring():
+    """A machine without a keyring (keyring's "fail" backend)."""
+    keyring.set_keyring(fail.Keyring())  # memory_keyring restores the previous one
 
 
 @pytest.fixture(autouse=True)

@@ -1,57 +1,44 @@
-"""Secrets go to the OS keyring (an in-memory backend here), never to a file."""
+"""Secrets go to the OS keyring (an in-memory backend in tests), or, where there is none, to
+a labelled 0600 file that ``describe`` names; never anywhere else."""
 
 from __future__ import annotations
 
-import keyring
-import pytest
-from keyring.backend import KeyringBackend
-from keyring.backends import fail
+import json
+import stat
+import sys
 
-from app import secrets
-
-
-class MemoryKeyring(KeyringBackend):
-    priority = 1
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.store: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service, username):
-        return self.store.get((service, username))
-
-    def set_password(self, service, username, password):
-        self.store[(service, username)] = password
-
-    def delete_password(self, service, username):
-        self.store.pop((service, username))
+from app.paths import data_root
+from app.secrets import FALLBACK_NAME, HUB_TOKEN, SERVICE, SecretStore, hub_token
 
 
-@pytest.fixture
-def memory_keyring():
-    previous = keyring.get_keyring()
-    backend = MemoryKeyring()
-    keyring.set_keyring(backend)
-    yield backend
-    keyring.set_keyring(previous)
+def test_a_secret_round_trips_through_the_keyring(memory_keyring):
+    store = SecretStore(what="The token")
+    assert store.where() == "keyring" and "system keyring" in store.describe()
+    assert store.set(HUB_TOKEN, "hf_abc") == "keyring"
+    assert memory_keyring.secrets == {(SERVICE, HUB_TOKEN): "hf_abc"}
+    assert store.get(HUB_TOKEN) == "hf_abc" and hub_token() == "hf_abc"
+    assert not (data_root() / FALLBACK_NAME).exists()
+    store.delete(HUB_TOKEN)
+    assert store.get(HUB_TOKEN) is None
 
 
-def test_a_secret_round_trips_through_the_keyring_and_empty_deletes_it(memory_keyring, tmp_path):
-    assert secrets.available()
-    assert secrets.set_secret("hub_token", "hf_abc")
-    assert memory_keyring.store == {("Hearth", "hub_token"): "hf_abc"}
-    assert secrets.get_secret("hub_token") == "hf_abc"
-    assert secrets.set_secret("hub_token", "")
-    assert secrets.get_secret("hub_token") is None
-    assert secrets.set_secret("hub_token", "")  # deleting nothing is fine
+def test_without_a_keyring_the_secret_goes_to_a_private_labelled_file(no_keyring):
+    store = SecretStore(what="The token")
+    assert store.where() == "file"
+    assert "NOT encrypted" in store.describe() and str(store.fallback) in store.describe()
+    assert store.set(HUB_TOKEN, "hf_abc") == "file"
+    data = json.loads(store.fallback.read_text(encoding="utf-8"))
+    assert data["keys"] == {HUB_TOKEN: "hf_abc"} and "NOT encrypted" in data["warning"]
+    if sys.platform != "win32":
+        assert stat.S_IMODE(store.fallback.stat().st_mode) == 0o600
+    assert hub_token() == "hf_abc"
+    store.delete(HUB_TOKEN)
+    assert not store.fallback.exists()
 
 
-def test_without_a_keyring_nothing_is_stored_and_callers_are_told():
-    previous = keyring.get_keyring()
-    keyring.set_keyring(fail.Keyring())
-    try:
-        assert not secrets.available()
-        assert secrets.set_secret("hub_token", "hf_abc") is False
-        assert secrets.get_secret("hub_token") is None
-    finally:
-        keyring.set_keyring(previous)
+def test_the_hub_token_comes_from_the_first_place_that_has_one(memory_keyring, monkeypatch):
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    assert hub_token("explicit", legacy="old") == "explicit"
+    assert hub_token(legacy="old") == "old"
+    SecretStore().set(HUB_TOKEN, "stored")
+    assert hub_token(legacy="old") == "stored"

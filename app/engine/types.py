@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 FinishReason = Literal["eos", "stop", "length", "max_tokens", "cancelled"]
 ContextPolicy = Literal["stop", "truncate_oldest", "sliding_window"]
-Layout = Literal["genai", "optimum"]
+Layout = Literal["genai", "optimum", "remote"]  # "remote": app.remote.engine
 DecodePath = Literal["rebind", "shared", "none"]
 
 

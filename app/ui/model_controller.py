@@ -3,7 +3,9 @@
 Lives on the UI thread. It owns the model library's jobs (downloads, GGUF and folder
 imports, the starter setup) on one job thread and Hub searches on another, and exposes the
 user's intents as methods: ``download_catalog``, ``download_repo``, ``use``, ``remove``,
-``import_folder``, ``import_gguf``, ``setup_starter``, ``search``. Widgets (the model manager
+``import_folder``, ``import_gguf``, ``setup_starter``, ``search``, and, in a section of
+their own, the remote engines' ``add_remote``, ``remove_remote``, ``refresh_remotes``,
+``test_remote`` (app/remote; their listing runs on a third job thread). Widgets (the model manager
 dialog, the window's menus, the first-run page) call those and listen to its signals and to
 ``jobs.worker``'s own signals (started / progress / finished / failed / cancelled), which Qt
 queues to the UI thread. Nothing here blocks: file work, including inspecting the ONNX files
@@ -25,6 +27,9 @@ from app.models.downloader import DownloadProgress
 from app.models.hub import HubClient
 from app.models.library import CatalogChoice, InstalledModel, ModelLibrary, slugify
 from app.network import feature
+from app.remote.errors import RemoteError
+from app.remote.listing import ConnectionTest, check_connection, list_all
+from app.remote.sources import RemoteSource, SourceStore, is_remote_target, parse_target
 from app.secrets import hub_token
 from app.settings import Settings
 from app.ui.controller import ChatController
@@ -67,6 +72,11 @@ class ModelController(QObject):
     search_failed(str message)
     starter_ready(str path): the starter model is set up (and is being loaded).
     connection_tested(bool ok, str sentence): the answer to ``test_connection``.
+    remote_sources_changed(): a remote engine was added or removed.
+    remotes_listed(list[SourceListing]): every remote source's models (app.remote.listing:
+        each listing has ``models`` of ``RemoteModel``s whose ``target`` goes to ``use``, and
+        ``error`` / ``note`` saying what failed or what the server lacks).
+    remote_tested(ConnectionTest): the answer to ``test_remote``.
     """
 
     models_changed = Signal()
@@ -74,6 +84,9 @@ class ModelController(QObject):
     search_failed = Signal(str)
     starter_ready = Signal(str)
     connection_tested = Signal(bool, str)
+    remote_sources_changed = Signal()
+    remotes_listed = Signal(object)
+    remote_tested = Signal(object)
 
     def __init__(
         self,
@@ -106,6 +119,12 @@ class ModelController(QObject):
         s.finished.connect(self.on_search_finished)
         s.failed.connect(self.on_search_failed)
         s.crashed.connect(self.bridge.crash)
+        self.remotes = JobRunner("hearth-remotes", self)
+        self._remote_ticket = 0
+        r = self.remotes.worker
+        r.finished.connect(self.on_remote_job_finished)
+        r.failed.connect(self.on_remote_job_failed)
+        r.crashed.connect(self.bridge.crash)
 
     # where models live --------------------------------------------------------------------
 
@@ -348,6 +367,71 @@ class ModelController(QObject):
         if job_id == f"search:{self._search_ticket}":
             self.search_failed.emit(message)
 
+    # remote sources (app/remote) -----------------------------------------------------------
+
+    def remote_store(self) -> SourceStore:
+        return SourceStore()
+
+    def remote_sources(self) -> list[RemoteSource]:
+        return self.remote_store().list()
+
+    def add_remote(self, name: str, url: str, key: str | None = None,
+                   models: list[str] | tuple[str, ...] = ()) -> RemoteSource | None:
+        """Save a remote engine (its key in the OS keyring, or the labelled fallback file),
+        then list its models. ``models``: ids to offer when it has no /v1/models."""
+        try:
+            source = self.remote_store().add(name, url, key, models)
+        except RemoteError as exc:
+            self.bridge.report(exc)
+            return None
+        except OSError as exc:
+            self.bridge.error(f"The remote engine could not be saved: {exc.strerror}.")
+            return None
+        self.remote_sources_changed.emit()
+        self.refresh_remotes()
+        return source
+
+    def remove_remote(self, source_id: str) -> bool:
+        """Forget a remote engine and its key; not while one of its models is in use."""
+        for path in (self.loaded_path, self.chat.loading_path):
+            if path and is_remote_target(path) and parse_target(path)[0] == source_id:
+                self.bridge.info("Pick another model before removing the remote engine in use.")
+                return False
+        try:
+            removed = self.remote_store().remove(source_id)
+        except OSError as exc:
+            self.bridge.error(f"The remote engine could not be removed: {exc.strerror}.")
+            return False
+        if removed:
+            self.remote_sources_changed.emit()
+            self.refresh_remotes()
+        return removed
+
+    def refresh_remotes(self) -> bool:
+        """List every source's /v1/models on the remotes' job thread → ``remotes_listed``."""
+        self._remote_ticket += 1
+        store = self.remote_store()
+        return self.remotes.submit(Job(f"remote:list:{self._remote_ticket}", "List remote models",
+                                       lambda report, control: list_all(store)))
+
+    def test_remote(self, url: str, key: str | None = None) -> bool:
+        """Try an address before it is saved → ``remote_tested(ConnectionTest)``."""
+        self._remote_ticket += 1
+        return self.remotes.submit(Job(f"remote:test:{self._remote_ticket}", "Test connection",
+                                       lambda report, control: check_connection(url, key)))
+
+    def on_remote_job_finished(self, job_id: str, result: object) -> None:
+        if job_id.startswith("remote:list:"):
+            self.remotes_listed.emit(list(result))  # type: ignore[call-overload]
+        elif isinstance(result, ConnectionTest):
+            self.remote_tested.emit(result)
+
+    def on_remote_job_failed(self, job_id: str, message: str) -> None:
+        if job_id.startswith("remote:test:"):
+            self.remote_tested.emit(ConnectionTest(False, message, "error"))
+        else:
+            self.bridge.error(message)
+
     # shutdown -----------------------------------------------------------------------------
 
     def shutdown(self, timeout_ms: int = 5000) -> bool:
@@ -355,4 +439,5 @@ class ModelController(QObject):
         self._search_ticket += 1  # drop any answer still coming
         jobs = self.jobs.shutdown(timeout_ms)
         searches = self.searches.shutdown(timeout_ms)
-        return jobs and searches
+        remotes = self.remotes.shutdown(timeout_ms)
+        return jobs and searches and remotes

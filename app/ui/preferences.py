@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import secrets
+from app.secrets import HUB_TOKEN, SecretStore
 from app.settings import SECTIONS, SETTINGS, Setting, Settings
 from app.ui.model_controller import ModelController
 
@@ -209,7 +209,8 @@ class PreferencesDialog(QDialog):
         self.token_edit = QLineEdit(row)
         self.token_edit.setEchoMode(QLineEdit.EchoMode.Password)
         self.token_edit.setAccessibleName("Hugging Face token")
-        saved = secrets.get_secret(secrets.HUB_TOKEN) or self.settings.get("hub_token")
+        self.secrets = SecretStore(what="The token")
+        saved = self.secrets.get(HUB_TOKEN) or self.settings.get("hub_token")
         self.token_edit.setPlaceholderText(
             "A token is saved (type a new one to replace it)" if saved else "hf_…"
         )
@@ -223,11 +224,7 @@ class PreferencesDialog(QDialog):
         self.token_note.setWordWrap(True)
         self.token_note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         column.addWidget(self.token_note)
-        if not secrets.available():
-            self.token_note.setText(
-                "This computer has no keyring, so a token you enter is kept in Hearth's "
-                "settings file (readable by your user account)."
-            )
+        self.token_note.setText(self.secrets.describe())
         return row
 
     def _provider_text(self) -> str:
@@ -252,12 +249,9 @@ class PreferencesDialog(QDialog):
         token = self.token_edit.text().strip()
         if not token:
             return
-        if secrets.set_secret(secrets.HUB_TOKEN, token):
-            self.settings.set("hub_token", "")  # never also in the file
-            self.token_note.setText("The token is saved in this computer's keyring.")
-        else:
-            self.settings.set("hub_token", token)
-            self.token_note.setText("No keyring here: the token is saved in the settings file.")
+        self.secrets.set(HUB_TOKEN, token)
+        self.settings.set("hub_token", "")  # a token older versions kept there goes away
+        self.token_note.setText(self.secrets.describe())
         self.token_edit.clear()
         self.token_edit.setPlaceholderText("A token is saved (type a new one to replace it)")
         self.changed.emit("hub_token", "")

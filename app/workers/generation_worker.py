@@ -71,8 +71,15 @@ CachesFactory = Callable[[EngineLike], "ConversationCaches"]
 
 
 def default_loader(path: Path) -> EngineLike:
-    """Load a real engine on the provider and thread count the settings ask for
-    (imported lazily: the engine module pulls in onnxruntime)."""
+    """Load a real engine on the provider and thread count the settings ask for (imported
+    lazily: the engine module pulls in onnxruntime), or a ``RemoteEngine`` for
+    ``remote:<source-id>/<model-id>`` (app/remote)."""
+    from app.remote.sources import is_remote_target
+
+    if is_remote_target(path):
+        from app.remote.engine import RemoteEngine
+
+        return RemoteEngine.load(str(path))
     from app.engine.engine import Engine
     from app.settings import Settings
 
@@ -175,7 +182,7 @@ class GenerationWorker(QObject):
             return
         self.close_engine()  # the previous model's long chats go to disk first
         self._engine, self._caches = engine, caches
-        self._info = _model_info(engine, Path(str(path)), time.perf_counter() - started)
+        self._info = _model_info(engine, str(path), time.perf_counter() - started)
         self.loaded.emit(self._info)
 
     @Slot(object)
@@ -238,7 +245,7 @@ class GenerationWorker(QObject):
             self._info = None
 
 
-def _model_info(engine: EngineLike, path: Path, seconds: float) -> ModelInfo:
+def _model_info(engine: EngineLike, path: str, seconds: float) -> ModelInfo:
     spec = engine.spec
     report = engine.provider_report
     return ModelInfo(

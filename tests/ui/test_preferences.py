@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import keyring
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QComboBox
@@ -14,7 +13,6 @@ from app.paths import settings_path
 from app.settings import SETTINGS, Settings
 from app.ui.theme import colors_for
 from tests.models.hub_server import FakeHub, allow_hub_requests
-from tests.test_secrets import MemoryKeyring
 from tests.ui.conftest import make_model_folder
 
 pytestmark = [
@@ -24,15 +22,6 @@ pytestmark = [
 
 REASONS = {"cpu": None, "dml": "DirectML runs on Windows only",
            "cuda": "no CUDA device found (no NVIDIA GPU or driver)", "coreml": None}
-
-
-@pytest.fixture(autouse=True)
-def memory_keyring():
-    previous = keyring.get_keyring()
-    backend = MemoryKeyring()
-    keyring.set_keyring(backend)
-    yield backend
-    keyring.set_keyring(previous)
 
 
 @pytest.fixture(autouse=True)
@@ -116,7 +105,7 @@ def test_the_hub_token_goes_to_the_keyring_and_is_never_shown_or_written(
     prefs.tabs.setCurrentIndex(1)
     prefs.token_edit.setText("hf_secret_value")
     prefs.token_edit.editingFinished.emit()
-    assert memory_keyring.store == {("Hearth", "hub_token"): "hf_secret_value"}
+    assert memory_keyring.secrets == {("Hearth", "hub_token"): "hf_secret_value"}
     assert prefs.token_edit.text() == ""
     assert "saved" in prefs.token_edit.placeholderText()
     prefs.close()

@@ -12,6 +12,7 @@ from PySide6.QtCore import QThread
 from app.engine.engine import Engine
 from app.engine.types import GenerationSettings, Message, ModelSpec, ProviderReport
 from app.errors import ContextOverflowError
+from app.remote.engine import RemoteEngine
 from app.workers.generation_worker import (
     EngineLike,
     GenerationRequest,
@@ -167,6 +168,7 @@ def test_engine_like_members_exist_with_the_same_signatures_on_engine_and_fake(
         assert _shape(getattr(Engine, name)) == expected, f"Engine.{name}"
         assert _shape(getattr(FakeEngine, name)) == expected, f"FakeEngine.{name}"
         assert _shape(getattr(ScriptedEngine, name)) == expected, f"ScriptedEngine.{name}"
+        assert _shape(getattr(RemoteEngine, name)) == expected, f"RemoteEngine.{name}"
     for attribute, kind in [("spec", ModelSpec), ("provider_report", ProviderReport)]:
         assert attribute in EngineLike.__annotations__
         assert isinstance(getattr(engine, attribute), kind)

@@ -42,7 +42,7 @@ def test_a_job_reports_progress_then_its_result(qtbot, runner):
         return 42
 
     assert runner.submit(Job("a", "Job A", work))
-    qtbot.waitUntil(lambda: "finished" in events.kinds(), timeout=5000)
+    qtbot.waitUntil(lambda: "finished" in events.kinds() and not runner.pending(), timeout=5000)
     assert events.kinds() == ["queued", "started", "progress", "finished"]
     assert events.items[2][2] == Progress(0.5, "halfway")
     assert events.items[3] == ("finished", "a", 42)

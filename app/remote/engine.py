@@ -1,0 +1,312 @@
+"""``RemoteEngine``: the generation worker's ``EngineLike`` over an OpenAI-compatible server.
+
+The worker loads one for a model path ``remote:<source-id>/<model-id>``
+(``app.remote.sources.remote_target``); the user picked that source and model, and nothing
+else ever sends it a chat. ``chat`` streams ``/v1/chat/completions``; each
+``GenerationChunk`` carries the answer's new text in ``text`` and the model's thinking
+(``reasoning_content`` / ``reasoning`` deltas) in ``reasoning``, never mixed.
+
+Degrade paths (each says what was missing in the last chunk's ``stats.context_note``):
+no usage → token counts estimated; extra sampling options refused (HTTP 400/422) → sent
+again without them; no streaming (a JSON answer, or a 400/422 about streaming) → one
+non-streamed request; no ``/v1/models`` → the model id typed by the user is used as is.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from app.engine.types import (
+    GenerationChunk,
+    GenerationSettings,
+    Message,
+    ModelSpec,
+    ProviderReport,
+)
+from app.remote.caches import NoCaches
+from app.remote.client import OpenAIClient, iter_sse_data, parse_event
+from app.remote.errors import RemoteError, describe
+from app.remote.models import context_length_of, fetch_models
+from app.remote.reply import (
+    ReplyClock,
+    StopScanner,
+    build_payload,
+    estimate_message_tokens,
+    finish_reason,
+    has_extras,
+)
+from app.remote.sources import RemoteSource, SourceStore, parse_target, remote_target
+
+CHAT = "chat/completions"
+
+
+def _remote_spec(target: str, name: str, context_length: int) -> ModelSpec:
+    here = Path(target)
+    return ModelSpec(
+        root=here, layout="remote", name=name, model_path=here, variant="remote",
+        tokenizer_path=here, chat_template=None, bos_token=None, eos_token=None,
+        eos_token_ids=(), pad_token_id=None, context_length=context_length,
+    )
+
+
+class RemoteEngine:
+    """One model on one remote server. Used from one thread (the generation worker's)."""
+
+    def __init__(self, source: RemoteSource, model_id: str, client: OpenAIClient, *,
+                 context_length: int = 0, notes: Sequence[str] = ()) -> None:
+        self.source = source
+        self.model_id = model_id
+        self.client = client
+        self.notes = list(notes)  # what the server lacked when it was loaded
+        self.spec = _remote_spec(remote_target(source.id, model_id),
+                                 f"{model_id} · {source.name}", context_length)
+        self.provider_report = ProviderReport(
+            chosen="remote", ort_providers=(), requested=None, fell_back=False,
+            reasons={"remote": f"runs on {client.base_url}"})
+        self.token_count_estimated = False  # True once count_tokens had to guess
+        self._can_tokenize: bool | None = None
+        self._streams: bool | None = None  # learnt on the first reply
+        self._extras = True
+
+    @classmethod
+    def load(cls, target: str | Path, *, store: SourceStore | None = None) -> RemoteEngine:
+        """The engine for ``remote:<source-id>/<model-id>``: finds the source, checks that
+        the server answers and offers the model (when it can list models)."""
+        source_id, model_id = parse_target(target)
+        store = store or SourceStore()
+        source = store.get(source_id)
+        if source is None:
+            raise RemoteError(f"There is no remote engine “{source_id}” any more (it was "
+                              "removed).", kind="missing", hint="Add it again or pick another "
+                              "model.")
+        client = OpenAIClient(source.base_url, store.api_key(source))
+        try:
+            listed = fetch_models(client)
+        except RemoteError as exc:
+            if exc.kind != "not_found":
+                client.close()
+                raise
+            return cls(source, model_id, client, notes=[
+                f"The server at {client.base_url} has no /v1/models, so the model id "
+                f"“{model_id}” is used as typed."])
+        entry = next((m for m in listed if m.get("id") == model_id), None)
+        if entry is None:
+            client.close()
+            offered = ", ".join(str(m.get("id")) for m in listed[:8]) or "none"
+            raise RemoteError(f"The remote engine at {client.base_url} does not offer the "
+                              f"model “{model_id}” (it offers: {offered}).", kind="not_found",
+                              hint="Refresh the remote models and pick one of those.")
+        return cls(source, model_id, client, context_length=context_length_of(entry))
+
+    # EngineLike ---------------------------------------------------------------------------
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        settings: GenerationSettings,
+        *,
+        cancel: threading.Event | None = None,
+        caches: Any = None,
+        conversation_id: str | None = None,
+        reuse: bool = True,
+    ) -> Iterator[GenerationChunk]:
+        """Stream one reply. ``caches``, ``conversation_id`` and ``reuse`` are accepted for
+        the worker's sake and ignored: the server keeps (or not) its own prefix cache."""
+        cancel = cancel or threading.Event()
+        notes = list(self.notes)
+        clock = ReplyClock()
+        scanner = StopScanner(settings.stop_strings)
+        url = self.client.url(CHAT)
+        first_error: RemoteError | None = None
+        for stream, extras in self._attempts():
+            body = build_payload(self.model_id, messages, settings, stream=stream,
+                                 extras=extras)
+            try:
+                if stream:
+                    yield from self._stream(body, settings, cancel, clock, scanner, notes, url)
+                else:
+                    yield from self._whole(body, settings, clock, scanner, notes, messages)
+                return
+            except RemoteError as exc:
+                if exc.status not in (400, 422) or clock.first is not None:
+                    raise
+                first_error = first_error or exc
+                said = exc.message.split("The server said:", 1)[-1].lower() \
+                    if "The server said:" in exc.message else ""
+                if stream and "stream" in said and "stream_options" not in said:
+                    self._streams = False
+                    notes.append("The server refused streaming, so the reply came in one "
+                                 "piece.")
+                elif self._extras and has_extras(body):
+                    self._extras = False
+                    notes.append("The server refused Hearth's extra sampling options "
+                                 "(top_k, min_p, repetition_penalty, usage in the stream); "
+                                 "the reply was asked for without them.")
+                else:
+                    raise
+        assert first_error is not None
+        raise first_error
+
+    def _attempts(self) -> Iterator[tuple[bool, bool]]:
+        """(stream, extras) to try in order; what failed once is not tried again."""
+        tried: set[tuple[bool, bool]] = set()
+        while True:
+            attempt = (self._streams is not False, self._extras)
+            if attempt in tried:
+                return
+            tried.add(attempt)
+            yield attempt
+
+    def _stream(self, body: dict, settings: GenerationSettings, cancel: threading.Event,
+                clock: ReplyClock, scanner: StopScanner, notes: list[str],
+                url: str) -> Iterator[GenerationChunk]:
+        if not body.get("stream_options"):
+            body.pop("stream_options", None)
+        server_finish: str | None = None
+        stop_reason: object = None
+        done = False
+        with self.client.stream_post(CHAT, body, cancel) as response:
+            kind = response.headers.get("content-type", "")
+            if "text/event-stream" not in kind:  # the server ignored "stream"
+                self._streams = False
+                notes.append("The server does not stream, so the reply came in one piece.")
+                data = self._read_json(response, url)
+                yield from self._answer(data, settings, clock, scanner, notes,
+                                        body["messages"], streamed=False)
+                return
+            self._streams = True
+            try:
+                for data in iter_sse_data(response.iter_lines()):
+                    if cancel.is_set():
+                        break
+                    event = parse_event(data, url)
+                    if event is None:
+                        done = True
+                        break
+                    if isinstance(event.get("usage"), dict):
+                        clock.usage = event["usage"]
+                    for choice in event.get("choices") or ():
+                        delta = choice.get("delta") or {}
+                        text = delta.get("content") or ""
+                        thought = delta.get("reasoning_content") or delta.get("reasoning") or ""
+                        if text or thought:
+                            clock.saw(text)
+                            shown = scanner.push(text) if text else ""
+                            if shown or thought:
+                                yield GenerationChunk(shown, reasoning=thought)
+                            if scanner.hit is not None:
+                                done = True
+                                break
+                        if choice.get("finish_reason"):
+                            server_finish = choice["finish_reason"]
+                            stop_reason = choice.get("stop_reason")
+                    if scanner.hit is not None:
+                        break
+            except httpx2.HTTPError as exc:
+                if not cancel.is_set():
+                    raise self._broken(exc, url, clock) from exc
+        if cancel.is_set() and not done:
+            yield self._last(scanner, "cancelled", clock, notes, body)
+            return
+        if not done and server_finish is None:
+            raise RemoteError(
+                f"The remote engine at {self.client.base_url} closed the stream before the "
+                "reply was finished.", kind="broken",
+                hint="The server may have stopped or restarted.")
+        reason = finish_reason(server_finish, stop_reason, settings, scanner)
+        yield self._last(scanner, reason, clock, notes, body)
+
+    def _broken(self, exc: Exception, url: str, clock: ReplyClock) -> RemoteError:
+        error = describe(exc, url, timeout_s=self.client.read_timeout_s)
+        if clock.first is not None:
+            return RemoteError(
+                f"The remote engine at {self.client.base_url} stopped answering mid-reply: "
+                f"{error.message}", kind=error.kind, hint=error.hint)
+        return error
+
+    def _last(self, scanner: StopScanner, reason: str, clock: ReplyClock, notes: list[str],
+              body: dict) -> GenerationChunk:
+        prompt = [Message(m["role"], m["content"]) for m in body["messages"]]
+        stats = clock.stats(prompt_estimate=estimate_message_tokens(prompt),
+                            context_max=self.spec.context_length, notes=notes, streamed=True)
+        return GenerationChunk(scanner.flush(), finish_reason=reason,  # type: ignore[arg-type]
+                               stats=stats)
+
+    def _whole(self, body: dict, settings: GenerationSettings, clock: ReplyClock,
+               scanner: StopScanner, notes: list[str],
+               messages: Sequence[Message]) -> Iterator[GenerationChunk]:
+        data = self.client.post_json(CHAT, body)
+        yield from self._answer(data, settings, clock, scanner, notes, body["messages"],
+                                streamed=False)
+
+    def _read_json(self, response: httpx2.Response, url: str) -> Any:
+        try:
+            return json.loads(response.read())
+        except (ValueError, httpx2.HTTPError) as exc:
+            raise RemoteError(f"The remote engine at {url} answered with something that is "
+                              "not a chat completion.", kind="protocol") from exc
+
+    def _answer(self, data: Any, settings: GenerationSettings, clock: ReplyClock,
+                scanner: StopScanner, notes: list[str], prompt: list[dict], *,
+                streamed: bool) -> Iterator[GenerationChunk]:
+        """A whole (non-streamed) completion as one chunk plus the last one."""
+        try:
+            choice = data["choices"][0]
+            message = choice.get("message") or {}
+        except (KeyError, IndexError, TypeError):
+            raise RemoteError(f"The remote engine at {self.client.base_url} answered without "
+                              "a choice to show.", kind="protocol") from None
+        if isinstance(data.get("usage"), dict):
+            clock.usage = data["usage"]
+        text = message.get("content") or ""
+        thought = message.get("reasoning_content") or message.get("reasoning") or ""
+        clock.saw(text)
+        shown = scanner.push(text)
+        if shown or thought:
+            yield GenerationChunk(shown, reasoning=thought)
+        reason = finish_reason(choice.get("finish_reason"), choice.get("stop_reason"),
+                               settings, scanner)
+        messages = [Message(m["role"], m["content"]) for m in prompt]
+        stats = clock.stats(prompt_estimate=estimate_message_tokens(messages),
+                            context_max=self.spec.context_length, notes=notes,
+                            streamed=streamed)
+        yield GenerationChunk(scanner.flush(), finish_reason=reason, stats=stats)
+
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        """The server's count where it can tokenize a chat (vLLM's ``POST /tokenize``);
+        otherwise an estimate (about four characters a token), and
+        ``token_count_estimated`` turns True."""
+        if self._can_tokenize is not False:
+            try:
+                data = self.client.post_json(
+                    "/tokenize", {"model": self.model_id,
+                                  "messages": [m.as_dict() for m in messages]}, timeout_s=5)
+                count = data.get("count") if isinstance(data, dict) else None
+                if isinstance(count, int):
+                    self._can_tokenize = True
+                    return count
+            except RemoteError as exc:
+                if exc.kind == "offline":
+                    raise
+            self._can_tokenize = False
+        self.token_count_estimated = True
+        return estimate_message_tokens(messages)
+
+    def conversation_caches(
+        self,
+        *,
+        budget_bytes: int = 512 * 1024 * 1024,
+        snapshot_folder: Path | None = None,
+        min_tokens: int = 256,
+    ) -> Any:
+        """A cache set that keeps nothing: the server owns its KV cache."""
+        return NoCaches()
+
+    def close(self) -> None:
+        self.client.close()

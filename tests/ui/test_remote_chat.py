@@ -1,0 +1,132 @@
+"""Remote engines through the real window and controllers: add a source, list its models,
+pick one, chat, stop mid-stream, the server dying mid-reply (the partial reply is saved as
+failed with the reason), offline mode, and no chat sent to a remote nobody picked."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+
+from app.network import NetworkLog, install_guard, set_offline, uninstall_guard
+from app.remote.sources import is_remote_target
+from app.workers.generation_worker import default_loader
+from tests.remote.openai_stub import OpenAIStub, StubConfig
+from tests.ui.conftest import on_ui_thread
+from tests.workers.fake_engine import FakeLoader
+
+
+@pytest.fixture
+def stub():
+    server = OpenAIStub(StubConfig(models=["stub-model", "other"])).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def remote_app(make_app):
+    """The window over a loader that loads remote targets for real, local folders fake."""
+    fake = FakeLoader()
+
+    def loader(path):
+        return default_loader(path) if is_remote_target(path) else fake(path)
+
+    return make_app(loader)
+
+
+def add_and_list(app, url: str, name: str = "Stub"):
+    with app.qtbot.waitSignal(app.models.remotes_listed, timeout=5000) as blocker:
+        source = app.models.add_remote(name, url, "sk-test")
+    assert source is not None
+    (listing,) = [entry for entry in blocker.args[0] if entry.source.id == source.id]
+    return source, listing
+
+
+def pick(app, target: str) -> None:
+    with app.qtbot.waitSignal(app.controller.model_loaded, timeout=5000):
+        assert app.models.use(target)
+
+
+def test_pick_a_remote_model_and_chat(remote_app, stub, model_dir):
+    app = remote_app
+    app.load(model_dir)  # a local model first: adding a remote sends it nothing
+    _source, listing = add_and_list(app, stub.url)
+    assert [m.label for m in listing.models] == ["stub-model · Stub (remote)",
+                                                 "other · Stub (remote)"]
+    app.send("local question")
+    assert stub.chats == []  # never a chat to a remote the user did not pick
+    app.controller.new_conversation()
+    pick(app, listing.models[0].target)
+    assert app.controller.model_info.name == "stub-model · Stub"
+    assert app.controller.model_info.provider == "remote"
+    app.send("hello remote")
+    assert app.rows()[-1] == ("assistant", "Hello, world!", "complete")
+    (body,) = stub.chats
+    assert body["messages"][-1] == {"role": "user", "content": "hello remote"}
+    assert stub.requests[-1].headers["authorization"] == "Bearer sk-test"
+    stored = app.history.messages(app.controller.current_id)[-1]
+    assert stored.provenance["provider"] == "remote"
+    assert stored.provenance["model_path"] == "remote:stub/stub-model"
+    assert stored.provenance["stats"]["generated_tokens"] == 4  # the usage the server sent
+
+
+def test_stop_mid_stream_keeps_the_partial_reply_stopped(remote_app, stub):
+    stub.config.tokens = [f" t{i}" for i in range(400)]
+    stub.config.delay = 0.01
+    app = remote_app
+    _, listing = add_and_list(app, stub.url)
+    pick(app, listing.models[0].target)
+    app.send("go on", wait=False)
+    app.qtbot.waitUntil(lambda: len(app.controller.chat_model.message(1).content) > 10,
+                        timeout=5000)
+    app.qtbot.mouseClick(app.window.composer.button, Qt.MouseButton.LeftButton)
+    app.wait_idle()
+    _role, content, status = app.rows()[1]
+    assert status == "stopped" and content.startswith(" t0 t1") and len(content) < 1500
+    stored = app.history.messages(app.controller.current_id)[1]
+    assert (stored.status, stored.content) == ("stopped", content)
+    assert stored.provenance["finish_reason"] == "cancelled"
+
+
+def test_server_dying_mid_reply_saves_the_partial_reply_as_failed(remote_app, stub):
+    stub.config.die_after = 3
+    app = remote_app
+    messages: list[tuple[str, str]] = []
+    keep = on_ui_thread(app.bridge.message_shown, lambda level, text: messages.append(
+        (level, text)))
+    _, listing = add_and_list(app, stub.url)
+    pick(app, listing.models[0].target)
+    app.send("tell me")
+    assert app.rows()[1] == ("assistant", "Hello, world", "failed")
+    stored = app.history.messages(app.controller.current_id)[1]
+    assert (stored.status, stored.content) == ("failed", "Hello, world")
+    error = stored.provenance["error"]
+    assert "stopped answering mid-reply" in error and stub.url.removesuffix("/v1") in error
+    assert ("error", error) in messages
+    del keep
+
+
+def test_offline_mode_blocks_a_remote_on_another_machine(remote_app, qtbot):
+    app = remote_app
+    uninstall_guard()
+    install_guard(NetworkLog(capacity=20), offline=False)
+    set_offline(True)
+    try:
+        with qtbot.waitSignal(app.models.remotes_listed, timeout=5000) as listed:
+            source = app.models.add_remote("Far", "http://192.0.2.10:8000/v1")
+        (listing,) = listed.args[0]
+        assert listing.models == () and "offline mode is on" in listing.error
+        with qtbot.waitSignal(app.controller.model_load_failed, timeout=5000) as failed:
+            app.models.use(source.target("m"))
+    finally:
+        set_offline(False)
+        uninstall_guard()
+    assert "offline mode is on" in failed.args[0] and "192.0.2.10" in failed.args[0]
+    assert app.controller.model_info is None
+
+
+def test_remove_refuses_the_source_in_use(remote_app, stub):
+    app = remote_app
+    source, listing = add_and_list(app, stub.url)
+    pick(app, listing.models[0].target)
+    assert not app.models.remove_remote(source.id)
+    assert [s.id for s in app.models.remote_sources()] == [source.id]
