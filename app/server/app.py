@@ -40,6 +40,7 @@ from app.server.executor import EngineExecutor
 from app.server.jobs import (
     Channel,
     Done,
+    ServerConversations,
     Started,
     finish_reason,
     model_not_found,
@@ -61,6 +62,7 @@ class HearthApi:
         self.config = config
         self.admission = Admission(config.queue)
         self._channels: set[Channel] = set()
+        self._conversations = ServerConversations()  # touched on the engine thread only
         self._lock = threading.Lock()
         middleware = []
         if config.cors_origins:
@@ -107,7 +109,8 @@ class HearthApi:
         self._authorize(request)
         req = parse_chat(await self._read_json(request), max_messages=self.config.max_messages)
         self._check_model(req.model)
-        return await self._run(request, "chat", partial(run_chat, req), stream=req.stream,
+        job = partial(run_chat, req, self._conversations)
+        return await self._run(request, "chat", job, stream=req.stream,
                                include_usage=req.include_usage, model=req.model)
 
     async def completions(self, request: Request) -> Response:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from app.server.config import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_QUEUE, ServerConfig
 
@@ -34,9 +36,10 @@ def register(subparsers) -> None:
     serve.set_defaults(func=run_serve)
 
 
-def run_serve(args: argparse.Namespace, *, ready: threading.Event | None = None,
+def run_serve(args: argparse.Namespace, *, on_ready: Callable[[Any], None] | None = None,
               stop: threading.Event | None = None) -> int:
-    """Serve until Ctrl-C (or ``stop``, for tests); ``ready`` is set once listening."""
+    """Serve until Ctrl-C (or until ``stop`` is set); ``on_ready(address)`` is called once
+    listening."""
     from app.engine.engine import Engine
     from app.server.app import HearthApi
     from app.server.executor import ThreadEngineExecutor
@@ -53,8 +56,8 @@ def run_serve(args: argparse.Namespace, *, ready: threading.Event | None = None,
         print(f"Serving {served.id} at {address.base_url} (model id '{served.id}'; "
               f"{'API key required' if config.api_key else 'no API key'}). Ctrl-C stops.",
               flush=True)
-        if ready is not None:
-            ready.set()
+        if on_ready is not None:
+            on_ready(address)
         waiter = stop or threading.Event()
         try:
             while not waiter.wait(0.5):

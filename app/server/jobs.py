@@ -7,8 +7,10 @@ whole reply, and a client that left stops the engine within a step.
 
 Prefix reuse across stateless requests: a chat runs over the server conversation whose KV
 cache shares the longest token prefix with the new prompt (``ConversationCaches.best_prefix``),
-so a client that resends the whole conversation each turn prefills only the new turn. The
-conversations of the desktop window (in the same bounded cache set) are never taken over.
+so a client that resends the whole conversation each turn prefills only the new turn. A
+cache is taken over only by a request that continues it (shares at least half of what it
+holds): two clients that share just a system prompt keep a cache each. The conversations of
+the desktop window (in the same bounded cache set) are never taken over.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -84,7 +87,35 @@ class Channel:
         return item
 
 
-def run_chat(request: ChatRequest, channel: Channel, engine: Any, caches: Any) -> None:
+class ServerConversations:
+    """The server's conversations in the cache set and how many tokens each one's cache
+    holds. Used on the engine thread only."""
+
+    KEPT = 4096
+
+    def __init__(self) -> None:
+        self._held: OrderedDict[str, int] = OrderedDict()
+
+    def pick(self, caches: Any, prompt_ids: list[int]) -> str:
+        """The conversation to run ``prompt_ids`` over: the server conversation whose cache
+        shares the longest prefix with it, when that is at least half of what the cache
+        holds (the request continues it, or edits its end); else a new one."""
+        best, common = caches.best_prefix(prompt_ids)
+        held = self._held.get(best) if best is not None else None
+        if held is not None and common > 0 and 2 * common >= held:
+            return best
+        return SERVER_CONVERSATION_PREFIX + uuid.uuid4().hex
+
+    def ran(self, conversation_id: str, stats: GenerationStats | None) -> None:
+        """``conversation_id``'s cache now holds the prompt and reply of ``stats``."""
+        self._held[conversation_id] = stats.context_used if stats is not None else 0
+        self._held.move_to_end(conversation_id)
+        while len(self._held) > self.KEPT:
+            self._held.popitem(last=False)
+
+
+def run_chat(request: ChatRequest, conversations: ServerConversations, channel: Channel,
+             engine: Any, caches: Any) -> None:
     """Job: the assistant's reply to ``request.messages`` (engine thread)."""
     channel.started_at = time.perf_counter()
     if channel.cancel.is_set():  # the client left while the request waited
@@ -93,10 +124,13 @@ def run_chat(request: ChatRequest, channel: Channel, engine: Any, caches: Any) -
     messages = list(request.messages)
     ids = engine.encode_chat(messages, stop=channel.cancel)
     settings = _settings(engine, request.sampling, len(ids), "messages")
-    conversation = pick_conversation(caches, ids)
+    conversation = conversations.pick(caches, ids)
     stream = engine.chat(messages, settings, cancel=channel.cancel, caches=caches,
                          conversation_id=conversation)
-    _pump(stream, channel, len(ids))
+    try:
+        _pump(stream, channel, len(ids))
+    finally:
+        conversations.ran(conversation, channel.final.stats if channel.final else None)
 
 
 def run_completion(request: CompletionRequest, channel: Channel, engine: Any,
@@ -118,15 +152,6 @@ def run_completion(request: CompletionRequest, channel: Channel, engine: Any,
                            f"vocabulary has {vocab} tokens.", param="prompt")
     settings = _settings(engine, request.sampling, len(ids), "prompt")
     _pump(engine.generate(ids, settings, cancel=channel.cancel), channel, len(ids))
-
-
-def pick_conversation(caches: Any, prompt_ids: list[int]) -> str:
-    """The server conversation to run over: the one whose cache shares the longest prefix
-    with ``prompt_ids``, else a new one."""
-    best, common = caches.best_prefix(prompt_ids)
-    if best is not None and best.startswith(SERVER_CONVERSATION_PREFIX) and common > 0:
-        return best
-    return SERVER_CONVERSATION_PREFIX + uuid.uuid4().hex
 
 
 def finish_reason(engine_reason: str | None) -> str:
