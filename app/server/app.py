@@ -177,7 +177,7 @@ class HearthApi:
         future = self.executor.submit(partial(job, channel))
         future.add_done_callback(partial(self._job_done, ticket, channel))
         try:
-            first = await _unless_disconnected(request, channel.get(), channel)
+            first = await _unless_disconnected(request, _first(channel), channel)
             if first is None or (isinstance(first, Done) and first.error is None):
                 return Response(status_code=499)  # the client is gone
             if isinstance(first, Done):
@@ -201,16 +201,21 @@ class HearthApi:
         try:
             yield responses.sse(reply.opening())
             while True:
-                item = await channel.get()
-                if isinstance(item, Done):
-                    if item.error is not None:
-                        yield responses.sse(api_error_for(item.error).body())
+                events = []
+                done = None
+                for item in await channel.get_all():
+                    if isinstance(item, Done):
+                        done = item
+                    elif isinstance(item, GenerationChunk):
+                        events.extend(responses.sse(e) for e in reply.chunk(item))
+                        if item.finish_reason is not None:
+                            events.append(responses.sse("[DONE]"))
+                if done is not None and done.error is not None:
+                    events.append(responses.sse(api_error_for(done.error).body()))
+                if events:
+                    yield b"".join(events)
+                if done is not None:
                     return
-                if isinstance(item, GenerationChunk):
-                    for event in reply.chunk(item):
-                        yield responses.sse(event)
-                    if item.finish_reason is not None:
-                        yield responses.sse("[DONE]")
         finally:
             channel.cancel.set()  # normal end: no effect; disconnect: the engine stops
 
@@ -274,19 +279,24 @@ class _Reply:
         return responses.completion(self.id, self.created, self.model, None, None, use)
 
 
+async def _first(channel: Channel) -> Any:
+    """The first item: ``Started`` or ``Done`` (any chunks after it stay queued)."""
+    return (await channel.get_all(limit=1))[0]
+
+
 async def _collect(channel: Channel) -> tuple[str, str, GenerationChunk | None]:
     text, reasoning, final = [], [], None
     while True:
-        item = await channel.get()
-        if isinstance(item, Done):
-            if item.error is not None:
-                raise api_error_for(item.error)
-            return "".join(text), "".join(reasoning), final
-        if isinstance(item, GenerationChunk):
-            text.append(item.text)
-            reasoning.append(item.reasoning)
-            if item.finish_reason is not None:
-                final = item
+        for item in await channel.get_all():
+            if isinstance(item, Done):
+                if item.error is not None:
+                    raise api_error_for(item.error)
+                return "".join(text), "".join(reasoning), final
+            if isinstance(item, GenerationChunk):
+                text.append(item.text)
+                reasoning.append(item.reasoning)
+                if item.finish_reason is not None:
+                    final = item
 
 
 async def _unless_disconnected(request: Request, awaitable: Any, channel: Channel) -> Any:

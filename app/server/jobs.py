@@ -16,6 +16,7 @@ the desktop window (in the same bounded cache set) are never taken over.
 from __future__ import annotations
 
 import asyncio
+import collections
 import threading
 import time
 import uuid
@@ -48,14 +49,20 @@ class Done:
 
 
 class Channel:
-    """Engine thread → event loop, with backpressure and a cancel event for the engine."""
+    """Engine thread → event loop, with backpressure and a cancel event for the engine.
+
+    Items wait in a buffer; the event loop is woken once per batch, not once per token (a
+    wake-up is a context switch, which costs more than a tiny model's decode step)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, *, credits: int = DEFAULT_CREDITS):
         self.cancel = threading.Event()
         self.started_at: float | None = None  # perf_counter when the engine took the job
         self.final: GenerationChunk | None = None  # the engine's last chunk (finish + stats)
         self._loop = loop
-        self._items: asyncio.Queue = asyncio.Queue()
+        self._buffer: collections.deque[Any] = collections.deque()
+        self._lock = threading.Lock()
+        self._wake_pending = False
+        self._ready = asyncio.Event()
         self._credits = threading.Semaphore(credits)
 
     # -- engine thread ---------------------------------------------------------------------
@@ -71,8 +78,13 @@ class Channel:
         self._push(Done(error))
 
     def _push(self, item: Any) -> bool:
+        with self._lock:
+            self._buffer.append(item)
+            if self._wake_pending:
+                return True
+            self._wake_pending = True
         try:
-            self._loop.call_soon_threadsafe(self._items.put_nowait, item)
+            self._loop.call_soon_threadsafe(self._wake)
         except RuntimeError:  # the event loop is gone: nobody reads any more
             self.cancel.set()
             return False
@@ -80,11 +92,23 @@ class Channel:
 
     # -- event loop ------------------------------------------------------------------------
 
-    async def get(self) -> Any:
-        item = await self._items.get()
-        if not isinstance(item, Done):
-            self._credits.release()
-        return item
+    def _wake(self) -> None:
+        with self._lock:
+            self._wake_pending = False
+        self._ready.set()
+
+    async def get_all(self, limit: int | None = None) -> list[Any]:
+        """Every item sent so far and not yet read (at least one; at most ``limit``)."""
+        while True:
+            with self._lock:
+                count = len(self._buffer) if limit is None else min(limit, len(self._buffer))
+                items = [self._buffer.popleft() for _ in range(count)]
+            if items:
+                for _ in range(sum(not isinstance(item, Done) for item in items)):
+                    self._credits.release()
+                return items
+            self._ready.clear()
+            await self._ready.wait()
 
 
 class ServerConversations:
