@@ -18,6 +18,7 @@ from app.network import add_offline_flag, startup
 COMMAND_MODULES = (
     "app.engine.cli",  # chat, generate
     "app.models.cli",  # models list|catalog|download|rm|import, import-gguf, setup-starter
+    "app.server.cli",  # serve
 )
 
 

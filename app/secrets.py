@@ -18,6 +18,7 @@ from app.paths import data_root
 SERVICE = "Hearth"
 FALLBACK_NAME = "secrets-NOT-ENCRYPTED.json"
 HUB_TOKEN = "hub_token"
+SERVER_API_KEY = "server_api_key"  # what clients of the local server must send
 KeyPlace = Literal["keyring", "file"]
 
 

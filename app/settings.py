@@ -61,7 +61,7 @@ THEMES = ("system", "light", "dark")
 SEND_KEYS = ("enter", "ctrl+enter")
 PROVIDER_CHOICES = ("auto", "cpu", "dml", "cuda", "coreml")
 SECTIONS = (("general", "General"), ("models", "Models"), ("hardware", "Hardware"),
-            ("privacy", "Privacy"))
+            ("server", "Local server"), ("privacy", "Privacy"))
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("system_prompt", str, "", "Default system prompt", per_chat=True,
@@ -108,6 +108,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("offline", bool, False, "Offline mode (block every network connection)",
             section="privacy",
             help="Downloads, Hub search and remote engines are refused; chats work as usual."),
+    Setting("server_enabled", bool, False,
+            "Serve the loaded model to other apps (OpenAI-compatible API)", section="server",
+            help="Editors, agents and scripts on this computer can then use it at the address "
+                 "below; the chat window and the server take turns on the model."),
+    Setting("server_port", int, 8080, "Port", 1, 65535, section="server"),
+    Setting("server_lan", bool, False, "Also accept other computers on this network",
+            section="server",
+            help="Needs an API key (below); clients send it as 'Authorization: Bearer KEY'."),
     # Window state (no control): restored on launch.
     Setting("last_model", str, "", "Last used model folder"),
     Setting("last_chat", str, "", "The chat open when Hearth was closed"),

@@ -87,8 +87,7 @@ def run_app(smoke_test: str | None = None) -> int:
                 controller.load_model(model.path)
             code = app.exec()
     finally:
-        models.shutdown()
-        controller.shutdown()
+        window.shutdown()
         app.setQuitOnLastWindowClosed(False)  # we are leaving already; post no quit event
         window.close()
         app.setQuitOnLastWindowClosed(True)

@@ -38,6 +38,7 @@ from app.ui.first_run import FirstRunPanel
 from app.ui.message_bridge import Banner, CrashDialog
 from app.ui.model_controller import STARTER_JOB, ModelController
 from app.ui.model_manager import ModelManagerPanel
+from app.ui.server_controller import ServerController
 from app.ui.settings_panel import SettingsPanel
 from app.ui.status_bar import ChatStatusBar
 from app.workers.generation_worker import ModelInfo
@@ -63,6 +64,7 @@ class MainWindow(QMainWindow):
         self.crash_dialogs: list[CrashDialog] = []
         self.model_manager = ModelManagerPanel(models, self)
         self.model_manager.setWindowFlag(Qt.WindowType.Window, True)
+        self.server = ServerController(controller.host, self)
         self.setWindowTitle("Hearth")
         self.setAccessibleName("Hearth")
         self.resize(1200, 800)
@@ -371,7 +373,9 @@ class MainWindow(QMainWindow):
         from app.ui.preferences import PreferencesDialog
 
         if getattr(self, "preferences", None) is None:
-            self.preferences = PreferencesDialog(self.controller.settings, self.models, parent=self)
+            self.preferences = PreferencesDialog(
+                self.controller.settings, self.models, server=self.server, parent=self
+            )
             self.preferences.changed.connect(self.apply_setting)
         if self.preferences.isVisible():  # already open behind the window: bring it forward
             self.preferences.raise_()
@@ -408,6 +412,25 @@ class MainWindow(QMainWindow):
             set_offline(bool(value))
         elif key in ("models_folder", "hub_endpoint"):
             self.refresh_models()
+        elif key in ("server_enabled", "server_port", "server_lan"):
+            self.apply_server()
+
+    def apply_server(self) -> None:
+        """Start, restart or stop the local server as the settings say."""
+        from app.secrets import SERVER_API_KEY, SecretStore
+        from app.server.config import ServerConfig
+
+        settings = self.controller.settings
+        if not settings.get("server_enabled"):
+            self.server.stop()
+            return
+        lan = bool(settings.get("server_lan"))
+        config = ServerConfig(
+            host="0.0.0.0" if lan else "127.0.0.1",
+            port=int(settings.get("server_port")),
+            api_key=SecretStore().get(SERVER_API_KEY) if lan else None,
+        )
+        self.server.start(config)
 
     def on_zoom(self, step: int) -> None:
         current = int(self.controller.settings.get("font_size"))
@@ -460,6 +483,8 @@ class MainWindow(QMainWindow):
         for key in ("theme", "font_size", "send_key"):
             if settings.get(key) != settings_default(key):
                 self.apply_setting(key, settings.get(key))
+        if settings.get("server_enabled"):
+            self.apply_server()
         self.theme_actions[str(settings.get("theme"))].setChecked(True)
         last = settings.get("last_chat")
         history = self.controller.history
@@ -562,8 +587,15 @@ class MainWindow(QMainWindow):
         self.crash_dialogs.append(dialog)
         dialog.show()
 
+    def shutdown(self) -> bool:
+        """Everything stops in order: model jobs, the server (its generations run on the
+        engine's thread), then the engine's worker. Safe to call twice."""
+        models = self.models.shutdown()
+        server = self.server.stop()
+        chat = self.controller.shutdown()
+        return models and server and chat
+
     def closeEvent(self, event: QCloseEvent) -> None:
         self._save_state()
-        self.models.shutdown()
-        self.controller.shutdown()
+        self.shutdown()
         super().closeEvent(event)

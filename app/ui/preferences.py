@@ -33,9 +33,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.secrets import HUB_TOKEN, SecretStore
+from app.secrets import HUB_TOKEN, SERVER_API_KEY, SecretStore
 from app.settings import SECTIONS, SETTINGS, Setting, Settings
 from app.ui.model_controller import ModelController
+from app.ui.server_controller import ServerController
 
 PROVIDER_NAMES = {"cpu": "CPU", "dml": "DirectML", "cuda": "CUDA", "coreml": "CoreML"}
 
@@ -52,6 +53,7 @@ class PreferencesDialog(QDialog):
         models: ModelController,
         *,
         provider_reasons: dict[str, str | None] | None = None,
+        server: ServerController | None = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -60,6 +62,7 @@ class PreferencesDialog(QDialog):
         self.settings = settings
         self.models = models
         self.provider_reasons = provider_reasons
+        self.server = server
         self.editors: dict[str, QWidget] = {}
         self.tabs = QTabWidget(self)
         for section, title in SECTIONS:
@@ -112,6 +115,23 @@ class PreferencesDialog(QDialog):
                 Qt.TextInteractionFlag.TextSelectableByMouse
             )
             form.addRow("", self.provider_note)
+        if section == "server":
+            form.addRow(QLabel("API key:", page), self._server_key_row(page))
+            self.server_status = QLabel(page)
+            self.server_status.setWordWrap(True)
+            self.server_status.setTextInteractionFlags(
+                Qt.TextInteractionFlag.TextSelectableByMouse
+            )
+            self.copy_address = QPushButton("Copy address", page)
+            self.copy_address.clicked.connect(self.on_copy_address)
+            form.addRow("", self.server_status)
+            form.addRow("", self.copy_address)
+            if self.server is not None:
+                self.server.started.connect(self.on_server_state)
+                self.server.stopped.connect(self.on_server_state)
+                self.server.failed.connect(self.on_server_failed)
+                self.server.requests_changed.connect(self.on_server_requests)
+            self.on_server_state()
         if section == "privacy":
             log = QPushButton("Show network activity…", page)
             log.clicked.connect(self.on_show_network_log)
@@ -226,6 +246,53 @@ class PreferencesDialog(QDialog):
         column.addWidget(self.token_note)
         self.token_note.setText(self.secrets.describe())
         return row
+
+    def _server_key_row(self, parent: QWidget) -> QWidget:
+        self.server_key = QLineEdit(parent)
+        self.server_key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.server_key.setAccessibleName("Server API key")
+        saved = SecretStore().get(SERVER_API_KEY)
+        self.server_key.setPlaceholderText(
+            "A key is saved (type a new one to replace it)" if saved
+            else "Needed to accept other computers"
+        )
+        self.server_key.editingFinished.connect(self.on_server_key_entered)
+        return self.server_key
+
+    def on_server_key_entered(self) -> None:
+        key = self.server_key.text().strip()
+        if not key:
+            return
+        SecretStore(what="The API key").set(SERVER_API_KEY, key)
+        self.server_key.clear()
+        self.server_key.setPlaceholderText("A key is saved (type a new one to replace it)")
+        self.changed.emit("server_lan", self.settings.get("server_lan"))  # restart with it
+
+    def on_server_state(self, *_: object) -> None:
+        server = self.server
+        running = server is not None and server.running
+        self.copy_address.setEnabled(running)
+        if not running:
+            self.server_status.setText("The server is off.")
+            return
+        model = server.model_id or "no model loaded yet"
+        self.server_status.setText(f"Serving {model} at {server.address}")
+
+    def on_server_failed(self, message: str) -> None:
+        self.server_status.setText("✗ " + message)
+
+    def on_server_requests(self, active: int, served: int) -> None:
+        if self.server is not None and self.server.running:
+            self.server_status.setText(
+                f"Serving {self.server.model_id or 'no model loaded yet'} at "
+                f"{self.server.address} · {active} running or waiting, {served} answered"
+            )
+
+    def on_copy_address(self) -> None:
+        from PySide6.QtGui import QGuiApplication
+
+        if self.server is not None and self.server.address:
+            QGuiApplication.clipboard().setText(self.server.address)
 
     def _provider_text(self) -> str:
         """What the loaded model really runs on, and why the others were not used."""

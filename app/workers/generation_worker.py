@@ -228,6 +228,21 @@ class GenerationWorker(QObject):
             return
         self.failed.emit(conv, "The model stopped without finishing its reply.")
 
+    @property
+    def info(self) -> ModelInfo | None:
+        """The loaded model (None while none is); a plain read, safe from any thread."""
+        return self._info
+
+    @Slot(object, object)
+    def on_run_requested(self, fn: object, future: object) -> None:
+        """Run ``fn(engine, caches)`` on this thread and settle the
+        ``concurrent.futures.Future`` with its result or exception (both are None while no
+        model is loaded). Posted like the chat's requests, so it waits its turn: the local
+        server shares the engine this way and never runs beside a chat reply."""
+        from app.server.executor import run_job
+
+        run_job(fn, future, self._engine, self._caches)  # type: ignore[arg-type]
+
     @Slot(str)
     def on_forget_requested(self, conversation_id: str) -> None:
         if self._caches is not None:

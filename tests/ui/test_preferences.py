@@ -37,7 +37,7 @@ def open_preferences(app):
 
     window = app.window
     window.preferences = PreferencesDialog(
-        app.settings, app.models, provider_reasons=REASONS, parent=window
+        app.settings, app.models, provider_reasons=REASONS, server=window.server, parent=window
     )
     window.preferences.changed.connect(window.apply_setting)
     window.preferences_action.trigger()
@@ -48,7 +48,7 @@ def open_preferences(app):
 def test_every_setting_with_a_section_gets_a_control_on_its_tab(make_app):
     prefs = open_preferences(make_app())
     tabs = [prefs.tabs.tabText(i) for i in range(prefs.tabs.count())]
-    assert tabs == ["General", "Models", "Hardware", "Privacy"]
+    assert tabs == ["General", "Models", "Hardware", "Local server", "Privacy"]
     expected = {s.key for s in SETTINGS if s.section}
     assert set(prefs.editors) == expected
     for key, editor in prefs.editors.items():
@@ -178,3 +178,35 @@ def test_the_shortcuts_sheet_lists_every_action_shortcut(make_app):
     assert rows["Send the message"] == "Enter" and rows["Stop the reply"] == "Esc"
     app.window.shortcuts_action.trigger()
     assert "Ctrl+M" in app.window.shortcuts_box.text()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_the_local_server_switch_serves_the_loaded_model_and_stops(app):
+    import httpx2
+
+    prefs = open_preferences(app)
+    port = _free_port()
+    prefs.editors["server_port"].setValue(port)
+    with app.qtbot.waitSignal(app.window.server.started, timeout=10000):
+        prefs.editors["server_enabled"].setChecked(True)
+    assert app.window.server.address == f"http://127.0.0.1:{port}/v1"
+    assert f"127.0.0.1:{port}" in prefs.server_status.text()
+    listed = httpx2.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).json()
+    assert [m["id"] for m in listed["data"]] == [app.window.server.model_id]
+    prefs.editors["server_lan"].setChecked(True)  # no API key yet: refused, with a reason
+    app.qtbot.waitUntil(lambda: prefs.server_status.text().startswith("✗"), timeout=10000)
+    assert "API key" in prefs.server_status.text()
+    prefs.editors["server_lan"].setChecked(False)
+    app.qtbot.waitUntil(lambda: app.window.server.running, timeout=10000)
+    prefs.editors["server_enabled"].setChecked(False)
+    assert not app.window.server.running
+    with pytest.raises(httpx2.ConnectError):
+        httpx2.get(f"http://127.0.0.1:{port}/v1/models", timeout=5)
+    assert Settings().get("server_enabled") is False

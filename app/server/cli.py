@@ -1,0 +1,70 @@
+"""``hearth serve MODEL_DIR``: the model over an OpenAI-compatible API on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from app.server.config import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_QUEUE, ServerConfig
+
+API_KEY_ENV = "HEARTH_API_KEY"
+
+
+def register(subparsers) -> None:
+    serve = subparsers.add_parser(
+        "serve", help="serve a model over an OpenAI-compatible HTTP API",
+        description="Serve a model folder over an OpenAI-compatible API "
+        "(/v1/chat/completions, /v1/completions, /v1/models). Listens on 127.0.0.1 unless "
+        "told otherwise; another address needs an API key.")
+    serve.add_argument("model_dir", type=Path, help="model folder (either ONNX layout)")
+    serve.add_argument("--host", default=DEFAULT_HOST, help=f"address (default {DEFAULT_HOST})")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT,
+                       help=f"TCP port (default {DEFAULT_PORT}; 0 picks a free one)")
+    serve.add_argument("--api-key", default=os.environ.get(API_KEY_ENV),
+                       help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV})")
+    serve.add_argument("--queue", type=int, default=DEFAULT_QUEUE,
+                       help=f"requests that may wait while one runs (default {DEFAULT_QUEUE})")
+    serve.add_argument("--cors-origin", action="append", default=[], metavar="URL",
+                       help="allow browser pages from this origin (repeatable)")
+    serve.add_argument("--provider", choices=("cpu", "dml", "cuda", "coreml"))
+    serve.add_argument("--variant", help="Optimum graph variant, e.g. model_q4")
+    serve.add_argument("--threads", type=int, help="CPU threads for ONNX Runtime")
+    serve.set_defaults(func=run_serve)
+
+
+def run_serve(args: argparse.Namespace, *, on_ready: Callable[[Any], None] | None = None,
+              stop: threading.Event | None = None) -> int:
+    """Serve until Ctrl-C (or until ``stop`` is set); ``on_ready(address)`` is called once
+    listening."""
+    from app.engine.engine import Engine
+    from app.server.app import HearthApi
+    from app.server.executor import ThreadEngineExecutor
+    from app.server.runner import ServerRunner
+
+    config = ServerConfig(host=args.host, port=args.port, api_key=args.api_key,
+                          queue=args.queue, cors_origins=tuple(args.cors_origin)).validate()
+    executor = ThreadEngineExecutor(lambda: Engine.load(
+        args.model_dir, provider=args.provider, variant=args.variant, threads=args.threads))
+    served = executor.start()
+    runner = ServerRunner(HearthApi(executor, config))
+    try:
+        address = runner.start()
+        print(f"Serving {served.id} at {address.base_url} (model id '{served.id}'; "
+              f"{'API key required' if config.api_key else 'no API key'}). Ctrl-C stops.",
+              flush=True)
+        if on_ready is not None:
+            on_ready(address)
+        waiter = stop or threading.Event()
+        try:
+            while not waiter.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            print("Stopping…", flush=True)
+    finally:
+        runner.stop()
+        executor.close()
+    return 0

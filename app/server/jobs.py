@@ -1,0 +1,228 @@
+"""What runs on the engine's thread for one request: a chat or a completion, streamed into
+a ``Channel`` that the HTTP side (asyncio) reads.
+
+The channel is bounded by credits: the engine waits (checking the cancel event) when the
+reader has not taken the last ``credits`` chunks, so a slow client cannot make it buffer a
+whole reply, and a client that left stops the engine within a step.
+
+Prefix reuse across stateless requests: a chat runs over the server conversation whose KV
+cache shares the longest token prefix with the new prompt (``ConversationCaches.best_prefix``),
+so a client that resends the whole conversation each turn prefills only the new turn. A
+cache is taken over only by a request that continues it (shares at least half of what it
+holds): two clients that share just a system prompt keep a cache each. The conversations of
+the desktop window (in the same bounded cache set) are never taken over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from app.engine.types import GenerationChunk, GenerationSettings, GenerationStats
+from app.server.errors import ApiError, EngineUnavailableError, context_exceeded
+from app.server.executor import model_id
+from app.server.schema import ChatRequest, CompletionRequest, Sampling
+
+SERVER_CONVERSATION_PREFIX = "server-"
+DEFAULT_CREDITS = 32
+
+
+@dataclass(frozen=True)
+class Started:
+    """The job began generating (sent before the first chunk)."""
+
+    prompt_tokens: int
+
+
+@dataclass(frozen=True)
+class Done:
+    """The job ended; ``error`` is what it raised (None: it finished)."""
+
+    error: BaseException | None
+
+
+class Channel:
+    """Engine thread → event loop, with backpressure and a cancel event for the engine.
+
+    Items wait in a buffer; the event loop is woken once per batch, not once per token (a
+    wake-up is a context switch, which costs more than a tiny model's decode step)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, *, credits: int = DEFAULT_CREDITS):
+        self.cancel = threading.Event()
+        self.started_at: float | None = None  # perf_counter when the engine took the job
+        self.final: GenerationChunk | None = None  # the engine's last chunk (finish + stats)
+        self._loop = loop
+        self._buffer: collections.deque[Any] = collections.deque()
+        self._lock = threading.Lock()
+        self._wake_pending = False
+        self._ready = asyncio.Event()
+        self._credits = threading.Semaphore(credits)
+
+    # -- engine thread ---------------------------------------------------------------------
+
+    def send(self, item: Any) -> bool:
+        """Queue ``item`` for the reader; False (dropped) once the request is cancelled."""
+        while not self._credits.acquire(timeout=0.05):
+            if self.cancel.is_set():
+                return False
+        return self._push(item)
+
+    def finish(self, error: BaseException | None) -> None:
+        self._push(Done(error))
+
+    def _push(self, item: Any) -> bool:
+        with self._lock:
+            self._buffer.append(item)
+            if self._wake_pending:
+                return True
+            self._wake_pending = True
+        try:
+            self._loop.call_soon_threadsafe(self._wake)
+        except RuntimeError:  # the event loop is gone: nobody reads any more
+            self.cancel.set()
+            return False
+        return True
+
+    # -- event loop ------------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        with self._lock:
+            self._wake_pending = False
+        self._ready.set()
+
+    async def get_all(self, limit: int | None = None) -> list[Any]:
+        """Every item sent so far and not yet read (at least one; at most ``limit``)."""
+        while True:
+            with self._lock:
+                count = len(self._buffer) if limit is None else min(limit, len(self._buffer))
+                items = [self._buffer.popleft() for _ in range(count)]
+            if items:
+                for _ in range(sum(not isinstance(item, Done) for item in items)):
+                    self._credits.release()
+                return items
+            self._ready.clear()
+            await self._ready.wait()
+
+
+class ServerConversations:
+    """The server's conversations in the cache set and how many tokens each one's cache
+    holds. Used on the engine thread only."""
+
+    KEPT = 4096
+
+    def __init__(self) -> None:
+        self._held: OrderedDict[str, int] = OrderedDict()
+
+    def pick(self, caches: Any, prompt_ids: list[int]) -> str:
+        """The conversation to run ``prompt_ids`` over: the server conversation whose cache
+        shares the longest prefix with it, when that is at least half of what the cache
+        holds (the request continues it, or edits its end); else a new one."""
+        best, common = caches.best_prefix(prompt_ids)
+        held = self._held.get(best) if best is not None else None
+        if held is not None and common > 0 and 2 * common >= held:
+            return best
+        return SERVER_CONVERSATION_PREFIX + uuid.uuid4().hex
+
+    def ran(self, conversation_id: str, stats: GenerationStats | None) -> None:
+        """``conversation_id``'s cache now holds the prompt and reply of ``stats``."""
+        self._held[conversation_id] = stats.context_used if stats is not None else 0
+        self._held.move_to_end(conversation_id)
+        while len(self._held) > self.KEPT:
+            self._held.popitem(last=False)
+
+
+def run_chat(request: ChatRequest, conversations: ServerConversations, channel: Channel,
+             engine: Any, caches: Any) -> None:
+    """Job: the assistant's reply to ``request.messages`` (engine thread)."""
+    channel.started_at = time.perf_counter()
+    if channel.cancel.is_set():  # the client left while the request waited
+        return
+    _check_model(engine, request.model)
+    messages = list(request.messages)
+    ids = engine.encode_chat(messages, stop=channel.cancel)
+    settings = _settings(engine, request.sampling, len(ids), "messages")
+    conversation = conversations.pick(caches, ids)
+    stream = engine.chat(messages, settings, cancel=channel.cancel, caches=caches,
+                         conversation_id=conversation)
+    try:
+        _pump(stream, channel, len(ids))
+    finally:
+        conversations.ran(conversation, channel.final.stats if channel.final else None)
+
+
+def run_completion(request: CompletionRequest, channel: Channel, engine: Any,
+                   caches: Any) -> None:
+    """Job: a raw continuation of ``request.prompt`` through ``Engine.generate``."""
+    channel.started_at = time.perf_counter()
+    if channel.cancel.is_set():
+        return
+    _check_model(engine, request.model)
+    if isinstance(request.prompt, str):
+        ids = engine.tokenizer.encode(request.prompt, add_special_tokens=True)
+        if not ids:
+            raise ApiError(400, "The prompt encodes to no tokens.", param="prompt")
+    else:
+        ids = list(request.prompt)
+        vocab = engine.tokenizer.vocab_size
+        if max(ids) >= vocab:
+            raise ApiError(400, f"'prompt' holds token id {max(ids)}, but the model's "
+                           f"vocabulary has {vocab} tokens.", param="prompt")
+    settings = _settings(engine, request.sampling, len(ids), "prompt")
+    _pump(engine.generate(ids, settings, cancel=channel.cancel), channel, len(ids))
+
+
+def finish_reason(engine_reason: str | None) -> str:
+    """OpenAI's finish_reason for the engine's."""
+    return "length" if engine_reason in ("length", "max_tokens") else "stop"
+
+
+def usage(stats: GenerationStats | None) -> dict[str, Any]:
+    """OpenAI's ``usage`` object; ``cached_tokens`` counts the KV-cache prefix reused."""
+    stats = stats or GenerationStats()
+    return {
+        "prompt_tokens": stats.prompt_tokens,
+        "completion_tokens": stats.generated_tokens,
+        "total_tokens": stats.prompt_tokens + stats.generated_tokens,
+        "prompt_tokens_details": {"cached_tokens": stats.reused_tokens},
+    }
+
+
+def _check_model(engine: Any, requested: str) -> None:
+    if engine is None:
+        raise EngineUnavailableError("No model is loaded in Hearth right now.")
+    if model_id(engine.spec.name) != requested:
+        raise model_not_found(requested)
+
+
+def model_not_found(requested: str) -> ApiError:
+    return ApiError(404, f"The model '{requested}' does not exist or is not loaded (see GET "
+                    "/v1/models).", param="model", code="model_not_found")
+
+
+def _settings(engine: Any, sampling: Sampling, prompt_len: int,
+              prompt_param: str) -> GenerationSettings:
+    context = engine.context_length
+    wanted = sampling.max_tokens
+    if prompt_len >= context:
+        raise context_exceeded(prompt_len, wanted or 0, context, prompt_param)
+    max_new = wanted if wanted is not None else context - prompt_len
+    if prompt_len + max_new > context:
+        raise context_exceeded(prompt_len, max_new, context, "max_tokens")
+    overrides = sampling.overrides()
+    overrides["max_new_tokens"] = max_new
+    return GenerationSettings.from_model(engine.spec.generation_defaults, overrides)
+
+
+def _pump(stream: Iterator[GenerationChunk], channel: Channel, prompt_tokens: int) -> None:
+    channel.send(Started(prompt_tokens))
+    for chunk in stream:  # after a cancel the engine ends within one step
+        if chunk.finish_reason is not None:
+            channel.final = chunk
+        channel.send(chunk)

@@ -1,0 +1,231 @@
+"""Request bodies of the OpenAI API → checked plain requests.
+
+Every problem is an ``ApiError`` 400 naming the field (``param``), as OpenAI does. Fields the
+engine cannot honour (tools, ``n > 1``, logprobs) are refused rather than silently ignored;
+fields that change nothing here (``user``, ``metadata``, ``store``) are accepted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.engine.types import Message
+from app.server.errors import bad_request
+
+MAX_STOP_STRINGS = 16
+_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+_REFUSED = ("tools", "functions", "tool_choice", "function_call", "audio", "modalities",
+            "prediction", "logit_bias")
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The sampling fields common to both endpoints (None: the model's default)."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    stop: tuple[str, ...] = ()
+
+    def overrides(self) -> dict[str, Any]:
+        """``GenerationSettings.from_model`` overrides (max_new_tokens is set by the job)."""
+        return {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed,
+                "frequency_penalty": self.frequency_penalty,
+                "presence_penalty": self.presence_penalty, "stop_strings": self.stop}
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str
+    messages: tuple[Message, ...]
+    sampling: Sampling = field(default_factory=Sampling)
+    stream: bool = False
+    include_usage: bool = False
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    model: str
+    prompt: str | tuple[int, ...]
+    sampling: Sampling = field(default_factory=Sampling)
+    stream: bool = False
+    include_usage: bool = False
+
+
+def parse_chat(body: Mapping[str, Any], *, max_messages: int) -> ChatRequest:
+    """A ``POST /v1/chat/completions`` body (already JSON-decoded and cleaned)."""
+    _refuse_unsupported(body)
+    raw = body.get("messages")
+    if not isinstance(raw, list):
+        raise bad_request("'messages' must be a list of message objects.", "messages")
+    if not raw:
+        raise bad_request("'messages' must hold at least one message.", "messages")
+    if len(raw) > max_messages:
+        raise bad_request(f"'messages' holds {len(raw)} messages; this server accepts at most "
+                          f"{max_messages}.", "messages")
+    messages = tuple(_message(item, f"messages[{i}]") for i, item in enumerate(raw))
+    response_format = body.get("response_format")
+    if response_format is not None:
+        kind = response_format.get("type") if isinstance(response_format, dict) else None
+        if kind != "text":
+            raise bad_request("Only response_format {'type': 'text'} is supported.",
+                              "response_format")
+    max_tokens = _optional_int(body, "max_completion_tokens", minimum=1)
+    if max_tokens is None:
+        max_tokens = _optional_int(body, "max_tokens", minimum=1)
+    stream, include_usage = _stream_fields(body)
+    return ChatRequest(model=_model(body), messages=messages,
+                       sampling=_sampling(body, max_tokens), stream=stream,
+                       include_usage=include_usage)
+
+
+def parse_completion(body: Mapping[str, Any]) -> CompletionRequest:
+    """A ``POST /v1/completions`` body: ``prompt`` is a string, a one-string list or a list
+    of token ids."""
+    _refuse_unsupported(body)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if isinstance(prompt, list) and prompt and all(_is_int(t) and t >= 0 for t in prompt):
+        parsed: str | tuple[int, ...] = tuple(int(t) for t in prompt)
+    elif isinstance(prompt, str) and prompt:
+        parsed = prompt
+    else:
+        raise bad_request("'prompt' must be a non-empty string or a list of token ids "
+                          "(one prompt per request).", "prompt")
+    for name in ("echo", "suffix", "best_of"):
+        value = body.get(name)
+        if value not in (None, False, "", 1):
+            raise bad_request(f"'{name}' is not supported by this server.", name)
+    stream, include_usage = _stream_fields(body)
+    return CompletionRequest(model=_model(body), prompt=parsed,
+                             sampling=_sampling(body, _optional_int(body, "max_tokens",
+                                                                    minimum=1)),
+                             stream=stream, include_usage=include_usage)
+
+
+# -- fields ------------------------------------------------------------------------------
+
+
+def _refuse_unsupported(body: Mapping[str, Any]) -> None:
+    for name in _REFUSED:
+        if body.get(name) not in (None, [], {}, "none"):
+            raise bad_request(f"'{name}' is not supported by this server.", name)
+    n = _optional_int(body, "n", minimum=1)
+    if n not in (None, 1):
+        raise bad_request("Only n=1 is supported: ask again for another choice.", "n")
+    if body.get("logprobs") not in (None, False, 0):
+        raise bad_request("'logprobs' is not supported by this server.", "logprobs")
+
+
+def _model(body: Mapping[str, Any]) -> str:
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad_request("'model' must be the id of a model (see GET /v1/models).", "model")
+    return model
+
+
+def _message(item: Any, where: str) -> Message:
+    if not isinstance(item, dict):
+        raise bad_request(f"'{where}' must be an object with 'role' and 'content'.", where)
+    role = item.get("role")
+    if role not in _ROLES:
+        raise bad_request(f"'{where}.role' must be one of system, developer, user, assistant "
+                          f"(tool messages are not supported), not {role!r}.", f"{where}.role")
+    content = item.get("content")
+    if content is None and role == "assistant":
+        content = ""
+    if isinstance(content, list):
+        parts = []
+        for j, part in enumerate(content):
+            if not (isinstance(part, dict) and part.get("type") == "text"
+                    and isinstance(part.get("text"), str)):
+                raise bad_request(f"'{where}.content[{j}]' must be a text part "
+                                  "({'type': 'text', 'text': ...}); this model reads text only.",
+                                  f"{where}.content[{j}]")
+            parts.append(part["text"])
+        content = "".join(parts)
+    if not isinstance(content, str):
+        raise bad_request(f"'{where}.content' must be a string or a list of text parts.",
+                          f"{where}.content")
+    return Message(_ROLES[role], content)
+
+
+def _sampling(body: Mapping[str, Any], max_tokens: int | None) -> Sampling:
+    temperature = _optional_float(body, "temperature", 0.0, 2.0)
+    top_p = _optional_float(body, "top_p", 0.0, 1.0)
+    if top_p is not None and top_p <= 0.0:
+        raise bad_request("'top_p' must be greater than 0 and at most 1.", "top_p")
+    seed = body.get("seed")
+    if seed is not None and not _is_int(seed):
+        raise bad_request("'seed' must be an integer.", "seed")
+    return Sampling(
+        max_tokens=max_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        seed=None if seed is None else int(seed) % 2**63,
+        frequency_penalty=_optional_float(body, "frequency_penalty", -2.0, 2.0),
+        presence_penalty=_optional_float(body, "presence_penalty", -2.0, 2.0),
+        stop=_stop(body.get("stop")),
+    )
+
+
+def _stop(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
+        raise bad_request("'stop' must be a non-empty string or a list of them.", "stop")
+    if len(value) > MAX_STOP_STRINGS:
+        raise bad_request(f"'stop' holds at most {MAX_STOP_STRINGS} strings.", "stop")
+    return tuple(value)
+
+
+def _stream_fields(body: Mapping[str, Any]) -> tuple[bool, bool]:
+    stream = body.get("stream", False)
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise bad_request("'stream' must be true or false.", "stream")
+    options = body.get("stream_options")
+    include = False
+    if options is not None:
+        if not isinstance(options, dict):
+            raise bad_request("'stream_options' must be an object.", "stream_options")
+        include = options.get("include_usage", False)
+        if not isinstance(include, bool):
+            raise bad_request("'stream_options.include_usage' must be true or false.",
+                              "stream_options.include_usage")
+    return stream, include
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _optional_int(body: Mapping[str, Any], name: str, *, minimum: int) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not _is_int(value) or value < minimum:
+        raise bad_request(f"'{name}' must be an integer of at least {minimum}.", name)
+    return int(value)
+
+
+def _optional_float(body: Mapping[str, Any], name: str, low: float, high: float) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if (not isinstance(value, (int, float)) or isinstance(value, bool)
+            or not math.isfinite(value) or not low <= value <= high):
+        raise bad_request(f"'{name}' must be a number from {low:g} to {high:g}.", name)
+    return float(value)
