@@ -174,7 +174,6 @@ def _read_genai(root: Path, variant: str | None) -> ModelSpec:
     eos_ids = _token_ids(model.get("eos_token_id")) or _eos_from_tokenizer(root, tokens)
     session_options, provider_options = _genai_session_options(decoder, config_path)
     hf_config = _optional_json(root / HF_CONFIG)
-    sliding = decoder.get("sliding_window")
     heads, head_size = decoder.get("num_key_value_heads"), decoder.get("head_size")
     return ModelSpec(
         root=root,
@@ -193,9 +192,9 @@ def _read_genai(root: Path, variant: str | None) -> ModelSpec:
         generation_defaults={k: search[k] for k in _GENAI_SEARCH_KEYS if k in search},
         session_options=session_options,
         provider_options=provider_options,
-        sliding_window=_positive_int(sliding.get("window_size"))
-        if isinstance(sliding, dict)
-        else None,
+        sliding_window=attention_window(
+            {**model, "sliding_window": decoder.get("sliding_window")}, context
+        ),
         extra_special_tokens=tokens["extra_special_tokens"],
         io_names=_genai_io_names(decoder),
         kv_geometry=(heads, head_size)
@@ -337,16 +336,60 @@ def _read_optimum(root: Path, variant: str | None, provider: str) -> ModelSpec:
         generation_defaults={
             k: generation[k] for k in _HF_GENERATION_KEYS if generation.get(k) is not None
         },
-        sliding_window=_sliding_window(config) or _sliding_window(text_config),
+        sliding_window=attention_window(_decoder_config(config, text_config), context),
         extra_special_tokens=tokens["extra_special_tokens"],
         kv_geometry=_hf_kv_geometry(config) or _hf_kv_geometry(text_config),
     )
 
 
-def _sliding_window(config: dict) -> int | None:
-    if config.get("use_sliding_window") is False:  # Qwen2 sets a window but turns it off
+# Families whose config.json ``sliding_window`` is a per-layer local window inside attention,
+# not a span the whole model is bounded by: Gemma 2 / 3 and Cohere 2 interleave global layers
+# (their ``layer_types`` or ``sliding_window_pattern`` say which), gpt-oss alternates, and
+# Phi-3's 2047 is the flash-attention window of its training (its exports attend over the
+# whole 4k context). Mistral 7B v0.1 is the model designed for a rolling KV buffer of its
+# window, so a window there (and in unknown families) is the policy window.
+LOCAL_WINDOW_FAMILIES = frozenset(
+    {"gemma2", "gemma3", "gemma3_text", "gemma3n", "gemma3n_text", "cohere2", "gpt_oss", "phi3"}
+)
+
+
+def attention_window(config: dict, context: int | None) -> int | None:
+    """The span every layer of the model attends to, when it is shorter than ``context``.
+
+    This is the window the engine's "sliding window" context policy keeps (sinks included);
+    ``None`` means the model attends over its whole context. ``config`` is a config.json
+    (or its ``text_config``) or a genai ``model`` section. A window is not the model's span when
+    the config turns it off (``use_sliding_window: false``, Qwen2 / Qwen3 / SmolLM3), when some
+    layers are global (``layer_types`` with a full-attention entry, ``sliding_window_pattern``),
+    when the family uses it as a per-layer local window (:data:`LOCAL_WINDOW_FAMILIES`), or when
+    it is as long as the context (Phi-3.5 / Phi-4-mini: 262144).
+    """
+    window = config.get("sliding_window")
+    if isinstance(window, dict):  # genai: {"window_size": …, "slide_key_value_cache": …}
+        window = window.get("window_size")
+    window = _positive_int(window)
+    if window is None or config.get("use_sliding_window") is False:
         return None
-    return _positive_int(config.get("sliding_window"))
+    family = str(config.get("model_type") or config.get("type") or "").lower()
+    if family in LOCAL_WINDOW_FAMILIES or config.get("sliding_window_pattern"):
+        return None
+    layer_types = config.get("layer_types")
+    if isinstance(layer_types, list) and any(
+        isinstance(t, str) and not t.startswith("sliding") for t in layer_types
+    ):
+        return None
+    if context is not None and window >= context:
+        return None
+    return window
+
+
+def _decoder_config(config: dict, text_config: dict) -> dict:
+    """The config the text decoder's attention fields come from: a multimodal config's
+    ``text_config`` over the top level (Gemma 3 4B+), keeping the outer ``model_type`` when the
+    inner one is missing."""
+    if not text_config:
+        return config
+    return {"model_type": config.get("model_type"), **text_config}
 
 
 def _hf_kv_geometry(config: dict) -> tuple[int, int] | None:

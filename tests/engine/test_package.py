@@ -452,3 +452,119 @@ def test_missing_context_length(plain_model_dir, tmp_path):
     _edit_json(folder / "config.json", max_position_embeddings=None)
     with pytest.raises(ModelLoadError, match="no context length"):
         read_model_folder(folder)
+
+
+# ---------------------------------------------------------------- context and window per family
+#
+# Minimal config.json / genai_config.json fields as the families' real files carry them. The
+# context limit is the model's context; the policy window is set only where every layer attends
+# to a bounded span by design (Mistral 7B v0.1's rolling buffer), never from a per-layer local
+# window (Gemma 3, Phi-3-mini-4k) or a window switched off or as long as the context.
+
+_GEMMA3_LAYERS = (["sliding_attention"] * 5 + ["full_attention"]) * 3
+OPTIMUM_FAMILIES = {
+    "llama-3.2": (
+        {"model_type": "llama", "max_position_embeddings": 131072,
+         "rope_scaling": {"rope_type": "llama3", "factor": 32.0,
+                          "original_max_position_embeddings": 8192}},
+        131072, None,
+    ),
+    "qwen3": (
+        {"model_type": "qwen3", "max_position_embeddings": 40960, "sliding_window": None,
+         "use_sliding_window": False, "max_window_layers": 28},
+        40960, None,
+    ),
+    "qwen2.5": (
+        {"model_type": "qwen2", "max_position_embeddings": 32768, "sliding_window": 32768,
+         "use_sliding_window": False},
+        32768, None,
+    ),
+    "gemma-3-1b": (
+        {"model_type": "gemma3_text", "max_position_embeddings": 32768, "sliding_window": 512,
+         "sliding_window_pattern": 6},
+        32768, None,
+    ),
+    "gemma-3-1b-transformers-5": (
+        {"model_type": "gemma3_text", "max_position_embeddings": 32768, "sliding_window": 512,
+         "layer_types": _GEMMA3_LAYERS},
+        32768, None,
+    ),
+    "gemma-3-4b-multimodal": (
+        {"model_type": "gemma3",
+         "text_config": {"max_position_embeddings": 131072, "sliding_window": 1024,
+                         "layer_types": _GEMMA3_LAYERS}},
+        131072, None,
+    ),
+    "phi-3-mini-4k": (
+        {"model_type": "phi3", "max_position_embeddings": 4096, "sliding_window": 2047},
+        4096, None,
+    ),
+    "phi-4-mini": (
+        {"model_type": "phi3", "max_position_embeddings": 131072,
+         "original_max_position_embeddings": 4096, "sliding_window": 262144},
+        131072, None,
+    ),
+    "mistral-7b-v0.1": (
+        {"model_type": "mistral", "max_position_embeddings": 32768, "sliding_window": 4096},
+        32768, 4096,
+    ),
+    "mistral-7b-v0.3": (
+        {"model_type": "mistral", "max_position_embeddings": 32768, "sliding_window": None},
+        32768, None,
+    ),
+    "smollm3": (
+        {"model_type": "smollm3", "max_position_embeddings": 65536, "sliding_window": None,
+         "use_sliding_window": False, "no_rope_layers": [1, 1, 1, 0]},
+        65536, None,
+    ),
+}
+
+
+@pytest.mark.parametrize("family", sorted(OPTIMUM_FAMILIES))
+def test_optimum_context_and_window_per_family(plain_model_dir, tmp_path, family):
+    fields, context, window = OPTIMUM_FAMILIES[family]
+    folder = _copy(plain_model_dir, tmp_path / "m")
+    config = json.loads((folder / "config.json").read_text())
+    for key in ("max_position_embeddings", "sliding_window", "model_type"):
+        config.pop(key, None)
+    config.update(fields)
+    (folder / "config.json").write_text(json.dumps(config))
+    spec = read_model_folder(folder)
+    assert (spec.context_length, spec.sliding_window) == (context, window)
+
+
+GENAI_FAMILIES = {
+    "llama-3.2": ({"type": "llama", "context_length": 131072}, None, 131072, None),
+    "qwen3": ({"type": "qwen3", "context_length": 40960}, None, 40960, None),
+    "gemma-3-1b": (
+        {"type": "gemma3_text", "context_length": 32768},
+        {"window_size": 512, "slide_key_value_cache": False},
+        32768, None,
+    ),
+    "phi-3-mini-4k": (
+        {"type": "phi3", "context_length": 4096},
+        {"window_size": 2047, "slide_key_value_cache": False},
+        4096, None,
+    ),
+    "phi-4-mini": ({"type": "phi3", "context_length": 131072}, None, 131072, None),
+    "mistral-7b-v0.1": (
+        {"type": "mistral", "context_length": 32768},
+        {"window_size": 4096, "slide_key_value_cache": True},
+        32768, 4096,
+    ),
+    "smollm3": ({"type": "smollm3", "context_length": 65536}, None, 65536, None),
+}
+
+
+@pytest.mark.parametrize("family", sorted(GENAI_FAMILIES))
+def test_genai_context_and_window_per_family(gqa_model_dir, tmp_path, family):
+    fields, window_section, context, window = GENAI_FAMILIES[family]
+    folder = _copy(gqa_model_dir, tmp_path / "m")
+    config = json.loads((folder / "genai_config.json").read_text())
+    config["model"].update(fields)
+    config["search"]["max_length"] = context
+    if window_section is not None:
+        config["model"]["decoder"]["sliding_window"] = window_section
+    (folder / "genai_config.json").write_text(json.dumps(config))
+    spec = read_model_folder(folder)
+    assert (spec.context_length, spec.sliding_window) == (context, window)
