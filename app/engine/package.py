@@ -9,6 +9,10 @@ Two layouts are recognised:
   ``onnx/model*.onnx`` (fp32, fp16, q4, q4f16, int8, quantized, uint8, bnb4 …) as in the
   onnx-community repos, or ``model.onnx`` at the root as ``optimum-cli export onnx`` writes it.
   The variant is chosen for the execution provider and can be overridden.
+- **model package**: ``manifest.json`` with one genai folder per hardware variant under
+  ``models/<component>/`` (:mod:`app.models.package_manifest`); the variant for the provider is
+  :func:`app.models.policy.best_package_variant`'s choice, and it is read as a genai folder
+  (tokenizer files from the variant folder, else the package's ``configs/``).
 
 Both share the tokenizer files (``tokenizer.json``, ``tokenizer_config.json``) and the chat
 template (``chat_template.jinja``, else ``tokenizer_config.json``'s ``chat_template``).
@@ -22,12 +26,14 @@ missing / short external data file is reported before ONNX Runtime sees it.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from app.engine.onnx_file import OnnxSummary, inspect_onnx
 from app.engine.types import ModelSpec
 from app.errors import ModelLoadError, ProviderError
+from app.models import package_manifest
 from app.models.policy import OPTIMUM_BASES, OPTIMUM_GRAPH_RE, best_graph, graph_precision
 from app.units import format_bytes
 
@@ -124,13 +130,56 @@ def read_model_folder(
         return _read_genai(root, variant)
     if (root / HF_CONFIG).is_file() and _optimum_candidates(root):
         return _read_optimum(root, variant, provider)
+    if (root / package_manifest.PACKAGE_MANIFEST).is_file():
+        return _read_package(root, variant, provider)
     raise _unknown_layout(root)
+
+
+# ---------------------------------------------------------------- ONNX Runtime model package
+
+
+def _read_package(root: Path, variant: str | None, provider: str) -> ModelSpec:
+    """A model package (``manifest.json``, one genai folder per hardware variant): the variant
+    for ``provider`` by the one policy, or the one named by ``variant``."""
+    manifest_path = root / package_manifest.PACKAGE_MANIFEST
+    if not package_manifest.looks_like_package(load_json(manifest_path)):
+        raise _unknown_layout(root)
+    files = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+    def read(rel: str) -> dict | None:
+        path = root / rel
+        return load_json(path) if path.is_file() else None
+
+    try:
+        package = package_manifest.read_package(read, files)
+    except ValueError as exc:
+        raise ModelLoadError(
+            f"{manifest_path} describes a model package Hearth cannot use ({exc}).",
+            hint="Download the model package again.",
+        ) from exc
+    names = ", ".join(v.label for v in package.variants)
+    chosen = package.variant(variant) if variant else package.best(provider)
+    if chosen is None and variant:
+        raise ModelLoadError(
+            f"{root} is a model package without a variant '{variant}'.",
+            hint=f"Its variants: {names}.",
+        )
+    if chosen is None:
+        raise ModelLoadError(
+            f"{root} is a model package whose variants all need an execution provider Hearth "
+            f"does not run ({names}).",
+            hint="Download a CPU, CUDA or DirectML variant of the model.",
+        )
+    shared = root / package.shared_folder if package.shared_folder else root
+    spec = _read_genai(root / chosen.folder, None, shared=shared)
+    return replace(spec, root=root, variant=chosen.name, name=_model_name(root, package.name))
 
 
 # ---------------------------------------------------------------- onnxruntime-genai layout
 
 
-def _read_genai(root: Path, variant: str | None) -> ModelSpec:
+def _read_genai(root: Path, variant: str | None, *, shared: Path | None = None) -> ModelSpec:
+    """``shared``: where tokenizer files are when ``root`` has none (a package's configs)."""
     config_path = root / GENAI_CONFIG
     config = load_json(config_path)
     model = _section(config, "model", config_path)
@@ -170,8 +219,9 @@ def _read_genai(root: Path, variant: str | None) -> ModelSpec:
             f"{config_path} gives no context length (model.context_length).",
             hint="Add model.context_length, or download the folder again.",
         )
-    tokens = _read_tokenizer_files(root)
-    eos_ids = _token_ids(model.get("eos_token_id")) or _eos_from_tokenizer(root, tokens)
+    token_root = shared if shared is not None and not (root / TOKENIZER).is_file() else root
+    tokens = _read_tokenizer_files(token_root)
+    eos_ids = _token_ids(model.get("eos_token_id")) or _eos_from_tokenizer(token_root, tokens)
     session_options, provider_options = _genai_session_options(decoder, config_path)
     hf_config = _optional_json(root / HF_CONFIG)
     heads, head_size = decoder.get("num_key_value_heads"), decoder.get("head_size")
@@ -181,7 +231,7 @@ def _read_genai(root: Path, variant: str | None) -> ModelSpec:
         name=_model_name(root, config.get("_name_or_path") or hf_config.get("_name_or_path")),
         model_path=model_path,
         variant="genai",
-        tokenizer_path=root / TOKENIZER,
+        tokenizer_path=token_root / TOKENIZER,
         chat_template=tokens["chat_template"],
         bos_token=tokens["bos_token"],
         eos_token=tokens["eos_token"],

@@ -568,3 +568,90 @@ def test_genai_context_and_window_per_family(gqa_model_dir, tmp_path, family):
     (folder / "genai_config.json").write_text(json.dumps(config))
     spec = read_model_folder(folder)
     assert (spec.context_length, spec.sliding_window) == (context, window)
+
+
+# ---------------------------------------------------------------- ONNX Runtime model packages
+
+_TOKEN_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
+                "special_tokens_map.json")
+
+
+def _model_package(gqa_model_dir: Path, root: Path, variants: dict, *, style: str = "metadata"):
+    """A package with one genai folder per variant and the tokenizer files in configs/.
+
+    ``variants``: name -> (ep, device). ``style``: "metadata" (models/decoder/metadata.json
+    with constraints, manifest lists component names) or "component" (component.json with the
+    EP inline, manifest maps component names to paths)."""
+    for name in variants:
+        folder = root / "models" / "decoder" / name
+        folder.mkdir(parents=True)
+        for file in ("genai_config.json", "model.onnx"):
+            shutil.copy(gqa_model_dir / file, folder / file)
+    (root / "configs").mkdir()
+    for file in _TOKEN_FILES:
+        shutil.copy(gqa_model_dir / file, root / "configs" / file)
+    if style == "metadata":
+        manifest = {"model_name": "tiny-package", "component_models": ["decoder"]}
+        descriptor = ("metadata.json", {"component_model_name": "decoder", "model_variants": {
+            n: {"constraints": {"ep": ep, "device": dev}} for n, (ep, dev) in variants.items()}})
+    else:
+        manifest = {"schema_version": "1.0", "name": "tiny-package",
+                    "components": {"decoder": "models/decoder"}}
+        descriptor = ("component.json", {"model_variants": {
+            n: {"ep": ep, "device": dev} for n, (ep, dev) in variants.items()}})
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    (root / "models" / "decoder" / descriptor[0]).write_text(json.dumps(descriptor[1]))
+    return root
+
+
+PACKAGE_VARIANTS = {
+    "qnn-npu": ("QNNExecutionProvider", "npu"),
+    "cuda-fp16": ("CUDAExecutionProvider", "gpu"),
+    "cpu-int4": ("CPUExecutionProvider", "cpu"),
+    "dml-int4": ("DmlExecutionProvider", "gpu"),
+}
+
+
+@pytest.mark.parametrize("style", ["metadata", "component"])
+@pytest.mark.parametrize(
+    ("provider", "expected"),
+    [("cpu", "cpu-int4"), ("cuda", "cuda-fp16"), ("dml", "dml-int4"), ("coreml", "cpu-int4")],
+)
+def test_model_package_variant_follows_the_policy(gqa_model_dir, tmp_path, style, provider,
+                                                  expected):
+    root = _model_package(gqa_model_dir, tmp_path / "pkg", PACKAGE_VARIANTS, style=style)
+    spec = read_model_folder(root, provider=provider)
+    assert spec.layout == "genai" and spec.variant == expected
+    assert spec.root == root
+    assert spec.model_path == root / "models" / "decoder" / expected / "model.onnx"
+    assert spec.tokenizer_path == root / "configs" / "tokenizer.json"
+    assert spec.chat_template == CHATML_TEMPLATE and spec.eos_token_ids == (2,)
+    assert spec.name == "tiny-package"
+
+
+def test_model_package_falls_back_to_cpu_and_honours_a_named_variant(gqa_model_dir, tmp_path):
+    variants = {"qnn-npu": PACKAGE_VARIANTS["qnn-npu"], "cpu-int4": PACKAGE_VARIANTS["cpu-int4"]}
+    root = _model_package(gqa_model_dir, tmp_path / "pkg", variants)
+    assert read_model_folder(root, provider="cuda").variant == "cpu-int4"
+    with pytest.raises(ModelLoadError, match="without a variant 'gpu'") as err:
+        read_model_folder(root, variant="gpu")
+    assert "qnn-npu (QNNExecutionProvider, npu)" in str(err.value)
+
+
+def test_model_package_with_only_foreign_providers_is_refused(gqa_model_dir, tmp_path):
+    variants = {"qnn-npu": PACKAGE_VARIANTS["qnn-npu"],
+                "ov-npu": ("OpenVINOExecutionProvider", "npu")}
+    root = _model_package(gqa_model_dir, tmp_path / "pkg", variants)
+    with pytest.raises(ModelLoadError, match="Hearth does not run") as err:
+        read_model_folder(root)
+    assert "ov-npu (OpenVINOExecutionProvider, npu)" in str(err.value)
+
+
+def test_downloaded_package_with_one_variant_reads_that_one(gqa_model_dir, tmp_path):
+    root = _model_package(gqa_model_dir, tmp_path / "pkg", PACKAGE_VARIANTS)
+    for name in ("qnn-npu", "cuda-fp16", "dml-int4"):
+        shutil.rmtree(root / "models" / "decoder" / name)  # as a download of one variant
+    assert read_model_folder(root, provider="cuda").variant == "cpu-int4"
+    with pytest.raises(ModelLoadError) as err:
+        read_model_folder(root, variant="cuda-fp16")
+    assert str(err.value).endswith("Its variants: cpu-int4 (CPUExecutionProvider, cpu).")
