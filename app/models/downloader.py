@@ -30,7 +30,7 @@ from app.errors import DiskFullError, DownloadError, HearthError
 from app.fileio import read_json, write_json_atomic
 from app.jobs import JobCancelled, JobControl
 from app.models.catalog import CatalogEntry, Variant
-from app.models.hub import HubClient, RemoteFile, is_commit
+from app.models.hub import HubClient, RemoteFile, gated_error, is_commit
 from app.models.manifest import Manifest, source
 from app.units import format_bytes
 
@@ -417,11 +417,7 @@ class Downloader:
             if status in (429,) or status >= 500:
                 raise _Retry(f"HTTP {status}")
             if status in (401, 403):
-                raise DownloadError(
-                    f"{url} refused access (HTTP {status}).",
-                    hint="This model may be gated or private: accept its license on the Hub "
-                    "and set an access token in Settings.",
-                )
+                raise gated_error(url, plan.request.repo, status)
             if status == 404:
                 raise DownloadError(
                     f"{url} was not found (HTTP 404).",

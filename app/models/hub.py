@@ -7,6 +7,7 @@ Every failure becomes a ``DownloadError`` that names the URL and what to try.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
@@ -28,6 +29,8 @@ from huggingface_hub.hf_api import RepoFile
 from app.errors import DownloadError
 from app.network import OfflineBlockedError, feature, is_offline, record_refusal
 
+# Licences of gated models are accepted on the Hub itself, whichever mirror serves the files.
+HUB_SITE = "https://huggingface.co"
 _SHA1 = re.compile(r"^[0-9a-f]{40}$")
 T = TypeVar("T")
 
@@ -139,6 +142,45 @@ class HubClient:
 
         return self._call(url, listing)
 
+    def read_json(
+        self, repo: str, commit: str, path: str, *, max_bytes: int = 1 << 20
+    ) -> dict | None:
+        """A small JSON file of ``repo`` at ``commit`` (a package descriptor), None when the
+        file is not there. Refuses files over ``max_bytes`` and bodies that are not objects."""
+        url = self.file_url(repo, path, commit)
+
+        def fetch() -> dict | None:
+            with httpx2.Client(
+                trust_env=True, follow_redirects=True, timeout=30.0, headers=self.auth_headers()
+            ) as client, client.stream("GET", url) as response:
+                if response.status_code == 404:
+                    return None
+                if response.status_code in (401, 403):
+                    raise gated_error(url, repo, response.status_code)
+                if response.status_code != 200:
+                    raise _transient(
+                        DownloadError(f"{url} answered HTTP {response.status_code}.",
+                                      hint="Try again later, or check the endpoint setting."),
+                        response.status_code >= 500 or response.status_code == 429,
+                    )
+                body = b""
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > max_bytes:
+                        raise DownloadError(
+                            f"{url} is larger than {max_bytes} bytes; Hearth expected a small "
+                            "JSON description.",
+                            hint="The repository may not be a model package.",
+                        )
+            try:
+                data = json.loads(body)
+            except ValueError as exc:
+                raise DownloadError(f"{url} is not valid JSON ({exc}).",
+                                    hint="The repository may be damaged.") from exc
+            return data if isinstance(data, dict) else None
+
+        return self._call(url, fetch)
+
     def search(self, query: str, *, limit: int = 20) -> list[HubModel]:
         """ONNX text-generation models matching ``query``, most downloaded first."""
         url = f"{self.endpoint}/api/models?search={query}&filter=onnx"
@@ -210,10 +252,8 @@ class HubClient:
                 hint="Unset the HF_HUB_OFFLINE environment variable to download models.",
             ) from exc
         except GatedRepoError as exc:
-            raise DownloadError(
-                f"{url} is a gated model: access was refused.",
-                hint="Accept its license on the Hub and set an access token in Settings.",
-            ) from exc
+            status = exc.response.status_code if exc.response is not None else 403
+            raise gated_error(url, _repo_of(url, self.endpoint), status) from exc
         except RepositoryNotFoundError as exc:
             raise DownloadError(
                 f"{url}: the repository was not found (or is private).",
@@ -249,6 +289,24 @@ class HubClient:
                 ),
                 not isinstance(exc, httpx2.ConnectError),
             ) from exc
+
+
+def gated_error(url: str, repo: str | None, status: int) -> DownloadError:
+    """The sentence for a 401 / 403 from the Hub: the model is gated (or private), where to
+    accept its licence, and where the token goes."""
+    page = f"{HUB_SITE}/{repo}" if repo else "the model's Hugging Face page"
+    return DownloadError(
+        f"This model is gated: accept its licence at {page} while signed in, then add your "
+        f"token in Settings ▸ Models (HTTP {status} from {url}).",
+        hint="Private repositories need a token with read access, too.",
+    )
+
+
+def _repo_of(url: str, endpoint: str) -> str | None:
+    """``owner/name`` from a Hub API or file URL of ``endpoint``."""
+    rest = url.removeprefix(endpoint).lstrip("/").removeprefix("api/models/")
+    parts = rest.split("/")
+    return "/".join(parts[:2]) if len(parts) >= 2 and parts[0] and parts[1] else None
 
 
 def offline_error(url: str) -> DownloadError:

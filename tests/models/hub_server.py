@@ -42,6 +42,8 @@ class FakeRepo:
     license: str = "apache-2.0"
     downloads: int = 0
     tags: tuple[str, ...] = ("onnx", "text-generation", "conversational")
+    pipeline_tag: str | None = "text-generation"
+    gated_token: str | None = None  # when set, requests without this bearer token get 401
 
     def __post_init__(self) -> None:
         if not self.commit:
@@ -209,6 +211,9 @@ class _Handler(BaseHTTPRequestHandler):
         repo = self.hub.repos.get(f"{owner}/{name}")
         if repo is None:
             self._error(404, "RepoNotFound", "Repository not found")
+            return None
+        if repo.gated_token and self.headers.get("Authorization") != f"Bearer {repo.gated_token}":
+            self._error(401, "GatedRepo", "Access to this model is restricted")
             return None
         if rev not in ("main", repo.commit):
             self._error(404, "RevisionNotFound", "Invalid rev id")
