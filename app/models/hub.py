@@ -24,9 +24,16 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from huggingface_hub.hf_api import RepoFile
+from huggingface_hub.hf_api import ModelInfo, RepoFile
 
 from app.errors import DownloadError
+from app.models.catalog import total_ram_bytes
+from app.models.runnable import (
+    MAX_LISTED_FILES,
+    carries_decoder,
+    parameters_from_name,
+    why_not_runnable,
+)
 from app.network import OfflineBlockedError, feature, is_offline, record_refusal
 
 # Licences of gated models are accepted on the Hub itself, whichever mirror serves the files.
@@ -57,9 +64,20 @@ class HubModel:
     size_bytes: int | None  # storage used by the repo, when the Hub reports it
     pipeline_tag: str | None
     last_modified: str | None
+    parameters: int | None = None  # from the repo's safetensors metadata or its name
+    gated: bool = False
+    reason: str | None = None  # why Hearth cannot run it here; None when it can
+
+    @property
+    def runnable(self) -> bool:
+        return self.reason is None
 
     def as_dict(self) -> dict:
         return {
+            "runnable": self.runnable,
+            "reason": self.reason,
+            "parameters": self.parameters,
+            "gated": self.gated,
             "id": self.id,
             "downloads": self.downloads,
             "likes": self.likes,
@@ -68,6 +86,53 @@ class HubModel:
             "pipeline_tag": self.pipeline_tag,
             "last_modified": self.last_modified,
         }
+
+
+# The pipeline tags of chat models on the Hub (vision-language chat models are tagged
+# image-text-to-text or any-to-any; their text decoder may still be runnable).
+CHAT_PIPELINE_TAGS = ("text-generation", "image-text-to-text", "any-to-any")
+MAX_SEARCH_RESULTS = 50
+_SEARCH_FIELDS = (
+    "downloads",
+    "likes",
+    "tags",
+    "usedStorage",
+    "pipeline_tag",
+    "lastModified",
+    "siblings",
+    "safetensors",
+    "gated",
+)
+
+
+def _names(info: ModelInfo) -> list[str]:
+    return [s.rfilename for s in (info.siblings or [])[:MAX_LISTED_FILES]]
+
+
+def _hub_model(info: ModelInfo, ram_bytes: int | None) -> HubModel:
+    license_tag = next(
+        (t.split(":", 1)[1] for t in (info.tags or []) if t.startswith("license:")), None
+    )
+    safetensors = getattr(info, "safetensors", None)
+    parameters = getattr(safetensors, "total", None) or parameters_from_name(info.id)
+    names = _names(info)
+    reason = (
+        "the Hub did not list its files"
+        if info.siblings is None
+        else why_not_runnable(names, parameters=parameters, ram_bytes=ram_bytes)
+    )
+    return HubModel(
+        id=info.id,
+        downloads=info.downloads,
+        likes=info.likes,
+        license=license_tag,
+        size_bytes=info.used_storage,
+        pipeline_tag=info.pipeline_tag,
+        last_modified=info.last_modified.isoformat() if info.last_modified else None,
+        parameters=parameters,
+        gated=bool(info.gated),
+        reason=reason,
+    )
 
 
 def default_endpoint() -> str:
@@ -181,45 +246,39 @@ class HubClient:
 
         return self._call(url, fetch)
 
-    def search(self, query: str, *, limit: int = 20) -> list[HubModel]:
-        """ONNX text-generation models matching ``query``, most downloaded first."""
+    def search(
+        self, query: str, *, limit: int = 20, ram_bytes: int | None = None
+    ) -> list[HubModel]:
+        """ONNX chat models matching ``query``, most downloaded first, each saying whether
+        Hearth can run it here and why not (:func:`app.models.runnable.why_not_runnable`).
+
+        Chat models are those tagged ``text-generation``, ``image-text-to-text`` or
+        ``any-to-any``, and untagged ONNX repos whose files carry a decoder. At most
+        ``limit`` results (capped at :data:`MAX_SEARCH_RESULTS`), one bounded listing per
+        kind, file names looked at up to :data:`app.models.runnable.MAX_LISTED_FILES`.
+        ``ram_bytes``: this machine's memory for the "too big" reason (default: detected).
+        """
+        limit = max(1, min(limit, MAX_SEARCH_RESULTS))
+        ram = ram_bytes if ram_bytes is not None else total_ram_bytes()
         url = f"{self.endpoint}/api/models?search={query}&filter=onnx"
 
         def run() -> list[HubModel]:
-            found = self._api.list_models(
-                search=query or None,
-                filter="onnx",
-                pipeline_tag="text-generation",
-                sort="downloads",
-                limit=limit,
-                expand=[
-                    "downloads",
-                    "likes",
-                    "tags",
-                    "usedStorage",
-                    "pipeline_tag",
-                    "lastModified",
-                ],
-            )
-            results = []
-            for info in found:
-                license_tag = next(
-                    (t.split(":", 1)[1] for t in (info.tags or []) if t.startswith("license:")),
-                    None,
+            found: dict[str, ModelInfo] = {}
+            for tag in (*CHAT_PIPELINE_TAGS, None):
+                listing = self._api.list_models(
+                    search=query or None,
+                    filter="onnx",
+                    pipeline_tag=tag,
+                    sort="downloads",
+                    limit=limit,
+                    expand=list(_SEARCH_FIELDS),
                 )
-                modified = info.last_modified.isoformat() if info.last_modified else None
-                results.append(
-                    HubModel(
-                        id=info.id,
-                        downloads=info.downloads,
-                        likes=info.likes,
-                        license=license_tag,
-                        size_bytes=info.used_storage,
-                        pipeline_tag=info.pipeline_tag,
-                        last_modified=modified,
-                    )
-                )
-            return results
+                for info in listing:
+                    if tag is None and (info.pipeline_tag or not carries_decoder(_names(info))):
+                        continue  # another task, or no decoder: not a chat model
+                    found.setdefault(info.id, info)
+            ranked = sorted(found.values(), key=lambda info: -(info.downloads or 0))
+            return [_hub_model(info, ram) for info in ranked[:limit]]
 
         return self._call(url, run, "Hub search")
 
