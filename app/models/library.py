@@ -47,6 +47,7 @@ from app.models.catalog import (
 )
 from app.models.hub import RemoteFile
 from app.models.manifest import Manifest, describe_files, now_iso, source
+from app.models.revision_record import RevisionRecord
 
 if TYPE_CHECKING:
     from app.models.downloader import (
@@ -447,7 +448,8 @@ class ModelLibrary:
         if key.count("/") != 1:
             catalog.get(key)  # raises the catalog's "not in the model catalog" sentence
         hub = self.hub()
-        commit = hub.resolve_revision(key, revision)
+        recorded = RevisionRecord(self.root).get(key) if revision == "main" else None
+        commit = recorded or hub.resolve_revision(key, revision)
         files = hub.list_files(key, commit)
         chosen = variant_for_repo(
             files,
