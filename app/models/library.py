@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import re
 import shutil
@@ -456,7 +457,9 @@ class ModelLibrary:
             provider,
             requested=variant,
             repo=key,
-            read_json=lambda path: hub.read_json(key, commit, path),
+            read_json=functools.lru_cache(maxsize=16)(
+                lambda path: hub.read_json(key, commit, path)
+            ),
         )
         genai = any(
             f.path.rsplit("/", 1)[-1] == "genai_config.json" and chosen.selects(f.path)
