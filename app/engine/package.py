@@ -9,6 +9,10 @@ Two layouts are recognised:
   ``onnx/model*.onnx`` (fp32, fp16, q4, q4f16, int8, quantized, uint8, bnb4 …) as in the
   onnx-community repos, or ``model.onnx`` at the root as ``optimum-cli export onnx`` writes it.
   The variant is chosen for the execution provider and can be overridden.
+- **model package**: ``manifest.json`` with one genai folder per hardware variant under
+  ``models/<component>/`` (:mod:`app.models.package_manifest`); the variant for the provider is
+  :func:`app.models.policy.best_package_variant`'s choice, and it is read as a genai folder
+  (tokenizer files from the variant folder, else the package's ``configs/``).
 
 Both share the tokenizer files (``tokenizer.json``, ``tokenizer_config.json``) and the chat
 template (``chat_template.jinja``, else ``tokenizer_config.json``'s ``chat_template``).
@@ -22,12 +26,14 @@ missing / short external data file is reported before ONNX Runtime sees it.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from app.engine.onnx_file import OnnxSummary, inspect_onnx
 from app.engine.types import ModelSpec
 from app.errors import ModelLoadError, ProviderError
+from app.models import package_manifest
 from app.models.policy import OPTIMUM_BASES, OPTIMUM_GRAPH_RE, best_graph, graph_precision
 from app.units import format_bytes
 
@@ -124,13 +130,56 @@ def read_model_folder(
         return _read_genai(root, variant)
     if (root / HF_CONFIG).is_file() and _optimum_candidates(root):
         return _read_optimum(root, variant, provider)
+    if (root / package_manifest.PACKAGE_MANIFEST).is_file():
+        return _read_package(root, variant, provider)
     raise _unknown_layout(root)
+
+
+# ---------------------------------------------------------------- ONNX Runtime model package
+
+
+def _read_package(root: Path, variant: str | None, provider: str) -> ModelSpec:
+    """A model package (``manifest.json``, one genai folder per hardware variant): the variant
+    for ``provider`` by the one policy, or the one named by ``variant``."""
+    manifest_path = root / package_manifest.PACKAGE_MANIFEST
+    if not package_manifest.looks_like_package(load_json(manifest_path)):
+        raise _unknown_layout(root)
+    files = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+    def read(rel: str) -> dict | None:
+        path = root / rel
+        return load_json(path) if path.is_file() else None
+
+    try:
+        package = package_manifest.read_package(read, files)
+    except ValueError as exc:
+        raise ModelLoadError(
+            f"{manifest_path} describes a model package Hearth cannot use ({exc}).",
+            hint="Download the model package again.",
+        ) from exc
+    names = ", ".join(v.label for v in package.variants)
+    chosen = package.variant(variant) if variant else package.best(provider)
+    if chosen is None and variant:
+        raise ModelLoadError(
+            f"{root} is a model package without a variant '{variant}'.",
+            hint=f"Its variants: {names}.",
+        )
+    if chosen is None:
+        raise ModelLoadError(
+            f"{root} is a model package whose variants all need an execution provider Hearth "
+            f"does not run ({names}).",
+            hint="Download a CPU, CUDA or DirectML variant of the model.",
+        )
+    shared = root / package.shared_folder if package.shared_folder else root
+    spec = _read_genai(root / chosen.folder, None, shared=shared)
+    return replace(spec, root=root, variant=chosen.name, name=_model_name(root, package.name))
 
 
 # ---------------------------------------------------------------- onnxruntime-genai layout
 
 
-def _read_genai(root: Path, variant: str | None) -> ModelSpec:
+def _read_genai(root: Path, variant: str | None, *, shared: Path | None = None) -> ModelSpec:
+    """``shared``: where tokenizer files are when ``root`` has none (a package's configs)."""
     config_path = root / GENAI_CONFIG
     config = load_json(config_path)
     model = _section(config, "model", config_path)
@@ -170,11 +219,11 @@ def _read_genai(root: Path, variant: str | None) -> ModelSpec:
             f"{config_path} gives no context length (model.context_length).",
             hint="Add model.context_length, or download the folder again.",
         )
-    tokens = _read_tokenizer_files(root)
-    eos_ids = _token_ids(model.get("eos_token_id")) or _eos_from_tokenizer(root, tokens)
+    token_root = shared if shared is not None and not (root / TOKENIZER).is_file() else root
+    tokens = _read_tokenizer_files(token_root)
+    eos_ids = _token_ids(model.get("eos_token_id")) or _eos_from_tokenizer(token_root, tokens)
     session_options, provider_options = _genai_session_options(decoder, config_path)
     hf_config = _optional_json(root / HF_CONFIG)
-    sliding = decoder.get("sliding_window")
     heads, head_size = decoder.get("num_key_value_heads"), decoder.get("head_size")
     return ModelSpec(
         root=root,
@@ -182,7 +231,7 @@ def _read_genai(root: Path, variant: str | None) -> ModelSpec:
         name=_model_name(root, config.get("_name_or_path") or hf_config.get("_name_or_path")),
         model_path=model_path,
         variant="genai",
-        tokenizer_path=root / TOKENIZER,
+        tokenizer_path=token_root / TOKENIZER,
         chat_template=tokens["chat_template"],
         bos_token=tokens["bos_token"],
         eos_token=tokens["eos_token"],
@@ -193,9 +242,9 @@ def _read_genai(root: Path, variant: str | None) -> ModelSpec:
         generation_defaults={k: search[k] for k in _GENAI_SEARCH_KEYS if k in search},
         session_options=session_options,
         provider_options=provider_options,
-        sliding_window=_positive_int(sliding.get("window_size"))
-        if isinstance(sliding, dict)
-        else None,
+        sliding_window=attention_window(
+            {**model, "sliding_window": decoder.get("sliding_window")}, context
+        ),
         extra_special_tokens=tokens["extra_special_tokens"],
         io_names=_genai_io_names(decoder),
         kv_geometry=(heads, head_size)
@@ -337,16 +386,60 @@ def _read_optimum(root: Path, variant: str | None, provider: str) -> ModelSpec:
         generation_defaults={
             k: generation[k] for k in _HF_GENERATION_KEYS if generation.get(k) is not None
         },
-        sliding_window=_sliding_window(config) or _sliding_window(text_config),
+        sliding_window=attention_window(_decoder_config(config, text_config), context),
         extra_special_tokens=tokens["extra_special_tokens"],
         kv_geometry=_hf_kv_geometry(config) or _hf_kv_geometry(text_config),
     )
 
 
-def _sliding_window(config: dict) -> int | None:
-    if config.get("use_sliding_window") is False:  # Qwen2 sets a window but turns it off
+# Families whose config.json ``sliding_window`` is a per-layer local window inside attention,
+# not a span the whole model is bounded by: Gemma 2 / 3 and Cohere 2 interleave global layers
+# (their ``layer_types`` or ``sliding_window_pattern`` say which), gpt-oss alternates, and
+# Phi-3's 2047 is the flash-attention window of its training (its exports attend over the
+# whole 4k context). Mistral 7B v0.1 is the model designed for a rolling KV buffer of its
+# window, so a window there (and in unknown families) is the policy window.
+LOCAL_WINDOW_FAMILIES = frozenset(
+    {"gemma2", "gemma3", "gemma3_text", "gemma3n", "gemma3n_text", "cohere2", "gpt_oss", "phi3"}
+)
+
+
+def attention_window(config: dict, context: int | None) -> int | None:
+    """The span every layer of the model attends to, when it is shorter than ``context``.
+
+    This is the window the engine's "sliding window" context policy keeps (sinks included);
+    ``None`` means the model attends over its whole context. ``config`` is a config.json
+    (or its ``text_config``) or a genai ``model`` section. A window is not the model's span when
+    the config turns it off (``use_sliding_window: false``, Qwen2 / Qwen3 / SmolLM3), when some
+    layers are global (``layer_types`` with a full-attention entry, ``sliding_window_pattern``),
+    when the family uses it as a per-layer local window (:data:`LOCAL_WINDOW_FAMILIES`), or when
+    it is as long as the context (Phi-3.5 / Phi-4-mini: 262144).
+    """
+    window = config.get("sliding_window")
+    if isinstance(window, dict):  # genai: {"window_size": …, "slide_key_value_cache": …}
+        window = window.get("window_size")
+    window = _positive_int(window)
+    if window is None or config.get("use_sliding_window") is False:
         return None
-    return _positive_int(config.get("sliding_window"))
+    family = str(config.get("model_type") or config.get("type") or "").lower()
+    if family in LOCAL_WINDOW_FAMILIES or config.get("sliding_window_pattern"):
+        return None
+    layer_types = config.get("layer_types")
+    if isinstance(layer_types, list) and any(
+        isinstance(t, str) and not t.startswith("sliding") for t in layer_types
+    ):
+        return None
+    if context is not None and window >= context:
+        return None
+    return window
+
+
+def _decoder_config(config: dict, text_config: dict) -> dict:
+    """The config the text decoder's attention fields come from: a multimodal config's
+    ``text_config`` over the top level (Gemma 3 4B+), keeping the outer ``model_type`` when the
+    inner one is missing."""
+    if not text_config:
+        return config
+    return {"model_type": config.get("model_type"), **text_config}
 
 
 def _hf_kv_geometry(config: dict) -> tuple[int, int] | None:

@@ -42,6 +42,8 @@ class Variant:
     size_bytes: int = 0
     ram_bytes: int = 0
     vram_bytes: int | None = None
+    context_length: int | None = None  # when this build limits the model's context
+    size_estimated: bool = False  # size_bytes not read from a Hub listing
 
     def selects(self, repo_path: str) -> bool:
         """Whether ``repo_path`` belongs to this variant."""
@@ -64,6 +66,8 @@ class Variant:
             "size_bytes": self.size_bytes,
             "ram_bytes": self.ram_bytes,
             "vram_bytes": self.vram_bytes,
+            "context_length": self.context_length,
+            "size_estimated": self.size_estimated,
         }
 
 
@@ -87,6 +91,14 @@ class CatalogEntry:
     format: str
     description: str
     variants: tuple[Variant, ...]
+    gated: bool = False  # the Hub asks users to accept the licence before downloading
+    license_url: str | None = None
+    revision_verified: bool = True  # False: the pinned commit was not checked against the Hub
+    notes: str = ""  # where the entry's facts come from, what is an estimate
+
+    def context_for(self, variant: Variant) -> int:
+        """The context a variant runs with: its own limit, else the model's."""
+        return variant.context_length or self.context_length
 
     def variant(self, name_or_provider: str) -> Variant:
         """The variant with this name, or the one for this provider."""
@@ -112,6 +124,10 @@ class CatalogEntry:
             "parameters": self.parameters,
             "format": self.format,
             "description": self.description,
+            "gated": self.gated,
+            "license_url": self.license_url,
+            "revision_verified": self.revision_verified,
+            "notes": self.notes,
             "variants": [v.as_dict() for v in self.variants],
         }
 
@@ -158,6 +174,8 @@ def _parse_variant(raw: dict) -> Variant:
         size_bytes=int(raw.get("size_bytes", 0)),
         ram_bytes=int(raw.get("ram_bytes", 0)),
         vram_bytes=raw.get("vram_bytes"),
+        context_length=raw.get("context_length"),
+        size_estimated=bool(raw.get("size_estimated", False)),
     )
 
 
@@ -170,6 +188,8 @@ def parse_catalog(data: dict) -> Catalog:
             raise ValueError(f"duplicate catalog id {raw['id']!r}")
         seen.add(raw["id"])
         variants = tuple(_parse_variant(v) for v in raw["variants"])
+        if raw.get("gated") and not raw.get("license_url"):
+            raise ValueError(f"gated entry {raw['id']!r} names no license_url")
         if len({v.name for v in variants}) != len(variants):
             raise ValueError(f"duplicate variant names in {raw['id']!r}")
         entries.append(
@@ -184,6 +204,10 @@ def parse_catalog(data: dict) -> Catalog:
                 format=raw["format"],
                 description=raw.get("description", ""),
                 variants=variants,
+                gated=bool(raw.get("gated", False)),
+                license_url=raw.get("license_url"),
+                revision_verified=bool(raw.get("revision_verified", True)),
+                notes=raw.get("notes", ""),
             )
         )
     return Catalog(tuple(entries))

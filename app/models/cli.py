@@ -234,6 +234,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             f"{r.id:50} {format_bytes(r.size_bytes):>9}  {r.license or '?':12} "
             f"{r.downloads or 0:>9} downloads"
         )
+        if r.reason:
+            print(f"    cannot run here: {r.reason}")
     return 0
 
 

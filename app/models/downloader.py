@@ -30,8 +30,9 @@ from app.errors import DiskFullError, DownloadError, HearthError
 from app.fileio import read_json, write_json_atomic
 from app.jobs import JobCancelled, JobControl
 from app.models.catalog import CatalogEntry, Variant
-from app.models.hub import HubClient, RemoteFile, is_commit
+from app.models.hub import HubClient, RemoteFile, gated_error, is_commit
 from app.models.manifest import Manifest, source
+from app.models.revision_record import RevisionRecord
 from app.units import format_bytes
 
 if TYPE_CHECKING:
@@ -278,8 +279,9 @@ class Downloader:
     def _plan(self, request: DownloadRequest) -> _Plan:
         variant = request.variant
         commit = request.revision
-        if not is_commit(commit):
-            commit = self.hub.resolve_revision(request.repo, request.revision)
+        if not is_commit(commit):  # the commit of the first download, else what main is now
+            recorded = RevisionRecord(self.library.root).get(request.repo)
+            commit = recorded or self.hub.resolve_revision(request.repo, request.revision)
         listed = self.hub.list_files(request.repo, commit, variant.subfolder)
         files = [(f, variant.local_path(f.path)) for f in listed if variant.selects(f.path)]
         if not files:
@@ -417,11 +419,7 @@ class Downloader:
             if status in (429,) or status >= 500:
                 raise _Retry(f"HTTP {status}")
             if status in (401, 403):
-                raise DownloadError(
-                    f"{url} refused access (HTTP {status}).",
-                    hint="This model may be gated or private: accept its license on the Hub "
-                    "and set an access token in Settings.",
-                )
+                raise gated_error(url, plan.request.repo, status)
             if status == 404:
                 raise DownloadError(
                     f"{url} was not found (HTTP 404).",
@@ -510,7 +508,9 @@ class Downloader:
         )
         (plan.staging / STATE_NAME).unlink(missing_ok=True)
         try:
-            return self.library.install_from_staging(plan.staging, manifest)
+            installed = self.library.install_from_staging(plan.staging, manifest)
+            RevisionRecord(self.library.root).remember(request.repo, plan.commit)
+            return installed
         except HearthError:
             write_json_atomic(plan.staging / STATE_NAME, plan.state)
             raise

@@ -7,6 +7,7 @@ Every failure becomes a ``DownloadError`` that names the URL and what to try.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
@@ -23,11 +24,20 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from huggingface_hub.hf_api import RepoFile
+from huggingface_hub.hf_api import ModelInfo, RepoFile
 
 from app.errors import DownloadError
+from app.models.catalog import total_ram_bytes
+from app.models.runnable import (
+    MAX_LISTED_FILES,
+    carries_decoder,
+    parameters_from_name,
+    why_not_runnable,
+)
 from app.network import OfflineBlockedError, feature, is_offline, record_refusal
 
+# Licences of gated models are accepted on the Hub itself, whichever mirror serves the files.
+HUB_SITE = "https://huggingface.co"
 _SHA1 = re.compile(r"^[0-9a-f]{40}$")
 T = TypeVar("T")
 
@@ -54,9 +64,20 @@ class HubModel:
     size_bytes: int | None  # storage used by the repo, when the Hub reports it
     pipeline_tag: str | None
     last_modified: str | None
+    parameters: int | None = None  # from the repo's safetensors metadata or its name
+    gated: bool = False
+    reason: str | None = None  # why Hearth cannot run it here; None when it can
+
+    @property
+    def runnable(self) -> bool:
+        return self.reason is None
 
     def as_dict(self) -> dict:
         return {
+            "runnable": self.runnable,
+            "reason": self.reason,
+            "parameters": self.parameters,
+            "gated": self.gated,
             "id": self.id,
             "downloads": self.downloads,
             "likes": self.likes,
@@ -65,6 +86,53 @@ class HubModel:
             "pipeline_tag": self.pipeline_tag,
             "last_modified": self.last_modified,
         }
+
+
+# The pipeline tags of chat models on the Hub (vision-language chat models are tagged
+# image-text-to-text or any-to-any; their text decoder may still be runnable).
+CHAT_PIPELINE_TAGS = ("text-generation", "image-text-to-text", "any-to-any")
+MAX_SEARCH_RESULTS = 50
+_SEARCH_FIELDS = (
+    "downloads",
+    "likes",
+    "tags",
+    "usedStorage",
+    "pipeline_tag",
+    "lastModified",
+    "siblings",
+    "safetensors",
+    "gated",
+)
+
+
+def _names(info: ModelInfo) -> list[str]:
+    return [s.rfilename for s in (info.siblings or [])[:MAX_LISTED_FILES]]
+
+
+def _hub_model(info: ModelInfo, ram_bytes: int | None) -> HubModel:
+    license_tag = next(
+        (t.split(":", 1)[1] for t in (info.tags or []) if t.startswith("license:")), None
+    )
+    safetensors = getattr(info, "safetensors", None)
+    parameters = getattr(safetensors, "total", None) or parameters_from_name(info.id)
+    names = _names(info)
+    reason = (
+        "the Hub did not list its files"
+        if info.siblings is None
+        else why_not_runnable(names, parameters=parameters, ram_bytes=ram_bytes)
+    )
+    return HubModel(
+        id=info.id,
+        downloads=info.downloads,
+        likes=info.likes,
+        license=license_tag,
+        size_bytes=info.used_storage,
+        pipeline_tag=info.pipeline_tag,
+        last_modified=info.last_modified.isoformat() if info.last_modified else None,
+        parameters=parameters,
+        gated=bool(info.gated),
+        reason=reason,
+    )
 
 
 def default_endpoint() -> str:
@@ -139,45 +207,78 @@ class HubClient:
 
         return self._call(url, listing)
 
-    def search(self, query: str, *, limit: int = 20) -> list[HubModel]:
-        """ONNX text-generation models matching ``query``, most downloaded first."""
+    def read_json(
+        self, repo: str, commit: str, path: str, *, max_bytes: int = 1 << 20
+    ) -> dict | None:
+        """A small JSON file of ``repo`` at ``commit`` (a package descriptor), None when the
+        file is not there. Refuses files over ``max_bytes`` and bodies that are not objects."""
+        url = self.file_url(repo, path, commit)
+
+        def fetch() -> dict | None:
+            with httpx2.Client(
+                trust_env=True, follow_redirects=True, timeout=30.0, headers=self.auth_headers()
+            ) as client, client.stream("GET", url) as response:
+                if response.status_code == 404:
+                    return None
+                if response.status_code in (401, 403):
+                    raise gated_error(url, repo, response.status_code)
+                if response.status_code != 200:
+                    raise _transient(
+                        DownloadError(f"{url} answered HTTP {response.status_code}.",
+                                      hint="Try again later, or check the endpoint setting."),
+                        response.status_code >= 500 or response.status_code == 429,
+                    )
+                body = b""
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > max_bytes:
+                        raise DownloadError(
+                            f"{url} is larger than {max_bytes} bytes; Hearth expected a small "
+                            "JSON description.",
+                            hint="The repository may not be a model package.",
+                        )
+            try:
+                data = json.loads(body)
+            except ValueError as exc:
+                raise DownloadError(f"{url} is not valid JSON ({exc}).",
+                                    hint="The repository may be damaged.") from exc
+            return data if isinstance(data, dict) else None
+
+        return self._call(url, fetch)
+
+    def search(
+        self, query: str, *, limit: int = 20, ram_bytes: int | None = None
+    ) -> list[HubModel]:
+        """ONNX chat models matching ``query``, most downloaded first, each saying whether
+        Hearth can run it here and why not (:func:`app.models.runnable.why_not_runnable`).
+
+        Chat models are those tagged ``text-generation``, ``image-text-to-text`` or
+        ``any-to-any``, and untagged ONNX repos whose files carry a decoder. At most
+        ``limit`` results (capped at :data:`MAX_SEARCH_RESULTS`), one bounded listing per
+        kind, file names looked at up to :data:`app.models.runnable.MAX_LISTED_FILES`.
+        ``ram_bytes``: this machine's memory for the "too big" reason (default: detected).
+        """
+        limit = max(1, min(limit, MAX_SEARCH_RESULTS))
+        ram = ram_bytes if ram_bytes is not None else total_ram_bytes()
         url = f"{self.endpoint}/api/models?search={query}&filter=onnx"
 
         def run() -> list[HubModel]:
-            found = self._api.list_models(
-                search=query or None,
-                filter="onnx",
-                pipeline_tag="text-generation",
-                sort="downloads",
-                limit=limit,
-                expand=[
-                    "downloads",
-                    "likes",
-                    "tags",
-                    "usedStorage",
-                    "pipeline_tag",
-                    "lastModified",
-                ],
-            )
-            results = []
-            for info in found:
-                license_tag = next(
-                    (t.split(":", 1)[1] for t in (info.tags or []) if t.startswith("license:")),
-                    None,
+            found: dict[str, ModelInfo] = {}
+            for tag in (*CHAT_PIPELINE_TAGS, None):
+                listing = self._api.list_models(
+                    search=query or None,
+                    filter="onnx",
+                    pipeline_tag=tag,
+                    sort="downloads",
+                    limit=limit,
+                    expand=list(_SEARCH_FIELDS),
                 )
-                modified = info.last_modified.isoformat() if info.last_modified else None
-                results.append(
-                    HubModel(
-                        id=info.id,
-                        downloads=info.downloads,
-                        likes=info.likes,
-                        license=license_tag,
-                        size_bytes=info.used_storage,
-                        pipeline_tag=info.pipeline_tag,
-                        last_modified=modified,
-                    )
-                )
-            return results
+                for info in listing:
+                    if tag is None and (info.pipeline_tag or not carries_decoder(_names(info))):
+                        continue  # another task, or no decoder: not a chat model
+                    found.setdefault(info.id, info)
+            ranked = sorted(found.values(), key=lambda info: -(info.downloads or 0))
+            return [_hub_model(info, ram) for info in ranked[:limit]]
 
         return self._call(url, run, "Hub search")
 
@@ -247,10 +348,8 @@ class HubClient:
                 hint="Unset the HF_HUB_OFFLINE environment variable to download models.",
             ) from exc
         except GatedRepoError as exc:
-            raise DownloadError(
-                f"{url} is a gated model: access was refused.",
-                hint="Accept its license on the Hub and set an access token in Settings.",
-            ) from exc
+            status = exc.response.status_code if exc.response is not None else 403
+            raise gated_error(url, _repo_of(url, self.endpoint), status) from exc
         except RepositoryNotFoundError as exc:
             raise DownloadError(
                 f"{url}: the repository was not found (or is private).",
@@ -286,6 +385,24 @@ class HubClient:
                 ),
                 not isinstance(exc, httpx2.ConnectError),
             ) from exc
+
+
+def gated_error(url: str, repo: str | None, status: int) -> DownloadError:
+    """The sentence for a 401 / 403 from the Hub: the model is gated (or private), where to
+    accept its licence, and where the token goes."""
+    page = f"{HUB_SITE}/{repo}" if repo else "the model's Hugging Face page"
+    return DownloadError(
+        f"This model is gated: accept its licence at {page} while signed in, then add your "
+        f"token in Settings ▸ Models (HTTP {status} from {url}).",
+        hint="Private repositories need a token with read access, too.",
+    )
+
+
+def _repo_of(url: str, endpoint: str) -> str | None:
+    """``owner/name`` from a Hub API or file URL of ``endpoint``."""
+    rest = url.removeprefix(endpoint).lstrip("/").removeprefix("api/models/")
+    parts = rest.split("/")
+    return "/".join(parts[:2]) if len(parts) >= 2 and parts[0] and parts[1] else None
 
 
 def offline_error(url: str) -> DownloadError:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import re
 import shutil
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from app import paths
 from app.errors import HearthError
-from app.models import policy
+from app.models import package_manifest, policy
 from app.models.catalog import (
     Catalog,
     CatalogEntry,
@@ -47,6 +48,7 @@ from app.models.catalog import (
 )
 from app.models.hub import RemoteFile
 from app.models.manifest import Manifest, describe_files, now_iso, source
+from app.models.revision_record import RevisionRecord
 
 if TYPE_CHECKING:
     from app.models.downloader import (
@@ -447,9 +449,18 @@ class ModelLibrary:
         if key.count("/") != 1:
             catalog.get(key)  # raises the catalog's "not in the model catalog" sentence
         hub = self.hub()
-        commit = hub.resolve_revision(key, revision)
+        recorded = RevisionRecord(self.root).get(key) if revision == "main" else None
+        commit = recorded or hub.resolve_revision(key, revision)
         files = hub.list_files(key, commit)
-        chosen = variant_for_repo(files, provider, requested=variant, repo=key)
+        chosen = variant_for_repo(
+            files,
+            provider,
+            requested=variant,
+            repo=key,
+            read_json=functools.lru_cache(maxsize=16)(
+                lambda path: hub.read_json(key, commit, path)
+            ),
+        )
         genai = any(
             f.path.rsplit("/", 1)[-1] == "genai_config.json" and chosen.selects(f.path)
             for f in files
@@ -504,10 +515,14 @@ def variant_for_repo(
     *,
     requested: str | None = None,
     repo: str = "This repository",
+    read_json: Callable[[str], dict | None] | None = None,
 ) -> Variant:
     """Pick a variant from the file listing of a repo that is not in the catalog.
 
-    onnxruntime-genai repos (``genai_config.json``, possibly one folder per provider) become
+    ONNX Runtime model packages (``manifest.json`` + variant descriptors, read through
+    ``read_json(path)``) become the package's descriptors and shared files plus the folder of
+    the variant :func:`app.models.policy.best_package_variant` picks (or the one ``requested``
+    names). onnxruntime-genai repos (``genai_config.json``, possibly one folder per provider) become
     a subfolder variant, the folder chosen by :func:`app.models.policy.best_genai_folder`;
     Optimum / transformers.js repos (``config.json`` + ``onnx/model*.onnx`` or a root
     ``model.onnx``) become the top-level configuration files plus one graph with its external
@@ -516,6 +531,10 @@ def variant_for_repo(
     holds no loadable ONNX chat model, or nothing matches ``requested``.
     """
     paths_ = {f.path for f in files}
+    if read_json is not None and package_manifest.PACKAGE_MANIFEST in paths_:
+        package = _package_variant(paths_, provider, requested, repo, read_json)
+        if package is not None:
+            return _sized(package, files)
     genai = sorted(p for p in paths_ if p.rsplit("/", 1)[-1] == "genai_config.json")
     if genai:
         folders = [p.rsplit("/", 1)[0] if "/" in p else "" for p in genai]
@@ -556,6 +575,44 @@ def variant_for_repo(
         f"{graph}.data",
     )
     return _sized(Variant(stem, provider, include=include), files)
+
+
+def _package_variant(
+    paths_: set[str],
+    provider: str,
+    requested: str | None,
+    repo: str,
+    read_json: Callable[[str], dict | None],
+) -> Variant | None:
+    """The include patterns of one model-package variant; None when ``manifest.json`` is not a
+    package manifest (the repo is then read as a genai / Optimum repo)."""
+    if not package_manifest.looks_like_package(read_json(package_manifest.PACKAGE_MANIFEST)):
+        return None
+    try:
+        package = package_manifest.read_package(read_json, paths_)
+    except ValueError as exc:
+        raise HearthError(
+            f"{repo} is a model package Hearth cannot use ({exc}).",
+            hint="Choose another repository, or report the problem to its authors.",
+        ) from exc
+    chosen = package.variant(requested) if requested else package.best(provider)
+    if chosen is None:
+        labels = [v.label for v in package.variants]
+        if requested:
+            _no_such_variant(repo, requested, labels)
+        raise HearthError(
+            f"{repo} only has variants for execution providers Hearth does not run "
+            f"({', '.join(labels)}).",
+            hint="Choose a repository with a CPU, CUDA or DirectML build.",
+        )
+    shared = (f"{package.shared_folder}/*",) if package.shared_folder else ()
+    include = (
+        *(f"*{suffix}" for suffix in _ROOT_SUFFIXES),
+        *package.descriptor_paths,
+        *shared,
+        f"{chosen.folder}/*",
+    )
+    return Variant(chosen.name, provider, include=include)
 
 
 def _no_such_variant(repo: str, requested: str, available: list[str]) -> list[str]:

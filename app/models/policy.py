@@ -9,6 +9,8 @@ The one owner of these answers, for the catalog, the Hub variant chooser
   (``onnx/model_q4.onnx`` → "q4", ``model.onnx`` → "fp32") best first, per provider.
 - :data:`GENAI_FOLDER_HINTS`: the words that name a provider's folder in onnxruntime-genai
   repos with one build per provider (``cpu_and_mobile/…``, ``cuda/…``, ``directml/…``).
+- :func:`best_package_variant`: the variant of an ONNX Runtime model package (``manifest.json``
+  + per-component variant descriptors naming an execution provider and device) to run here.
 
 Plain Python; onnxruntime is imported only when the machine is asked about.
 """
@@ -134,3 +136,42 @@ def provider_choices(
         )
         for name in ("cpu", "dml", "cuda", "coreml")
     }
+
+
+# Execution-provider names as model packages write them (ORT's names, or short ones), mapped to
+# Hearth's providers. Anything else (QNN, OpenVINO, TensorRT-RTX, VitisAI, WebGPU …) is an EP
+# Hearth does not run.
+PACKAGE_EP_NAMES: dict[str, str] = {
+    "cpuexecutionprovider": "cpu",
+    "cpu": "cpu",
+    "cudaexecutionprovider": "cuda",
+    "cuda": "cuda",
+    "dmlexecutionprovider": "dml",
+    "dml": "dml",
+    "directml": "dml",
+    "coremlexecutionprovider": "coreml",
+    "coreml": "coreml",
+}
+
+
+def package_variant_provider(ep: str | None, device: str | None = None) -> str | None:
+    """Hearth's provider for a package variant's ``ep`` / ``device`` constraint: "cpu" for a
+    base variant without an EP (any machine runs it) or a CPU EP, the provider's short name
+    for CUDA / DirectML / CoreML, None for an EP Hearth does not run."""
+    if not ep:
+        return "cpu" if (device or "cpu").lower() == "cpu" else None
+    return PACKAGE_EP_NAMES.get(ep.strip().lower())
+
+
+def best_package_variant(
+    variants: Iterable[tuple[str, str | None, str | None]], provider: str
+) -> str | None:
+    """The package variant to run on ``provider``, from ``(name, ep, device)`` triples in the
+    package's order: the first whose EP is this provider's, else the first CPU (or base)
+    variant, which every machine runs. None when no variant runs under Hearth."""
+    usable = [(name, package_variant_provider(ep, device)) for name, ep, device in variants]
+    for wanted in (provider, "cpu"):
+        for name, runs_on in usable:
+            if runs_on == wanted:
+                return name
+    return None

@@ -131,12 +131,22 @@ class CatalogModel(RowTableModel):
 # -- Hub search -------------------------------------------------------------------------
 
 
+def _runs_here(model: HubModel) -> str:
+    """"Yes", or why Hearth cannot run the repo here (the search's reason)."""
+    if model.reason is None:
+        return "Yes (gated: accept the licence first)" if model.gated else "Yes"
+    return f"No: {model.reason}"
+
+
 class HubResultsModel(RowTableModel):
+    """Hub search results; the "Runs here" column says why a result cannot run."""
+
     columns = (
         Column("Repository", lambda m: m.id, lambda m: m.pipeline_tag or ""),
         Column("Size", lambda m: format_bytes(m.size_bytes)),
         Column("License", lambda m: m.license or "unknown"),
         Column("Downloads", lambda m: "" if m.downloads is None else f"{m.downloads:,}"),
+        Column("Runs here", _runs_here, _runs_here),
     )
 
     def key(self, row: HubModel) -> str:

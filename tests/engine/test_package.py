@@ -452,3 +452,206 @@ def test_missing_context_length(plain_model_dir, tmp_path):
     _edit_json(folder / "config.json", max_position_embeddings=None)
     with pytest.raises(ModelLoadError, match="no context length"):
         read_model_folder(folder)
+
+
+# ---------------------------------------------------------------- context and window per family
+#
+# Minimal config.json / genai_config.json fields as the families' real files carry them. The
+# context limit is the model's context; the policy window is set only where every layer attends
+# to a bounded span by design (Mistral 7B v0.1's rolling buffer), never from a per-layer local
+# window (Gemma 3, Phi-3-mini-4k) or a window switched off or as long as the context.
+
+_GEMMA3_LAYERS = (["sliding_attention"] * 5 + ["full_attention"]) * 3
+OPTIMUM_FAMILIES = {
+    "llama-3.2": (
+        {"model_type": "llama", "max_position_embeddings": 131072,
+         "rope_scaling": {"rope_type": "llama3", "factor": 32.0,
+                          "original_max_position_embeddings": 8192}},
+        131072, None,
+    ),
+    "qwen3": (
+        {"model_type": "qwen3", "max_position_embeddings": 40960, "sliding_window": None,
+         "use_sliding_window": False, "max_window_layers": 28},
+        40960, None,
+    ),
+    "qwen2.5": (
+        {"model_type": "qwen2", "max_position_embeddings": 32768, "sliding_window": 32768,
+         "use_sliding_window": False},
+        32768, None,
+    ),
+    "gemma-3-1b": (
+        {"model_type": "gemma3_text", "max_position_embeddings": 32768, "sliding_window": 512,
+         "sliding_window_pattern": 6},
+        32768, None,
+    ),
+    "gemma-3-1b-transformers-5": (
+        {"model_type": "gemma3_text", "max_position_embeddings": 32768, "sliding_window": 512,
+         "layer_types": _GEMMA3_LAYERS},
+        32768, None,
+    ),
+    "gemma-3-4b-multimodal": (
+        {"model_type": "gemma3",
+         "text_config": {"max_position_embeddings": 131072, "sliding_window": 1024,
+                         "layer_types": _GEMMA3_LAYERS}},
+        131072, None,
+    ),
+    "phi-3-mini-4k": (
+        {"model_type": "phi3", "max_position_embeddings": 4096, "sliding_window": 2047},
+        4096, None,
+    ),
+    "phi-4-mini": (
+        {"model_type": "phi3", "max_position_embeddings": 131072,
+         "original_max_position_embeddings": 4096, "sliding_window": 262144},
+        131072, None,
+    ),
+    "mistral-7b-v0.1": (
+        {"model_type": "mistral", "max_position_embeddings": 32768, "sliding_window": 4096},
+        32768, 4096,
+    ),
+    "mistral-7b-v0.3": (
+        {"model_type": "mistral", "max_position_embeddings": 32768, "sliding_window": None},
+        32768, None,
+    ),
+    "smollm3": (
+        {"model_type": "smollm3", "max_position_embeddings": 65536, "sliding_window": None,
+         "use_sliding_window": False, "no_rope_layers": [1, 1, 1, 0]},
+        65536, None,
+    ),
+}
+
+
+@pytest.mark.parametrize("family", sorted(OPTIMUM_FAMILIES))
+def test_optimum_context_and_window_per_family(plain_model_dir, tmp_path, family):
+    fields, context, window = OPTIMUM_FAMILIES[family]
+    folder = _copy(plain_model_dir, tmp_path / "m")
+    config = json.loads((folder / "config.json").read_text())
+    for key in ("max_position_embeddings", "sliding_window", "model_type"):
+        config.pop(key, None)
+    config.update(fields)
+    (folder / "config.json").write_text(json.dumps(config))
+    spec = read_model_folder(folder)
+    assert (spec.context_length, spec.sliding_window) == (context, window)
+
+
+GENAI_FAMILIES = {
+    "llama-3.2": ({"type": "llama", "context_length": 131072}, None, 131072, None),
+    "qwen3": ({"type": "qwen3", "context_length": 40960}, None, 40960, None),
+    "gemma-3-1b": (
+        {"type": "gemma3_text", "context_length": 32768},
+        {"window_size": 512, "slide_key_value_cache": False},
+        32768, None,
+    ),
+    "phi-3-mini-4k": (
+        {"type": "phi3", "context_length": 4096},
+        {"window_size": 2047, "slide_key_value_cache": False},
+        4096, None,
+    ),
+    "phi-4-mini": ({"type": "phi3", "context_length": 131072}, None, 131072, None),
+    "mistral-7b-v0.1": (
+        {"type": "mistral", "context_length": 32768},
+        {"window_size": 4096, "slide_key_value_cache": True},
+        32768, 4096,
+    ),
+    "smollm3": ({"type": "smollm3", "context_length": 65536}, None, 65536, None),
+}
+
+
+@pytest.mark.parametrize("family", sorted(GENAI_FAMILIES))
+def test_genai_context_and_window_per_family(gqa_model_dir, tmp_path, family):
+    fields, window_section, context, window = GENAI_FAMILIES[family]
+    folder = _copy(gqa_model_dir, tmp_path / "m")
+    config = json.loads((folder / "genai_config.json").read_text())
+    config["model"].update(fields)
+    config["search"]["max_length"] = context
+    if window_section is not None:
+        config["model"]["decoder"]["sliding_window"] = window_section
+    (folder / "genai_config.json").write_text(json.dumps(config))
+    spec = read_model_folder(folder)
+    assert (spec.context_length, spec.sliding_window) == (context, window)
+
+
+# ---------------------------------------------------------------- ONNX Runtime model packages
+
+_TOKEN_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
+                "special_tokens_map.json")
+
+
+def _model_package(gqa_model_dir: Path, root: Path, variants: dict, *, style: str = "metadata"):
+    """A package with one genai folder per variant and the tokenizer files in configs/.
+
+    ``variants``: name -> (ep, device). ``style``: "metadata" (models/decoder/metadata.json
+    with constraints, manifest lists component names) or "component" (component.json with the
+    EP inline, manifest maps component names to paths)."""
+    for name in variants:
+        folder = root / "models" / "decoder" / name
+        folder.mkdir(parents=True)
+        for file in ("genai_config.json", "model.onnx"):
+            shutil.copy(gqa_model_dir / file, folder / file)
+    (root / "configs").mkdir()
+    for file in _TOKEN_FILES:
+        shutil.copy(gqa_model_dir / file, root / "configs" / file)
+    if style == "metadata":
+        manifest = {"model_name": "tiny-package", "component_models": ["decoder"]}
+        descriptor = ("metadata.json", {"component_model_name": "decoder", "model_variants": {
+            n: {"constraints": {"ep": ep, "device": dev}} for n, (ep, dev) in variants.items()}})
+    else:
+        manifest = {"schema_version": "1.0", "name": "tiny-package",
+                    "components": {"decoder": "models/decoder"}}
+        descriptor = ("component.json", {"model_variants": {
+            n: {"ep": ep, "device": dev} for n, (ep, dev) in variants.items()}})
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    (root / "models" / "decoder" / descriptor[0]).write_text(json.dumps(descriptor[1]))
+    return root
+
+
+PACKAGE_VARIANTS = {
+    "qnn-npu": ("QNNExecutionProvider", "npu"),
+    "cuda-fp16": ("CUDAExecutionProvider", "gpu"),
+    "cpu-int4": ("CPUExecutionProvider", "cpu"),
+    "dml-int4": ("DmlExecutionProvider", "gpu"),
+}
+
+
+@pytest.mark.parametrize("style", ["metadata", "component"])
+@pytest.mark.parametrize(
+    ("provider", "expected"),
+    [("cpu", "cpu-int4"), ("cuda", "cuda-fp16"), ("dml", "dml-int4"), ("coreml", "cpu-int4")],
+)
+def test_model_package_variant_follows_the_policy(gqa_model_dir, tmp_path, style, provider,
+                                                  expected):
+    root = _model_package(gqa_model_dir, tmp_path / "pkg", PACKAGE_VARIANTS, style=style)
+    spec = read_model_folder(root, provider=provider)
+    assert spec.layout == "genai" and spec.variant == expected
+    assert spec.root == root
+    assert spec.model_path == root / "models" / "decoder" / expected / "model.onnx"
+    assert spec.tokenizer_path == root / "configs" / "tokenizer.json"
+    assert spec.chat_template == CHATML_TEMPLATE and spec.eos_token_ids == (2,)
+    assert spec.name == "tiny-package"
+
+
+def test_model_package_falls_back_to_cpu_and_honours_a_named_variant(gqa_model_dir, tmp_path):
+    variants = {"qnn-npu": PACKAGE_VARIANTS["qnn-npu"], "cpu-int4": PACKAGE_VARIANTS["cpu-int4"]}
+    root = _model_package(gqa_model_dir, tmp_path / "pkg", variants)
+    assert read_model_folder(root, provider="cuda").variant == "cpu-int4"
+    with pytest.raises(ModelLoadError, match="without a variant 'gpu'") as err:
+        read_model_folder(root, variant="gpu")
+    assert "qnn-npu (QNNExecutionProvider, npu)" in str(err.value)
+
+
+def test_model_package_with_only_foreign_providers_is_refused(gqa_model_dir, tmp_path):
+    variants = {"qnn-npu": PACKAGE_VARIANTS["qnn-npu"],
+                "ov-npu": ("OpenVINOExecutionProvider", "npu")}
+    root = _model_package(gqa_model_dir, tmp_path / "pkg", variants)
+    with pytest.raises(ModelLoadError, match="Hearth does not run") as err:
+        read_model_folder(root)
+    assert "ov-npu (OpenVINOExecutionProvider, npu)" in str(err.value)
+
+
+def test_downloaded_package_with_one_variant_reads_that_one(gqa_model_dir, tmp_path):
+    root = _model_package(gqa_model_dir, tmp_path / "pkg", PACKAGE_VARIANTS)
+    for name in ("qnn-npu", "cuda-fp16", "dml-int4"):
+        shutil.rmtree(root / "models" / "decoder" / name)  # as a download of one variant
+    assert read_model_folder(root, provider="cuda").variant == "cpu-int4"
+    with pytest.raises(ModelLoadError) as err:
+        read_model_folder(root, variant="cuda-fp16")
+    assert str(err.value).endswith("Its variants: cpu-int4 (CPUExecutionProvider, cpu).")

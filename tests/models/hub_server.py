@@ -42,6 +42,8 @@ class FakeRepo:
     license: str = "apache-2.0"
     downloads: int = 0
     tags: tuple[str, ...] = ("onnx", "text-generation", "conversational")
+    pipeline_tag: str | None = "text-generation"
+    gated_token: str | None = None  # when set, requests without this bearer token get 401
 
     def __post_init__(self) -> None:
         if not self.commit:
@@ -121,6 +123,7 @@ class FakeHub:
         self.faults = Faults()
         self.bytes_served: collections.Counter[str] = collections.Counter()
         self.requests: list[tuple[str, str, str | None]] = []
+        self.searches: list[dict] = []  # the query of each search request
         self.lock = threading.Lock()
         hub = self
 
@@ -210,6 +213,9 @@ class _Handler(BaseHTTPRequestHandler):
         if repo is None:
             self._error(404, "RepoNotFound", "Repository not found")
             return None
+        if repo.gated_token and self.headers.get("Authorization") != f"Bearer {repo.gated_token}":
+            self._error(401, "GatedRepo", "Access to this model is restricted")
+            return None
         if rev not in ("main", repo.commit):
             self._error(404, "RevisionNotFound", "Invalid rev id")
             return None
@@ -290,9 +296,16 @@ class _Handler(BaseHTTPRequestHandler):
     def _search(self, query: dict) -> None:
         text = query.get("search", [""])[0].lower()
         limit = int(query.get("limit", ["100"])[0])
+        tag = query.get("pipeline_tag", [None])[0]
+        wanted_tags = set(query.get("filter", []))
+        self.hub.searches.append({k: v if len(v) > 1 else v[0] for k, v in query.items()})
         results = []
         for repo in sorted(self.hub.repos.values(), key=lambda r: -r.downloads):
             if text and text not in repo.repo_id.lower():
+                continue
+            if tag is not None and repo.pipeline_tag != tag:
+                continue
+            if not wanted_tags <= set(repo.tags):
                 continue
             results.append(
                 {
@@ -302,8 +315,10 @@ class _Handler(BaseHTTPRequestHandler):
                     "likes": 1,
                     "tags": [*repo.tags, f"license:{repo.license}"],
                     "usedStorage": repo.used_storage(),
-                    "pipeline_tag": "text-generation",
+                    "pipeline_tag": repo.pipeline_tag,
                     "lastModified": "2025-01-02T03:04:05.000Z",
+                    "gated": "manual" if repo.gated_token else False,
+                    "siblings": [{"rfilename": p} for p in sorted(repo.files)],
                 }
             )
         self._json(results[:limit])

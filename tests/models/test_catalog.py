@@ -7,6 +7,7 @@ import re
 import pytest
 
 from app.errors import HearthError
+from app.models import policy
 from app.models.catalog import (
     CatalogEntry,
     MachineInfo,
@@ -19,6 +20,13 @@ from app.models.catalog import (
 )
 
 EXPECTED_REPOS = {
+    "onnx-community/Qwen3-0.6B-ONNX",
+    "onnx-community/Qwen3-1.7B-ONNX",
+    "onnx-community/Qwen3-4B-ONNX",
+    "onnx-community/Llama-3.2-3B-Instruct",
+    "onnx-community/gemma-3-1b-it-ONNX",
+    "onnx-community/Qwen2.5-Coder-1.5B-Instruct",
+    "microsoft/phi-4-onnx",
     "microsoft/Phi-3-mini-4k-instruct-onnx",
     "microsoft/Phi-3.5-mini-instruct-onnx",
     "microsoft/Phi-4-mini-instruct-onnx",
@@ -181,3 +189,60 @@ def test_unreadable_catalog_file_is_a_hearth_error(tmp_path):
     broken.write_text("{not json")
     with pytest.raises(HearthError, match="Reinstall Hearth"):
         load_catalog(broken)
+
+
+def test_every_entry_says_where_its_revision_comes_from():
+    for entry in load_catalog():
+        if entry.revision == "main":
+            assert not entry.revision_verified, entry.id
+            assert "could not be confirmed" in entry.notes, entry.id
+        else:
+            assert entry.revision_verified and entry.notes, entry.id
+
+
+def test_every_variant_names_a_provider_the_policy_knows_and_a_plausible_size():
+    for entry in load_catalog():
+        for variant in entry.variants:
+            assert variant.provider in policy.PRECISION_ORDER, (entry.id, variant.name)
+            # int4 weights (~0.55 B/param) up to q4 with a float32 embedding table (~1.6)
+            per_parameter = variant.size_bytes / entry.parameters
+            assert 0.3 < per_parameter < 2.0, (entry.id, variant.name, per_parameter)
+            assert entry.context_for(variant) >= 4096
+            if variant.provider == "cpu":
+                assert variant.ram_bytes >= variant.size_bytes, (entry.id, variant.name)
+            else:
+                assert variant.vram_bytes >= 0.9 * variant.size_bytes, (entry.id, variant.name)
+
+
+def test_gated_entries_name_their_licence_url():
+    gated = {e.id: e for e in load_catalog() if e.gated}
+    assert {"gemma-3-1b-it", "llama-3.2-3b-instruct", "llama-3.2-1b-instruct"} <= set(gated)
+    for entry in gated.values():
+        assert entry.license_url and entry.license_url.startswith("https://"), entry.id
+    base = {"id": "g", "name": "G", "repo": "o/g", "context_length": 1, "parameters": 1,
+            "format": "optimum", "gated": True,
+            "variants": [{"name": "v", "provider": "cpu", "subfolder": "x"}]}
+    with pytest.raises(ValueError, match="names no license_url"):
+        parse_catalog({"models": [base]})
+    assert parse_catalog({"models": [{**base, "license_url": "https://x"}]}).get("g").gated
+
+
+def test_the_catalog_covers_current_models_for_every_size_of_machine():
+    catalog = load_catalog()
+    assert max(e.parameters for e in catalog) >= 7e9  # one option for machines with the memory
+    coder = catalog.get("qwen2.5-coder-1.5b-instruct")
+    assert "coding model" in coder.description and coder.license == "apache-2.0"
+    for key in ("qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "llama-3.2-3b-instruct", "gemma-3-1b-it"):
+        entry = catalog.get(key)
+        assert choose_variant(entry, "cpu").name == "cpu-q4", key
+        assert choose_variant(entry, "cuda").name == "cuda-q4f16", key
+    assert choose_variant(catalog.get("phi-4"), "cpu").subfolder.startswith("cpu_and_mobile/")
+    assert choose_variant(catalog.get("phi-4-mini-instruct"), "dml").subfolder.startswith("gpu/")
+
+
+def test_new_fields_survive_as_dict():
+    entry = load_catalog().get("gemma-3-1b-it")
+    data = entry.as_dict()
+    assert data["gated"] and data["license_url"] == "https://ai.google.dev/gemma/terms"
+    assert data["revision_verified"] is False and data["notes"]
+    assert data["variants"][0]["size_estimated"] is True

@@ -408,3 +408,53 @@ def test_plan_and_download_a_hub_repo_through_the_library(hub, tmp_path):
     assert model.id == "org--tiny-genai" and model.source["repo"] == "org/tiny-genai"
     assert model.manifest.format == "genai" and model.source["variant"] == "cpu-int4"
     assert read_model_folder(model.path).layout == "genai"
+
+
+def _package_repo(tmp_path: Path) -> FakeRepo:
+    """A model package: manifest.json, configs/ and one genai folder per hardware variant."""
+    folder = build_gqa_model(tmp_path / "genai")
+    files: dict[str, bytes] = {}
+    for name in ("qnn-npu", "cuda-fp16", "cpu-int4"):
+        for file in ("genai_config.json", "model.onnx"):
+            files[f"models/decoder/{name}/{file}"] = (folder / file).read_bytes()
+    for file in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        files[f"configs/{file}"] = (folder / file).read_bytes()
+    files["manifest.json"] = json.dumps({"model_name": "tiny", "component_models": ["decoder"]})
+    variants = {
+        "qnn-npu": {"constraints": {"ep": "QNNExecutionProvider", "device": "npu"}},
+        "cuda-fp16": {"constraints": {"ep": "CUDAExecutionProvider", "device": "gpu"}},
+        "cpu-int4": {"constraints": {"ep": "CPUExecutionProvider", "device": "cpu"}},
+    }
+    files["models/decoder/metadata.json"] = json.dumps({"model_variants": variants})
+    files["README.md"] = b"# tiny package"
+    return FakeRepo("org/tiny-package", {k: v if isinstance(v, bytes) else v.encode()
+                                          for k, v in files.items()})
+
+
+def test_a_model_package_downloads_only_the_variant_the_policy_picks(hub, tmp_path):
+    from app.engine.package import read_model_folder
+
+    hub.add(_package_repo(tmp_path))
+    library = ModelLibrary(endpoint=hub.url, downloader_options={"retries": 1})
+    assert library.plan_download("org/tiny-package", provider="cuda").variant.name == "cuda-fp16"
+    plan = library.plan_download("org/tiny-package", provider="cpu")
+    assert plan.variant.name == "cpu-int4" and plan.format == "genai"
+    model = library.download(plan)
+    on_disk = sorted(p.relative_to(model.path).as_posix() for p in model.path.rglob("*.onnx"))
+    assert on_disk == ["models/decoder/cpu-int4/model.onnx"]
+    spec = read_model_folder(model.path, provider="cpu")
+    assert spec.variant == "cpu-int4" and spec.tokenizer_path.parent.name == "configs"
+    with pytest.raises(HearthError, match="no variant 'npu'"):
+        library.plan_download("org/tiny-package", variant="npu")
+
+
+def test_a_gated_repo_says_where_to_accept_the_licence(hub, tmp_path):
+    folder = build_gqa_model(tmp_path / "genai")
+    hub.add(FakeRepo.from_folder("org/gated", folder, prefix="cpu-int4", gated_token="hf_ok"))
+    with pytest.raises(HearthError) as err:
+        ModelLibrary(endpoint=hub.url).plan_download("org/gated", provider="cpu")
+    message = str(err.value)
+    assert "This model is gated: accept its licence at https://huggingface.co/org/gated" in message
+    assert "add your token in Settings ▸ Models" in message and "401" in message
+    library = ModelLibrary(endpoint=hub.url, token="hf_ok", downloader_options={"retries": 1})
+    assert library.plan_download("org/gated", provider="cpu").variant.name == "cpu-int4"

@@ -93,3 +93,21 @@ def test_provider_choices_say_why_a_provider_cannot_run_here():
         system="Linux",
     )
     assert with_gpu["cuda"] is None
+
+
+def test_package_variant_per_provider():
+    variants = [
+        ("npu", "QNNExecutionProvider", "npu"),
+        ("gpu", "CUDAExecutionProvider", "gpu"),
+        ("dml", "DmlExecutionProvider", "gpu"),
+        ("cpu", "CPUExecutionProvider", "cpu"),
+    ]
+    assert policy.best_package_variant(variants, "cpu") == "cpu"
+    assert policy.best_package_variant(variants, "cuda") == "gpu"
+    assert policy.best_package_variant(variants, "dml") == "dml"
+    assert policy.best_package_variant(variants, "coreml") == "cpu"
+    assert policy.best_package_variant(variants[:2], "dml") is None  # QNN / CUDA only
+    base = [("ov", "OpenVINOExecutionProvider", None), ("base", None, None)]
+    assert policy.best_package_variant(base, "cuda") == "base"  # a base model runs anywhere
+    assert policy.package_variant_provider(None, "gpu") is None
+    assert policy.package_variant_provider("cuda", None) == "cuda"
