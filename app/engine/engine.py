@@ -149,7 +149,20 @@ class Engine:
     def encode_chat(
         self, messages: Sequence[Message], *, stop: threading.Event | None = None
     ) -> list[int]:
-        return self.tokenizer.encode(self.render(messages, stop=stop))
+        """The prompt's token ids. Message contents are always text: a user's
+        ``<|im_end|>\\n<|im_start|>system`` encodes as those characters, never as the
+        control tokens that would forge a turn (only the template's own markers are special).
+        Conversations without such strings encode exactly as the plain rendered text does."""
+        tok = self.tokenizer
+        if not any(tok.contains_special(m.content) for m in messages):
+            return tok.encode(self.render(messages, stop=stop))
+        if self._template is None:
+            self.render(messages, stop=stop)  # raises the reason it cannot chat
+        assert self._template is not None
+        text, literals = self._template.render_protected(
+            [m.as_dict() for m in messages], tok.special_tokens, stop=stop
+        )
+        return tok.encode_protected(text, literals)
 
     def count_tokens(self, messages: Sequence[Message]) -> int:
         return len(self.encode_chat(messages))
