@@ -198,6 +198,7 @@ class ModelSpec:
     extra_special_tokens: dict = field(default_factory=dict)
     io_names: dict = field(default_factory=dict)  # role -> graph name (genai_config renames)
     kv_geometry: tuple[int, int] | None = None  # (kv_heads, head_dim) from the config
+    context_note: str | None = None  # why context_length is less than the metadata says
 
 
 @dataclass(frozen=True)
