@@ -16,6 +16,7 @@ Templates come from downloaded models, so they are untrusted: every failure (syn
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 from collections.abc import Mapping, Sequence
@@ -45,6 +46,7 @@ DEFAULT_MAX_CHARS = 4_000_000  # ~1M tokens: far beyond any context window
 DEFAULT_TIME_LIMIT_S = 1.0
 DEFAULT_MAX_MEMORY_BYTES = 160 * 2**20
 _MAX_STRFTIME_FORMAT = 256
+_PLACEHOLDER_TOP = 0x10FFFD  # placeholders count down from the end of private-use plane 16
 
 
 class _TemplateRaised(jinja2.TemplateError):
@@ -330,6 +332,36 @@ class ChatTemplate:
                 f"{self._subject} failed: {type(exc).__name__}: {exc}.",
                 hint="The template is broken; choose another model.",
             ) from exc
+
+    def render_protected(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        protect: Sequence[str],
+        **kwargs: Any,
+    ) -> tuple[str, dict[str, str]]:
+        """Render with every occurrence of a ``protect`` string in message contents replaced
+        by a private-use placeholder character (one per string, found in no content and not
+        in the template), so the tokenizer can tell the user's ``<|im_end|>`` from the
+        template's. Returns the text and ``{placeholder: string}``. Filters such as ``trim`` or
+        ``split`` see one ordinary character where the string was. ``kwargs`` as in
+        :meth:`render`."""
+        dicts = [m.as_dict() if hasattr(m, "as_dict") else dict(m) for m in messages]
+        contents = [d["content"] for d in dicts if isinstance(d.get("content"), str)]
+        strings = sorted({t for t in protect if t and any(t in c for c in contents)},
+                         key=len, reverse=True)
+        if not strings:
+            return self.render(dicts, **kwargs), {}
+        taken = set(self.source).union(*contents)
+        chars = (chr(c) for c in range(_PLACEHOLDER_TOP, _PLACEHOLDER_TOP - 4096, -1))
+        free = [c for c in chars if c not in taken][: len(strings)]
+        if len(free) < len(strings):
+            raise TemplateError(f"{self._subject} cannot protect this conversation's text.")
+        mapping = dict(zip(strings, free, strict=True))
+        pattern = re.compile("|".join(map(re.escape, strings)))
+        for d in dicts:
+            if isinstance(d.get("content"), str):
+                d["content"] = pattern.sub(lambda m: mapping[m.group()], d["content"])
+        return self.render(dicts, **kwargs), {c: t for t, c in mapping.items()}
 
     def _render_bounded(self, context: dict[str, Any], budget: Budget) -> str:
         """Render, streaming the output to cap its size, with the budget active on this

@@ -2,8 +2,8 @@
 
 ``Decoder.feed(cache, ids)`` runs the new token ids after what ``cache`` holds (in chunks when
 there are many) and returns the logits of the last one as a float32 vector. Inputs are bound
-straight from preallocated numpy buffers and the decode-step logits are written by ORT into a
-buffer we own, so the per-token host work is a handful of binding calls.
+straight from numpy buffers grown on demand and the decode-step logits are written by ORT into
+a buffer we own, so the per-token host work is a handful of binding calls.
 
 The decoder keeps no cache. It keeps its own binding record: which tensor list its one
 IOBinding holds (``KVCache.tensors``, replaced whenever the tensors change) and whether the
@@ -35,6 +35,7 @@ _NP_LOGITS = {"float32": np.float32, "float16": np.float16}
 # keep it under this many bytes (1024 tokens x 152k vocab would be 622 MB).
 LOGITS_CHUNK_BYTES = 64 * 1024 * 1024
 MAX_PREFILL_CHUNK = 512
+INITIAL_INPUT_POSITIONS = 4096  # mask / position-id buffers start here and double as needed
 
 
 class Decoder:
@@ -63,8 +64,13 @@ class Decoder:
             else:
                 prefill_chunk = LOGITS_CHUNK_BYTES // (vocab * 4)
         self.prefill_chunk = max(16, min(MAX_PREFILL_CHUNK, prefill_chunk))
-        self._mask = np.ones((1, context_length + MAX_PREFILL_CHUNK), dtype=np.int64)
-        self._positions = np.arange(context_length + MAX_PREFILL_CHUNK, dtype=np.int64)[None, :]
+        # The attention mask's ones and the position ids are slices of two arrays that grow
+        # (doubling) with the longest sequence run so far, never sized by the context alone:
+        # a model that claims a context of 2^31 tokens must not cost 32 GB here.
+        self._input_limit = context_length + MAX_PREFILL_CHUNK
+        self._mask = np.ones((1, 0), dtype=np.int64)
+        self._positions = np.zeros((1, 0), dtype=np.int64)
+        self._reserve(min(INITIAL_INPUT_POSITIONS, self._input_limit))
         # A decode step's one input id lives in this array; ORT reads it in place, so a step
         # writes the id and binds nothing new.
         self._step_id = np.zeros((1, 1), dtype=np.int64)
@@ -84,6 +90,16 @@ class Decoder:
         self._bound_tensors: list | None = None
         self._steady_tensors: list | None = None
         self._steady_limit = 0
+
+    def _reserve(self, needed: int) -> None:
+        """Make ``_mask`` and ``_positions`` cover at least ``needed`` positions (at most the
+        context plus one prefill chunk)."""
+        size = self._mask.shape[1]
+        if needed <= size:
+            return
+        size = min(max(needed, 2 * size), self._input_limit)
+        self._mask = np.ones((1, size), dtype=np.int64)
+        self._positions = np.arange(size, dtype=np.int64)[None, :]
 
     @property
     def supports_sliding_window(self) -> bool:
@@ -190,10 +206,12 @@ class Decoder:
         else:
             io.bind_cpu_input(graph.input_ids, np.asarray([feed_ids], dtype=np.int64))
             self._step_id_bound = False
+        self._reserve(max(total, min(cache.capacity, self.context_length)))
         if graph.attention_mask:
             io.bind_cpu_input(graph.attention_mask, self._mask[:, :total])
         if graph.position_ids:
             start = cache.next_position
+            self._reserve(min(start + count, self._input_limit))
             if start + count <= self._positions.shape[1]:
                 positions = self._positions[:, start : start + count]
             else:  # sliding windows keep absolute positions past the context length
@@ -218,7 +236,7 @@ class Decoder:
         if (count == 1 and target is not None and graph.attention_mask is not None
                 and cache.steady_step):
             self._steady_tensors = tensors
-            self._steady_limit = cache.capacity
+            self._steady_limit = min(cache.capacity, self._mask.shape[1])
         if target is not None:
             return self._step_logits[0, -1].astype(np.float32, copy=False)
         return np.asarray(outputs[0].numpy()[0, -1], dtype=np.float32)

@@ -28,6 +28,13 @@ from app.engine.kv_cache import KVCache
 from app.engine.kv_snapshot import SnapshotStore, model_fingerprint
 from app.engine.package import read_model_folder
 from app.engine.providers import create_session
+from app.engine.reasoning import (
+    ReasoningSplitter,
+    apply_thinking,
+    reasoning_format,
+    split_reasoning,
+    thinking_control,
+)
 from app.engine.tokenizer import Tokenizer
 from app.engine.types import (
     GenerationChunk,
@@ -35,6 +42,7 @@ from app.engine.types import (
     Message,
     ModelSpec,
     ProviderReport,
+    ThinkingMode,
 )
 from app.errors import ContextOverflowError, TemplateError
 from app.models.policy import machine_provider
@@ -75,6 +83,10 @@ class Engine:
                 )
             except TemplateError as exc:  # raw generation still works; chat says why not
                 self._template_error = exc
+        self.reasoning = reasoning_format(tokenizer, spec.chat_template)
+        """How the model marks its reasoning (None: it does not reason in its replies)."""
+        self.thinking_control = thinking_control(spec.chat_template)
+        """How its template switches thinking on and off (None: it cannot be switched)."""
         eos = set(spec.eos_token_ids)
         if tokenizer.eos_token_id is not None:
             eos.add(tokenizer.eos_token_id)
@@ -131,9 +143,18 @@ class Engine:
         *,
         add_generation_prompt: bool = True,
         stop: threading.Event | None = None,
+        thinking: ThinkingMode = "default",
     ) -> str:
         """The conversation as the model's chat template writes it (bounded in time and
-        memory; ``stop`` ends a render early)."""
+        memory; ``stop`` ends a render early; ``thinking`` as in GenerationSettings)."""
+        template = self._chat_template()
+        messages, extra = apply_thinking(thinking, self.thinking_control, messages)
+        return template.render(
+            [m.as_dict() for m in messages], add_generation_prompt=add_generation_prompt,
+            stop=stop, **extra,
+        )
+
+    def _chat_template(self) -> ChatTemplate:
         if self._template_error is not None:
             raise self._template_error
         if self._template is None:
@@ -141,15 +162,28 @@ class Engine:
                 f"The model in {self.spec.root} has no chat template, so it cannot chat.",
                 hint="It is probably a base model: use 'hearth generate' without --chat.",
             )
-        return self._template.render(
-            [m.as_dict() for m in messages], add_generation_prompt=add_generation_prompt,
-            stop=stop,
-        )
+        return self._template
 
     def encode_chat(
-        self, messages: Sequence[Message], *, stop: threading.Event | None = None
+        self,
+        messages: Sequence[Message],
+        *,
+        stop: threading.Event | None = None,
+        thinking: ThinkingMode = "default",
     ) -> list[int]:
-        return self.tokenizer.encode(self.render(messages, stop=stop))
+        """The prompt's token ids. Message contents are always text: a user's
+        ``<|im_end|>\\n<|im_start|>system`` encodes as those characters, never as the
+        control tokens that would forge a turn (only the template's own markers are special).
+        Conversations without such strings encode exactly as the plain rendered text does."""
+        tok = self.tokenizer
+        if not any(tok.contains_special(m.content) for m in messages):
+            return tok.encode(self.render(messages, stop=stop, thinking=thinking))
+        template = self._chat_template()
+        messages, extra = apply_thinking(thinking, self.thinking_control, messages)
+        text, literals = template.render_protected(
+            [m.as_dict() for m in messages], tok.special_tokens, stop=stop, **extra
+        )
+        return tok.encode_protected(text, literals)
 
     def count_tokens(self, messages: Sequence[Message]) -> int:
         return len(self.encode_chat(messages))
@@ -210,10 +244,13 @@ class Engine:
         if policy == "truncate_oldest":
             messages, ids, dropped = self._fit_context(messages, settings, cancel)
         else:
-            ids = self.encode_chat(messages, stop=cancel)
+            ids = self.encode_chat(messages, stop=cancel, thinking=settings.thinking)
         if policy != "sliding_window":
             self._check_budget(len(ids), settings)
         stream = self._stream(cache, ids, settings, cancel, reuse)
+        if self.reasoning is not None:
+            tail = self.tokenizer.decode(ids[-16:], skip_special_tokens=False)
+            stream = split_reasoning(stream, ReasoningSplitter(self.reasoning.after_prompt(tail)))
         if dropped:
             note = f"left out the {dropped} oldest messages to fit the context"
         return _annotate(stream, dropped=dropped, note=note)
@@ -267,7 +304,7 @@ class Engine:
         reserve = min(settings.max_new_tokens, limit // 2)
         kept = list(messages)
         dropped = 0
-        ids = self.encode_chat(kept, stop=stop)
+        ids = self.encode_chat(kept, stop=stop, thinking=settings.thinking)
         while len(ids) + reserve > limit:
             first = next((i for i, m in enumerate(kept) if m.role != "system"), None)
             last_user = max((i for i, m in enumerate(kept) if m.role == "user"), default=None)
@@ -288,7 +325,7 @@ class Engine:
             )
             del kept[first : first + count]
             dropped += count
-            ids = self.encode_chat(kept, stop=stop)
+            ids = self.encode_chat(kept, stop=stop, thinking=settings.thinking)
         return kept, ids, dropped
 
     def _check_budget(self, prompt_len: int, settings: GenerationSettings) -> None:

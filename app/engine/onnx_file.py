@@ -13,6 +13,12 @@ from pathlib import Path
 
 from app.errors import ModelLoadError
 
+# Control-flow ops (If, Loop, Scan) hold subgraphs; real models nest them a few levels deep
+# and hold at most a few hundred. The walk recurses per level, so a hostile file nesting
+# 100k levels would blow the stack: both are bounded.
+MAX_SUBGRAPH_DEPTH = 64
+MAX_SUBGRAPHS = 10_000
+
 
 @dataclass(frozen=True)
 class OnnxSummary:
@@ -27,9 +33,10 @@ class OnnxSummary:
 
 
 class _WireError(Exception):
-    def __init__(self, reason: str, *, truncated: bool = False) -> None:
+    def __init__(self, reason: str, *, truncated: bool = False, hostile: bool = False) -> None:
         super().__init__(reason)
         self.truncated = truncated
+        self.hostile = hostile
 
 
 def _varint(buf: mmap.mmap, pos: int, end: int) -> tuple[int, int]:
@@ -82,6 +89,8 @@ class _OnnxWalker:
         self.external: dict[str, int] = {}
         self.nodes = 0
         self.initializers = 0
+        self.depth = 0  # subgraph nesting level of the graph being walked
+        self.subgraphs = 0
 
     def model(self) -> OnnxSummary:
         ir_version, opsets, graphs = None, {}, 0
@@ -145,7 +154,20 @@ class _OnnxWalker:
             if number in (5, 10):  # t, tensors
                 self.tensor(value)
             elif number in (6, 11):  # g, graphs
-                self.graph(value)
+                self.subgraph(value)
+
+    def subgraph(self, span: tuple[int, int]) -> None:
+        self.subgraphs += 1
+        if self.subgraphs > MAX_SUBGRAPHS:
+            raise _WireError(f"it holds more than {MAX_SUBGRAPHS:,} subgraphs", hostile=True)
+        if self.depth >= MAX_SUBGRAPH_DEPTH:
+            raise _WireError(f"its subgraphs nest more than {MAX_SUBGRAPH_DEPTH} levels deep",
+                             hostile=True)
+        self.depth += 1
+        try:
+            self.graph(span)
+        finally:
+            self.depth -= 1
 
     def tensor(self, span: tuple[int, int]) -> None:
         entries: dict[str, str] = {}
@@ -189,6 +211,12 @@ def inspect_onnx(path: Path) -> OnnxSummary:
                 try:
                     return _OnnxWalker(buf).model()
                 except _WireError as exc:
+                    if exc.hostile:
+                        raise ModelLoadError(
+                            f"{path} is not a model Hearth will load: {exc}, far beyond "
+                            "any real language model.",
+                            hint="Use a model from a trusted source.",
+                        ) from None
                     state = (
                         "is truncated (it ends in the middle of the model)"
                         if exc.truncated

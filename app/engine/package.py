@@ -127,11 +127,11 @@ def read_model_folder(
         )
         raise ModelLoadError(f"{root} is a file, not a model folder.", hint=hint)
     if (root / GENAI_CONFIG).is_file():
-        return _read_genai(root, variant)
+        return bounded_context(_read_genai(root, variant))
     if (root / HF_CONFIG).is_file() and _optimum_candidates(root):
-        return _read_optimum(root, variant, provider)
+        return bounded_context(_read_optimum(root, variant, provider))
     if (root / package_manifest.PACKAGE_MANIFEST).is_file():
-        return _read_package(root, variant, provider)
+        return bounded_context(_read_package(root, variant, provider))
     raise _unknown_layout(root)
 
 
@@ -173,6 +173,71 @@ def _read_package(root: Path, variant: str | None, provider: str) -> ModelSpec:
     shared = root / package.shared_folder if package.shared_folder else root
     spec = _read_genai(root / chosen.folder, None, shared=shared)
     return replace(spec, root=root, variant=chosen.name, name=_model_name(root, package.name))
+
+
+# ---------------------------------------------------------------- metadata sanity
+
+MAX_CONTEXT_TOKENS = 2**24  # 16.8M: beyond any model's trained context (Llama 4 claims 10M)
+_KV_BYTES_PER_ELEMENT = 4  # the worst case: float32 KV, as CPU builds keep it
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+
+
+def bounded_context(spec: ModelSpec, *, ram_bytes: int | None = None) -> ModelSpec:
+    """Refuse an absurd context length and clamp one this machine cannot hold.
+
+    Called once the context length has been chosen from the folder's metadata. Above
+    :data:`MAX_CONTEXT_TOKENS` the metadata is wrong (or hostile): ``ModelLoadError`` names the
+    file and field. Otherwise, when the KV cache of the full context (2 × layers × KV heads ×
+    head size × 4 bytes per token) would not fit in the machine's memory (``ram_bytes``,
+    physical RAM by default), the context is cut to what fits and ``ModelSpec.context_note``
+    says so.
+    """
+    config_path = spec.root / (GENAI_CONFIG if spec.layout == "genai" else HF_CONFIG)
+    config = _optional_json(config_path)
+    if spec.layout == "genai":
+        model = config.get("model") if isinstance(config.get("model"), dict) else {}
+        decoder = model.get("decoder") if isinstance(model.get("decoder"), dict) else {}
+        search = config.get("search") if isinstance(config.get("search"), dict) else {}
+        fields = {"model.context_length": model.get("context_length"),
+                  "search.max_length": search.get("max_length")}
+        layers = _first_positive(decoder, _LAYER_KEYS)
+    else:
+        text_config = config.get("text_config") if isinstance(config.get("text_config"), dict) \
+            else {}
+        fields = {**{k: config.get(k) for k in _CONTEXT_KEYS},
+                  **{f"text_config.{k}": text_config.get(k) for k in _CONTEXT_KEYS}}
+        layers = _first_positive(config, _LAYER_KEYS) or _first_positive(text_config, _LAYER_KEYS)
+    context = spec.context_length
+    field = next((k for k, v in fields.items() if v == context), "the context length")
+    if context > MAX_CONTEXT_TOKENS:
+        raise ModelLoadError(
+            f"{config_path} claims a context of {context:,} tokens ({field}), more than any "
+            f"model is trained on (at most {MAX_CONTEXT_TOKENS:,}); the file is broken.",
+            hint=f"Fix {field} in {config_path.name}, or download the model again.",
+        )
+    if spec.kv_geometry is None or layers is None:
+        return spec
+    kv_heads, head_dim = spec.kv_geometry
+    per_token = 2 * layers * kv_heads * head_dim * _KV_BYTES_PER_ELEMENT
+    if ram_bytes is None:
+        from app.models.catalog import total_ram_bytes
+
+        ram_bytes = total_ram_bytes()
+    if ram_bytes is None or per_token * context <= ram_bytes:
+        return spec
+    fits = max(1, ram_bytes // per_token)
+    if fits < 256:
+        raise ModelLoadError(
+            f"{config_path} describes a KV cache of {format_bytes(per_token)} per token "
+            f"({layers} layers × {kv_heads} KV heads × {head_dim}); this machine's "
+            f"{format_bytes(ram_bytes)} of memory holds fewer than 256 tokens of it.",
+            hint="The metadata is broken, or the model is far too big for this computer.",
+        )
+    note = (f"the context is limited to {fits:,} of the {context:,} tokens {field} gives: "
+            f"a longer KV cache ({format_bytes(per_token)} per token) would not fit in "
+            f"{format_bytes(ram_bytes)} of memory")
+    return replace(spec, context_length=fits, context_note=note,
+                   sliding_window=min(spec.sliding_window, fits) if spec.sliding_window else None)
 
 
 # ---------------------------------------------------------------- onnxruntime-genai layout

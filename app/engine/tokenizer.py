@@ -12,12 +12,17 @@ Rules that matter for chat:
   :meth:`decode` skips (:attr:`Tokenizer.special_ids`) and which ids are SentencePiece
   byte-fallback pieces ``<0xNN>`` whose text depends on their neighbours
   (:attr:`Tokenizer.byte_fallback_ids`).
+* Text a user wrote is never parsed into control tokens: :meth:`Tokenizer.encode_protected`
+  encodes a rendered prompt whose special tokens are real while the placeholders standing for
+  the user's own ``<|im_end|>`` & co. become their plain text (see ``Engine.encode_chat``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+import re
+import threading
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +34,9 @@ _HINT = "Download or import the model again."
 
 
 _GIL_RELEASE_CHARS = 2000
+# Private-use plane 16: the text copy's stand-ins for the real special tokens start at its
+# first code point; callers' placeholders (chat_template.placeholder_chars) come from its end.
+SENTINEL_BASE = 0x100000
 
 
 class Tokenizer:
@@ -66,6 +74,13 @@ class Tokenizer:
         added = inner.get_added_tokens_decoder()
         self.special_ids: frozenset[int] = frozenset(i for i, t in added.items() if t.special)
         """Ids that ``decode(..., skip_special_tokens=True)`` leaves out."""
+        self._special_added = tuple(sorted((i, t) for i, t in added.items() if t.special))
+        self.special_tokens: tuple[str, ...] = tuple(t.content for _, t in self._special_added)
+        """The special tokens' strings (``<|im_start|>`` …): control tokens when written in a
+        prompt, so user text that contains one must go through :meth:`encode_protected`."""
+        self._special_pattern = _alternation(self.special_tokens)
+        self._text_copy: tuple[tokenizers.Tokenizer, dict[int, int], dict[str, str]] | None = None
+        self._text_copy_lock = threading.Lock()
         if config is None:
             config = json.loads(inner.to_str())
         self.byte_fallback_ids: frozenset[int] = _byte_fallback_ids(config, inner)
@@ -161,6 +176,54 @@ class Tokenizer:
             ids.insert(0, self._bos_id)
         return ids
 
+    def contains_special(self, text: str) -> bool:
+        """Whether ``text`` contains a special token's string."""
+        return self._special_pattern is not None and self._special_pattern.search(text) is not None
+
+    def encode_protected(self, text: str, literals: Mapping[str, str]) -> list[int]:
+        """Token ids of a rendered prompt in which user text has been protected.
+
+        Special-token strings in ``text`` are the template's own and become their ids, exactly
+        as :meth:`encode` would make them. Each key of ``literals`` is a placeholder character
+        standing for user text (a forged ``<|im_end|>``, say), which is encoded as plain text:
+        never as a control token. Everything else tokenizes as :meth:`encode` would (the
+        tokenizer's own splitting at added tokens runs once over the whole prompt, so
+        whitespace-stripping tokens and a Metaspace "first" prefix behave the same). Private-use
+        characters of plane 16 that are not placeholders become U+FFFD here. No BOS is added.
+        """
+        inner, back, sentinels = self._text_tokenizer()
+        pattern = _alternation((*self.special_tokens, *literals))
+        text = _STRAY.sub(lambda m: m.group() if m.group() in literals else "\ufffd", text)
+        if pattern is not None:
+            text = pattern.sub(lambda m: sentinels.get(m.group()) or literals[m.group()], text)
+        if len(text) > _GIL_RELEASE_CHARS:
+            ids: list[int] = inner.encode_batch([text], add_special_tokens=False)[0].ids
+        else:
+            ids = inner.encode(text, add_special_tokens=False).ids
+        return [back.get(i, i) for i in ids]
+
+    def _text_tokenizer(self) -> tuple[tokenizers.Tokenizer, dict[int, int], dict[str, str]]:
+        """A copy of the tokenizer that encodes special-token strings as text, with one
+        private-use stand-in per special token (an added token with the same strip and
+        normalisation flags, so the library splits the prompt where it did before). Built once,
+        never changed afterwards, so threads may share it."""
+        with self._text_copy_lock:
+            if self._text_copy is None:
+                copy = tokenizers.Tokenizer.from_str(self._inner.to_str())
+                copy.encode_special_tokens = True
+                back: dict[int, int] = {}
+                sentinels: dict[str, str] = {}
+                for k, (token_id, token) in enumerate(self._special_added):
+                    char = chr(SENTINEL_BASE + k)
+                    copy.add_tokens([tokenizers.AddedToken(
+                        char, single_word=token.single_word, lstrip=token.lstrip,
+                        rstrip=token.rstrip, normalized=token.normalized, special=False,
+                    )])
+                    back[copy.token_to_id(char)] = token_id
+                    sentinels[token.content] = char
+                self._text_copy = (copy, back, sentinels)
+            return self._text_copy
+
     def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = True) -> str:
         """The text of ``ids`` (special tokens left out unless ``skip_special_tokens=False``)."""
         if not isinstance(ids, list):
@@ -208,6 +271,15 @@ class Tokenizer:
             f"Tokenizer(vocab_size={self.vocab_size}, bos={self.bos_token!r}, "
             f"eos={self.eos_token!r}, add_bos_token={self.add_bos_token})"
         )
+
+
+_STRAY = re.compile("[\U00100000-\U0010fffd]")
+
+
+def _alternation(strings: Iterable[str]) -> re.Pattern[str] | None:
+    """A pattern matching any of ``strings``, longest first (as the tokenizer matches)."""
+    ordered = sorted(set(strings), key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, ordered))) if ordered else None
 
 
 def _byte_fallback_ids(config: dict[str, Any], inner: tokenizers.Tokenizer) -> frozenset[int]:

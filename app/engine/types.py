@@ -11,6 +11,7 @@ FinishReason = Literal["eos", "stop", "length", "max_tokens", "cancelled"]
 ContextPolicy = Literal["stop", "truncate_oldest", "sliding_window"]
 Layout = Literal["genai", "optimum", "remote"]  # "remote": app.remote.engine
 DecodePath = Literal["rebind", "shared", "none"]
+ThinkingMode = Literal["default", "on", "off"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class GenerationSettings:
     max_new_tokens: int = 512
     stop_strings: tuple[str, ...] = ()
     context_policy: ContextPolicy = "stop"
+    # the per-chat "Think" switch: "default" leaves it to the template; "on" / "off" set
+    # enable_thinking or a /think / /no_think flag where the template has one (reasoning.py)
+    thinking: ThinkingMode = "default"
 
     @classmethod
     def from_model(
@@ -63,7 +67,8 @@ class GenerationSettings:
         ``repetition_penalty`` and ``max_new_tokens`` are taken where valid (anything else,
         and any invalid value, is ignored); ``do_sample: false`` means greedy (temperature
         0). ``overrides`` (the user's choices) use ``SamplingSettings``' field names plus
-        ``max_new_tokens``, ``stop_strings`` and ``context_policy``; None values are skipped.
+        ``max_new_tokens``, ``stop_strings``, ``context_policy`` and ``thinking``; None values
+        are skipped.
         """
         sampling: dict[str, Any] = {}
         top: dict[str, Any] = {}
@@ -83,6 +88,10 @@ class GenerationSettings:
             elif key == "stop_strings":
                 top[key] = tuple(value)
             elif key == "context_policy":
+                top[key] = value
+            elif key == "thinking":
+                if value not in ("default", "on", "off"):
+                    raise ValueError(f"thinking must be 'default', 'on' or 'off', not {value!r}")
                 top[key] = value
             else:
                 raise ValueError(f"unknown generation setting {key!r}")
@@ -124,6 +133,8 @@ class GenerationStats:
     reuse_refused: str | None = None  # why the prefix cache could not be reused, if it could not
     dropped_messages: int = 0  # oldest messages left out to fit the context
     context_note: str | None = None  # what the context policy did, in words
+    reasoning_tokens: int = 0  # generated while the model was thinking (markers included)
+    reasoning_ms: float = 0.0  # from the first thinking token to the end of the thinking
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -198,6 +209,7 @@ class ModelSpec:
     extra_special_tokens: dict = field(default_factory=dict)
     io_names: dict = field(default_factory=dict)  # role -> graph name (genai_config renames)
     kv_geometry: tuple[int, int] | None = None  # (kv_heads, head_dim) from the config
+    context_note: str | None = None  # why context_length is less than the metadata says
 
 
 @dataclass(frozen=True)

@@ -655,3 +655,72 @@ def test_downloaded_package_with_one_variant_reads_that_one(gqa_model_dir, tmp_p
     with pytest.raises(ModelLoadError) as err:
         read_model_folder(root, variant="cuda-fp16")
     assert str(err.value).endswith("Its variants: cpu-int4 (CPUExecutionProvider, cpu).")
+
+
+# -- absurd metadata ----------------------------------------------------------------------
+
+
+def test_absurd_genai_context_length_is_refused_naming_file_and_field(gqa_model_dir, tmp_path):
+    folder = _copy(gqa_model_dir, tmp_path / "m")
+    config = json.loads((folder / "genai_config.json").read_text())
+    config["model"]["context_length"] = 2**31
+    (folder / "genai_config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelLoadError, match=r"genai_config\.json.*model\.context_length") as e:
+        read_model_folder(folder)
+    assert "2,147,483,648" in str(e.value)
+
+
+def test_absurd_max_position_embeddings_is_refused(plain_model_dir, tmp_path):
+    folder = _copy(plain_model_dir, tmp_path / "m")
+    _edit_json(folder / "config.json", max_position_embeddings=2**40)
+    with pytest.raises(ModelLoadError, match=r"config\.json.*max_position_embeddings"):
+        read_model_folder(folder)
+
+
+def test_context_the_machine_cannot_hold_is_clamped_with_a_note(plain_model_dir, tmp_path):
+    from app.engine.package import bounded_context
+
+    folder = _copy(plain_model_dir, tmp_path / "m")
+    _edit_json(folder / "config.json", max_position_embeddings=1_000_000)
+    spec = read_model_folder(folder)
+    kv_heads, head_dim = spec.kv_geometry
+    layers = json.loads((folder / "config.json").read_text())["num_hidden_layers"]
+    per_token = 2 * layers * kv_heads * head_dim * 4
+    clamped = bounded_context(spec, ram_bytes=per_token * 5000)
+    assert clamped.context_length == 5000
+    assert "1,000,000" in clamped.context_note and "max_position_embeddings" in \
+        clamped.context_note
+    assert bounded_context(spec, ram_bytes=per_token * 10**6).context_length == 1_000_000
+    with pytest.raises(ModelLoadError, match=r"config\.json.*fewer than 256 tokens"):
+        bounded_context(spec, ram_bytes=per_token * 100)
+
+
+def test_huge_context_costs_no_preallocated_memory_and_still_chats(plain_model_dir, gqa_model_dir,
+                                                                    tmp_path):
+    """A 16M-token context (allowed) once cost 2 × 128 MB of mask / position buffers in the
+    decoder; at 2^31 it was 32 GB and the OOM killer. Now they grow with the conversation."""
+    import tracemalloc
+
+    from app.engine.engine import Engine
+    from app.engine.package import MAX_CONTEXT_TOKENS
+    from app.engine.types import Message
+
+    plain = _copy(plain_model_dir, tmp_path / "plain")
+    _edit_json(plain / "config.json", max_position_embeddings=MAX_CONTEXT_TOKENS)
+    genai = _copy(gqa_model_dir, tmp_path / "genai")
+    config = json.loads((genai / "genai_config.json").read_text())
+    config["model"]["context_length"] = MAX_CONTEXT_TOKENS
+    (genai / "genai_config.json").write_text(json.dumps(config))
+    for folder in (plain, genai):
+        tracemalloc.start()
+        try:
+            engine = Engine.load(folder, provider="cpu", threads=1, huge_pages=False)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert engine.context_length == MAX_CONTEXT_TOKENS
+        assert peak < 32 * 2**20, peak
+        chunks = list(engine.chat([Message("user", "Hello")],
+                                  GenerationSettings.from_model({}, {"temperature": 0,
+                                                                     "max_new_tokens": 4})))
+        assert chunks[-1].stats.generated_tokens >= 1

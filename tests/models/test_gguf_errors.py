@@ -137,3 +137,78 @@ def test_unknown_precision(tmp_path):
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src)
     _convert_fails(src, tmp_path, ConversionError, "precision", precision="int2")
+
+
+# -- absurd hyper-parameters: a clear error naming the key, in bounded memory --------------
+
+_HOSTILE = {
+    "head_count_zero": ({"metadata": lambda w: w.add_head_count(0)},
+                        "'llama.attention.head_count'"),
+    "kv_heads_zero": ({"metadata": lambda w: w.add_head_count_kv(0)},
+                      "'llama.attention.head_count_kv'"),
+    "kv_heads_not_a_divisor": ({"metadata": lambda w: w.add_head_count_kv(3)},
+                               "'llama.attention.head_count_kv'"),
+    "a_billion_blocks": ({"metadata": lambda w: w.add_block_count(10**9)},
+                         "'llama.block_count'"),
+    "a_billion_gemma3_blocks": ({"arch": "gemma3", "qk_norm": True, "metadata": lambda w: (
+        w.add_block_count(10**9), w.add_sliding_window(4))}, "'gemma3.block_count'"),
+    "more_blocks_than_tensors": ({"metadata": lambda w: w.add_block_count(3)},
+                                 "'llama.block_count'"),
+    "absurd_context": ({"metadata": lambda w: w.add_uint64("llama.context_length", 2**40)},
+                       "'llama.context_length'"),
+    "absurd_width": ({"metadata": lambda w: w.add_uint64("llama.embedding_length", 2**40)},
+                     "'llama.embedding_length'"),
+    "text_for_a_number": ({"metadata": lambda w: w.add_string("llama.feed_forward_length",
+                                                              "lots")},
+                          "'llama.feed_forward_length'"),
+}
+
+_READ_BOUNDED = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
+from app.errors import HearthError
+from app.models.gguf.reader import GGUFFile
+try:
+    GGUFFile(sys.argv[1])
+except HearthError as exc:
+    print("ERROR:", exc)
+else:
+    print("ACCEPTED")
+"""
+
+
+def _read_in_a_bounded_process(path) -> str:
+    """Open the file in a child process limited to 2 GiB and 60 s (an attack that works
+    must not take this shared machine down with it)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _READ_BOUNDED, str(path)], cwd=root,
+                          capture_output=True, text=True, timeout=60)
+    return done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("case", sorted(_HOSTILE))
+def test_absurd_hyper_parameters_are_refused_naming_the_key(tmp_path, case):
+    kwargs, key = _HOSTILE[case]
+    src = tmp_path / f"{case}.gguf"
+    write_tiny_gguf(src, **kwargs)
+    output = _read_in_a_bounded_process(src)
+    assert output.startswith(f"ERROR: {src.name} has an impossible value"), output
+    assert key in output and "metadata is broken" in output
+
+
+@pytest.mark.parametrize("shape", [(2**32, 2**32), (2**32 + 1, 2**32), (3, 2**62)])
+def test_tensor_dims_that_overflow_are_refused(tmp_path, shape):
+    src = tmp_path / "dims.gguf"
+    w = GGUFWriter(str(src), "llama")
+    w.add_tensor("token_embd.weight", np.zeros(8, np.float32), raw_shape=shape)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    output = _read_in_a_bounded_process(src)
+    assert output.startswith(f"ERROR: {src.name} is "), output
+    assert "corrupt" in output

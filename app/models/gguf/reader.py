@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,14 @@ WINDOWED_ARCHITECTURES = ("mistral", "phi3")
 # sliding window with their own rope base; the GGUF's rope base and scaling are the global ones.
 GEMMA3_SWA_PATTERN = 6
 GEMMA3_LOCAL_ROPE_BASE = 10000.0
+# Bounds on hyper-parameters, far above any real model's (Llama 3.1 405B: 126 layers, 16384
+# wide, 128 heads; contexts reach 10M); anything beyond is broken or hostile metadata.
+MAX_LAYERS = 4096
+MAX_HIDDEN = 2**17
+MAX_HEADS = 2**12
+MAX_HEAD_DIM = 2**12
+MAX_FFN = 2**20
+MAX_CONTEXT_TOKENS = 2**24
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,13 @@ class GGUFFile:
                     "the file.",
                     hint="Download the file again.",
                 )
+            dims = [int(d) for d in t.shape]
+            if math.prod(dims) != int(t.n_elements) or any(d < 1 for d in dims):
+                raise ConversionError(
+                    f"{self.path.name} is corrupt: tensor {t.name} has the impossible shape "
+                    f"{dims}.",
+                    hint="Download the file again.",
+                )
             self.tensors[t.name] = t
         self.params = self._read_params()
 
@@ -114,6 +130,27 @@ class GGUFFile:
             raise ConversionError(f"{self.path.name} lacks the metadata key {key!r}.")
         return value
 
+    def _bounded(self, key: str, high: int, *, default: int | None = None) -> int:
+        """An integer hyper-parameter in 1…``high``, or a ``ConversionError`` naming the key.
+        Checked before anything is sized by it (a layer count of 10^9 must not build a
+        tuple of 10^9 entries, a head count of 0 must not divide)."""
+        value = self.get(key) if default is None else self.get(key, default)
+        if value is None:
+            raise ConversionError(f"{self.path.name} lacks the metadata key {key!r}.")
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise self._broken(key, value, f"a whole number from 1 to {high:,}")
+        if not 1 <= int(value) <= high:
+            raise self._broken(key, value, f"from 1 to {high:,}")
+        return int(value)
+
+    def _broken(self, key: str, value: Any, expected: str) -> ConversionError:
+        shown = f"{value:,}" if isinstance(value, int | np.integer) else repr(value)
+        return ConversionError(
+            f"{self.path.name} has an impossible value {shown} for '{key}' (expected "
+            f"{expected}); its metadata is broken.",
+            hint="Download the file again, or choose another GGUF of this model.",
+        )
+
     def _read_params(self) -> ModelParams:
         arch = self.architecture
         if arch not in SUPPORTED_ARCHITECTURES:
@@ -122,10 +159,14 @@ class GGUFFile:
                 f"these architectures: {', '.join(SUPPORTED_ARCHITECTURES)}.",
             )
         a = arch + "."
-        hidden = int(self._require(a + "embedding_length"))
-        n_heads = int(self._require(a + "attention.head_count"))
-        n_kv = int(self.get(a + "attention.head_count_kv", n_heads))
-        head_dim = int(self.get(a + "attention.key_length", hidden // n_heads))
+        hidden = self._bounded(a + "embedding_length", MAX_HIDDEN)
+        n_heads = self._bounded(a + "attention.head_count", MAX_HEADS)
+        n_kv = self._bounded(a + "attention.head_count_kv", n_heads, default=n_heads)
+        if n_heads % n_kv:
+            raise self._broken(a + "attention.head_count_kv", n_kv,
+                               f"a divisor of the {n_heads} attention heads")
+        head_dim = self._bounded(a + "attention.key_length", MAX_HEAD_DIM,
+                                 default=max(1, hidden // n_heads))
         tokens = self.get("tokenizer.ggml.tokens")
         emb = self.tensors.get("token_embd.weight")
         if emb is None:
@@ -146,7 +187,11 @@ class GGUFFile:
                 "ONNX Runtime's attention kernel needs at most the head size, in a multiple "
                 "of 16."
             )
-        n_layers = int(self._require(a + "block_count"))
+        n_layers = self._bounded(a + "block_count", MAX_LAYERS)
+        if not any(name.startswith(f"blk.{n_layers - 1}.") for name in self.tensors):
+            raise self._broken(a + "block_count", n_layers,
+                               "the number of layers whose tensors the file holds")
+        context = self._bounded(a + "context_length", MAX_CONTEXT_TOKENS, default=4096)
         if arch == "gemma3":
             extra = self._gemma3_params(a, hidden, n_heads, head_dim)
         else:
@@ -156,12 +201,12 @@ class GGUFFile:
             arch=arch,
             n_layers=n_layers,
             hidden=hidden,
-            ffn=int(self._require(a + "feed_forward_length")),
+            ffn=self._bounded(a + "feed_forward_length", MAX_FFN),
             n_heads=n_heads,
             n_kv_heads=n_kv,
             head_dim=head_dim,
             vocab_size=vocab,
-            context_length=int(self.get(a + "context_length", 4096)),
+            context_length=context,
             rope_base=float(self.get(a + "rope.freq_base", 10000.0)),
             rms_eps=float(self.get(a + "attention.layer_norm_rms_epsilon", 1e-6)),
             rope_interleaved=INTERLEAVED_ROPE[arch],
@@ -178,10 +223,8 @@ class GGUFFile:
         ``attention.sliding_window`` (required), the layer pattern and local rope base fixed,
         the attention scale 1/sqrt(head_dim) (1/sqrt(hidden/heads) for the 62-layer 27B),
         the norms' weights stored with Gemma's +1 already added by llama.cpp's converter."""
-        n_layers = int(self._require(a + "block_count"))
-        window = int(self._require(a + "attention.sliding_window"))
-        if window <= 0:
-            raise ConversionError(f"{self.path.name} has a sliding window of {window} tokens.")
+        n_layers = self._bounded(a + "block_count", MAX_LAYERS)
+        window = self._bounded(a + "attention.sliding_window", MAX_CONTEXT_TOKENS)
         local = tuple(i for i in range(n_layers) if i % GEMMA3_SWA_PATTERN < GEMMA3_SWA_PATTERN - 1)
         scale_dim = hidden // n_heads if n_layers == 62 else head_dim
         return {
