@@ -65,6 +65,7 @@ class MainWindow(QMainWindow):
         self.model_manager = ModelManagerPanel(models, self)
         self.model_manager.setWindowFlag(Qt.WindowType.Window, True)
         self.server = ServerController(controller.host, self)
+        self._remote_listings: list = []
         self.setWindowTitle("Hearth")
         self.setAccessibleName("Hearth")
         self.resize(1200, 800)
@@ -210,6 +211,8 @@ class MainWindow(QMainWindow):
 
         model = menus.addMenu("&Model")
         model.addAction(self.models_action)
+        self.add_remote_action = self._action("Add a remote engine…", None, self.on_add_remote)
+        model.addAction(self.add_remote_action)
 
         help_menu = menus.addMenu("&Help")
         self.shortcuts_action = self._action("Keyboard shortcuts", "F1", self.on_shortcuts)
@@ -261,6 +264,7 @@ class MainWindow(QMainWindow):
         self.first_run.setup_requested.connect(self.models.setup_starter)
         self.first_run.browse_requested.connect(self.model_manager.open_panel)
         self.models.models_changed.connect(self.refresh_models)
+        self.models.remotes_listed.connect(self.on_remotes_listed)
         self.models.starter_ready.connect(self.on_starter_ready)
         jobs = self.models.jobs.worker
         jobs.progress.connect(self.on_job_progress)
@@ -273,15 +277,31 @@ class MainWindow(QMainWindow):
     # models -------------------------------------------------------------------------------
 
     def refresh_models(self) -> None:
-        """Fill the picker with the installed models; keep the loaded one selected."""
-        self.model_picker.clear()
+        """Fill the picker with the installed models, then the remote engines' models (marked
+        remote); keep the loaded one selected."""
+        picker = self.model_picker
+        picker.clear()
         for model in sorted(self.models.installed(), key=lambda m: m.name.lower()):
-            self.model_picker.addItem(model.name, str(model.path))
-            self.model_picker.setItemData(
-                self.model_picker.count() - 1, str(model.path), Qt.ItemDataRole.ToolTipRole
-            )
+            picker.addItem(model.name, str(model.path))
+            picker.setItemData(picker.count() - 1, str(model.path), Qt.ItemDataRole.ToolTipRole)
+        remote = [m for listing in self._remote_listings for m in listing.models]
+        if remote and picker.count():
+            picker.insertSeparator(picker.count())
+        for model in remote:
+            picker.addItem(model.label, model.target)
+            picker.setItemData(picker.count() - 1, f"Runs on {model.source_name}, not here",
+                               Qt.ItemDataRole.ToolTipRole)
         self._select_picker(self.controller.model_info.path if self.controller.model_info else "")
         self._update_page()
+
+    def on_remotes_listed(self, listings: object) -> None:
+        self._remote_listings = list(listings)  # type: ignore[call-overload]
+        self.refresh_models()
+
+    def on_add_remote(self) -> None:
+        from app.ui.remote_dialog import RemoteEngineDialog
+
+        RemoteEngineDialog(self.models, self).open()
 
     def _select_picker(self, path: str) -> None:
         index = self.model_picker.findData(path) if path else -1
@@ -485,6 +505,8 @@ class MainWindow(QMainWindow):
                 self.apply_setting(key, settings.get(key))
         if settings.get("server_enabled"):
             self.apply_server()
+        if self.models.remote_sources():
+            self.models.refresh_remotes()  # lists them off the UI thread
         self.theme_actions[str(settings.get("theme"))].setChecked(True)
         last = settings.get("last_chat")
         history = self.controller.history

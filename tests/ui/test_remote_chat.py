@@ -130,3 +130,23 @@ def test_remove_refuses_the_source_in_use(remote_app, stub):
     pick(app, listing.models[0].target)
     assert not app.models.remove_remote(source.id)
     assert [s.id for s in app.models.remote_sources()] == [source.id]
+
+
+def test_remote_models_appear_in_the_model_picker_marked_remote_and_load_from_it(
+    remote_app, stub, model_dir
+):
+    app = remote_app
+    app.load(model_dir)
+    add_and_list(app, stub.url)
+    picker = app.window.model_picker
+    texts = [picker.itemText(i) for i in range(picker.count())]
+    assert texts[0] == "Tiny Model" and texts[-2:] == [
+        "stub-model · Stub (remote)", "other · Stub (remote)"]
+    index = picker.findData("remote:stub/other")
+    assert "not here" in picker.itemData(index, Qt.ItemDataRole.ToolTipRole)
+    with app.qtbot.waitSignal(app.controller.model_loaded, timeout=5000):
+        picker.setCurrentIndex(index)
+        app.window.on_model_picked(index)
+    assert app.controller.model_info.path == "remote:stub/other"
+    assert picker.currentText() == "other · Stub (remote)"
+    assert stub.chats == []  # loading lists the model; nothing is sent until the user writes
