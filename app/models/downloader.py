@@ -20,13 +20,13 @@ staging folder must have room for the copy, and a failed copy keeps the download
 from __future__ import annotations
 
 import collections
+import contextlib
 import errno
 import hashlib
 import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -339,16 +339,15 @@ class Downloader:
                 )
         raise AssertionError("unreachable")
 
-    @contextmanager
+    @contextlib.contextmanager
     def _exclusive(
         self, request: DownloadRequest, meter: _Meter, control: DownloadControl
     ) -> Iterator[None]:
         """Hold ``<staging>/<model id>.lock`` (across processes), waiting while another
         process holds it; the wait stays pausable and cancellable."""
         self.staging_root.mkdir(parents=True, exist_ok=True)
-        lock = filelock.FileLock(
-            self.staging_root / f"{request.model_id}{LOCK_SUFFIX}", thread_local=False
-        )
+        path = self.staging_root / f"{request.model_id}{LOCK_SUFFIX}"
+        lock = filelock.FileLock(path, thread_local=False)
         try:
             lock.acquire(timeout=0)
         except filelock.Timeout:
@@ -367,6 +366,11 @@ class Downloader:
         try:
             yield
         finally:
+            # Deleted while still held, so the staging folder is left clean: a waiter that
+            # then locks the unlinked file sees it has no name and locks a new one (filelock
+            # checks this), so two holders never exist. Windows refuses while it is open.
+            with contextlib.suppress(OSError):
+                path.unlink()
             lock.release()
 
     # -- planning --------------------------------------------------------------------

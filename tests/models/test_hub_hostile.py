@@ -295,3 +295,4 @@ def test_a_second_download_in_the_same_process_waits_for_the_first(hub):
     assert hub.served(BLOB) == BLOB_SIZE
     assert [u.state for u in waiting][:1] == ["waiting"] and waiting[-1].state == "done"
     assert "another Hearth window or command" in waiting[0].message
+    assert not (first.staging_root / "blob.lock").exists()  # the staging folder is left clean
