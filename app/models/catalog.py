@@ -72,9 +72,11 @@ class Variant:
 
 
 def _match(path: str, pattern: str) -> bool:
-    if "/" not in pattern and "/" in path:
-        return False
-    return fnmatch.fnmatchcase(path, pattern)
+    """Segment by segment: a wildcard never matches across "/"."""
+    segments, wanted = path.split("/"), pattern.split("/")
+    return len(segments) == len(wanted) and all(
+        fnmatch.fnmatchcase(s, w) for s, w in zip(segments, wanted, strict=True)
+    )
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _hub_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--endpoint", help="Hub or mirror URL (default: HF_ENDPOINT or the Hub)")
+    parser.add_argument(
+        "--endpoint",
+        help="Hub or mirror URL (default: the hub_endpoint setting, else HF_ENDPOINT or the Hub)",
+    )
     parser.add_argument("--token", help="Hugging Face access token (default: HF_TOKEN)")
 
 
@@ -142,7 +145,7 @@ class ProgressBar:
         self._last_len = 0
 
     def __call__(self, p: DownloadProgress) -> None:
-        if p.state in ("retrying",) and p.message:
+        if p.state in ("retrying", "waiting") and p.message:
             self._line(f"{p.model_id}: {p.message}", newline=True)
             return
         filled = int(self.width * p.fraction)
@@ -162,8 +165,23 @@ class ProgressBar:
         self._last_len = 0 if newline else len(text)
 
 
+def _endpoint(explicit: str | None) -> str | None:
+    """``--endpoint``, else the saved ``hub_endpoint`` setting, else None (HF_ENDPOINT or the
+    Hub); a malformed address is refused here, before any connection."""
+    from app.models.hub import validate_endpoint
+    from app.paths import settings_path
+    from app.settings import Settings
+
+    if explicit is not None:
+        return validate_endpoint(explicit, "--endpoint")
+    saved = Settings().get("hub_endpoint")
+    if isinstance(saved, str) and saved.strip():
+        return validate_endpoint(saved, f"The hub_endpoint setting in {settings_path()}")
+    return None
+
+
 def cmd_download(args: argparse.Namespace) -> int:
-    library = ModelLibrary(endpoint=args.endpoint, token=_token(args.token))
+    library = ModelLibrary(endpoint=_endpoint(args.endpoint), token=_token(args.token))
     entry = library.catalog().find(args.id)
     if entry is not None and (existing := library.get(entry.id)) is not None:
         print(f"{entry.name} is already installed at {existing.path}")
@@ -223,7 +241,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     from app.models.hub import HubClient
 
-    results = HubClient(args.endpoint, _token(args.token)).search(args.query, limit=args.limit)
+    hub = HubClient(_endpoint(args.endpoint), _token(args.token))
+    results = hub.search(args.query, limit=args.limit)
     if args.json:
         _print_json([r.as_dict() for r in results])
         return 0

@@ -8,29 +8,47 @@ checked on every chunk; socket timeouts are short so nothing hangs. Free disk sp
 before starting and while writing. Every file is verified (sha256 for LFS files, the git blob
 sha1 otherwise) before the model is moved into the store with one atomic rename; a corrupt
 file is fetched again once, and never installed.
+
+The server is not trusted: every listed path is confined to the model's folder (the listing
+is refused otherwise), a body longer than the listed size is an error (never a retry), redirects
+are bounded, a ``Retry-After`` is honoured up to a minute, every file is hashed again right
+before the install, and one model is downloaded by one process at a time (a lock file in the
+staging folder; a second download of it waits). A models folder on another disk than the
+staging folder must have room for the copy, and a failed copy keeps the downloaded files.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import errno
 import hashlib
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import filelock
 import httpx2
 
 from app import paths
-from app.errors import DiskFullError, DownloadError, HearthError
+from app.errors import DiskFullError, DownloadError
 from app.fileio import read_json, write_json_atomic
 from app.jobs import JobCancelled, JobControl
 from app.models.catalog import CatalogEntry, Variant
-from app.models.hub import HubClient, RemoteFile, gated_error, is_commit
+from app.models.hub import (
+    MAX_REDIRECTS,
+    MAX_RETRY_AFTER_S,
+    HubClient,
+    RemoteFile,
+    gated_error,
+    is_commit,
+    parse_retry_after,
+    repo_path_problem,
+)
 from app.models.manifest import Manifest, source
 from app.models.revision_record import RevisionRecord
 from app.units import format_bytes
@@ -40,11 +58,18 @@ if TYPE_CHECKING:
 
 STATE_NAME = ".hearth-download.json"
 PART_SUFFIX = ".part"
+LOCK_SUFFIX = ".lock"  # <staging>/<model id>.lock: held by the process downloading that model
 
 
 def free_space(path: Path) -> int:
     """Free bytes on the file system holding ``path`` (tests patch this probe)."""
     return shutil.disk_usage(path).free
+
+
+def same_filesystem(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are on one file system, so a rename moves without copying
+    (tests patch this probe)."""
+    return os.stat(a).st_dev == os.stat(b).st_dev
 
 
 # Downloads are jobs: the job's control and its cancel exception are the downloader's.
@@ -54,8 +79,9 @@ DownloadControl = JobControl
 
 @dataclass(frozen=True)
 class DownloadProgress:
-    """One progress report for a model. ``state`` is one of: resolving, downloading,
-    retrying, paused, verifying, installing, done."""
+    """One progress report for a model. ``state`` is one of: resolving, waiting (another
+    process downloads the same model), downloading, retrying, paused, verifying, installing,
+    done."""
 
     model_id: str
     state: str
@@ -134,7 +160,12 @@ class _FileTransfer:
 
 
 class _Retry(Exception):
-    """A transient HTTP answer (5xx / 429): worth another try."""
+    """A transient HTTP answer (5xx / 429): worth another try, after ``retry_after`` seconds
+    when the server said so."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class _Meter:
@@ -184,7 +215,8 @@ class Downloader:
 
     ``endpoint`` / ``token``: the Hub or mirror to use and an optional access token.
     ``retries`` / ``backoff_s``: attempts without progress per file, and the first wait
-    (doubled each time, capped at ``max_backoff_s``). ``read_timeout_s``: how long a silent
+    (doubled each time, capped at ``max_backoff_s``); a ``Retry-After`` answer waits what the
+    server asks, up to ``max_retry_after_s``. ``read_timeout_s``: how long a silent
     connection is trusted. ``disk_reserve_bytes``: free space always left on the disk.
     """
 
@@ -198,6 +230,7 @@ class Downloader:
         retries: int = 5,
         backoff_s: float = 1.0,
         max_backoff_s: float = 30.0,
+        max_retry_after_s: float = MAX_RETRY_AFTER_S,
         connect_timeout_s: float = 10.0,
         read_timeout_s: float = 20.0,
         chunk_size: int = 1 << 16,
@@ -215,6 +248,7 @@ class Downloader:
         self.retries = retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        self.max_retry_after_s = max_retry_after_s
         self.timeout = httpx2.Timeout(
             connect=connect_timeout_s, read=read_timeout_s, write=read_timeout_s, pool=5.0
         )
@@ -244,35 +278,102 @@ class Downloader:
 
         Raises DownloadError / DiskFullError (partial data kept for the next attempt) or
         DownloadCancelled (partial data deleted, unless ``keep_partial_on_cancel`` — by default
-        the control's ``keep_partial``, set when the app quits mid-download).
+        the control's ``keep_partial``, set when the app quits mid-download). While another
+        process downloads the same model this waits for it (state "waiting"), then returns
+        what it installed or carries on where it stopped.
         """
         control = control or DownloadControl()
         existing = self.library.get(request.model_id)
         if existing is not None:
             return existing
         meter = _Meter(request.model_id, 0, progress, self.progress_interval_s)
+        with self._exclusive(request, meter, control):  # cancelling the wait deletes nothing
+            existing = self.library.get(request.model_id)
+            if existing is None:  # else the other process installed it meanwhile
+                try:
+                    existing = self._download(request, meter, control)
+                except DownloadCancelled:
+                    keep = keep_partial_on_cancel
+                    if not (control.keep_partial if keep is None else keep):
+                        self.discard_partial(request.model_id)
+                    raise
+        meter.emit("done")
+        return existing
+
+    def _download(
+        self, request: DownloadRequest, meter: _Meter, control: DownloadControl
+    ) -> InstalledModel:
         meter.emit("resolving")
-        try:
-            plan = self._plan(request)
-            meter.total = plan.total
-            meter.done = self._bytes_on_disk(plan)
-            self._check_disk(plan, plan.total - meter.done, request)
-            headers = {**self.hub.auth_headers(), "Accept-Encoding": "identity"}
-            with httpx2.Client(
-                trust_env=True, follow_redirects=True, timeout=self.timeout, headers=headers
-            ) as client:
+        plan = self._plan(request)
+        meter.total = plan.total
+        meter.done = self._bytes_on_disk(plan)
+        self._check_disk(plan, plan.total - meter.done, request)
+        self._check_install_disk(plan)
+        headers = {**self.hub.auth_headers(), "Accept-Encoding": "identity"}
+        with httpx2.Client(
+            trust_env=True,
+            follow_redirects=True,
+            max_redirects=MAX_REDIRECTS,
+            timeout=self.timeout,
+            headers=headers,
+        ) as client:
+            for attempt in (1, 2):
                 for remote, local in plan.files:
                     self._fetch_file(client, plan, remote, local, meter, control)
-            control.checkpoint()
-            meter.emit("installing")
-            installed = self._install(plan)
-        except DownloadCancelled:
-            keep = keep_partial_on_cancel
-            if not (control.keep_partial if keep is None else keep):
-                self.discard_partial(request.model_id)
-            raise
-        meter.emit("done")
-        return installed
+                control.checkpoint()
+                meter.emit("installing")
+                changed = self._changed_since_verified(plan)
+                if not changed:
+                    return self._install(plan)
+                self._forget(plan, changed, meter)
+                if attempt == 2:
+                    raise DownloadError(
+                        f"{', '.join(changed)} in {plan.staging} changed on disk after it was "
+                        "verified, again after downloading it once more.",
+                        hint="Something on this computer is changing the files (an antivirus, "
+                        "a sync tool, another program); stop it and download again.",
+                    )
+                meter.emit(
+                    "retrying",
+                    file=changed[0],
+                    message=f"{', '.join(changed)} changed on disk after it was verified; "
+                    "downloading it again",
+                )
+        raise AssertionError("unreachable")
+
+    @contextlib.contextmanager
+    def _exclusive(
+        self, request: DownloadRequest, meter: _Meter, control: DownloadControl
+    ) -> Iterator[None]:
+        """Hold ``<staging>/<model id>.lock`` (across processes), waiting while another
+        process holds it; the wait stays pausable and cancellable."""
+        self.staging_root.mkdir(parents=True, exist_ok=True)
+        path = self.staging_root / f"{request.model_id}{LOCK_SUFFIX}"
+        lock = filelock.FileLock(path, thread_local=False)
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            meter.emit(
+                "waiting",
+                message=f"{request.name} is being downloaded by another Hearth window or "
+                "command; waiting for it to finish",
+            )
+            while True:
+                control.checkpoint(on_pause=lambda: meter.emit("paused"))
+                try:
+                    lock.acquire(timeout=0.25)
+                    break
+                except filelock.Timeout:
+                    continue
+        try:
+            yield
+        finally:
+            # Deleted while still held, so the staging folder is left clean: a waiter that
+            # then locks the unlinked file sees it has no name and locks a new one (filelock
+            # checks this), so two holders never exist. Windows refuses while it is open.
+            with contextlib.suppress(OSError):
+                path.unlink()
+            lock.release()
 
     # -- planning --------------------------------------------------------------------
 
@@ -283,13 +384,17 @@ class Downloader:
             recorded = RevisionRecord(self.library.root).get(request.repo)
             commit = recorded or self.hub.resolve_revision(request.repo, request.revision)
         listed = self.hub.list_files(request.repo, commit, variant.subfolder)
-        files = [(f, variant.local_path(f.path)) for f in listed if variant.selects(f.path)]
+        staging = self.staging_folder(request.model_id)
+        files = [
+            (f, self._confined(staging, f, variant.local_path(f.path)))
+            for f in listed
+            if variant.selects(f.path)
+        ]
         if not files:
             raise DownloadError(
                 f"{request.repo} at {commit[:12]} has no files for the variant '{variant.name}'.",
                 hint="The catalog may be out of date; update Hearth or choose another variant.",
             )
-        staging = self.staging_folder(request.model_id)
         staging.mkdir(parents=True, exist_ok=True)
         state = read_json(staging / STATE_NAME)
         if (
@@ -303,6 +408,22 @@ class Downloader:
             state = {"repo": request.repo, "commit": commit, "variant": variant.name, "files": {}}
             write_json_atomic(staging / STATE_NAME, state)
         return _Plan(request, commit, files, staging, state)
+
+    def _confined(self, staging: Path, remote: RemoteFile, local: str) -> str:
+        """``local`` when it names a file inside ``staging`` (the model's folder), else a
+        DownloadError: the listing is checked by the Hub client, this checks what the variant
+        made of it."""
+        problem = repo_path_problem(local)
+        root = staging.resolve()
+        if problem is None and not (root / local).resolve().is_relative_to(root):
+            problem = "leads outside the model's folder"
+        if problem:
+            raise DownloadError(
+                f"The Hub's listing names the file {remote.path!r}, which {problem}; Hearth "
+                "does not download it.",
+                hint="The server or mirror is broken or hostile; check the endpoint setting.",
+            )
+        return local
 
     def _bytes_on_disk(self, plan: _Plan) -> int:
         done = 0
@@ -384,6 +505,12 @@ class Downloader:
                     continue
                 if not progressed:
                     raise _Retry("the server sent no data")
+            except httpx2.TooManyRedirects as exc:
+                raise DownloadError(
+                    f"{job.url} redirected more than {MAX_REDIRECTS} times.",
+                    hint="Check the endpoint setting: it must point to a Hugging Face Hub or "
+                    "mirror.",
+                ) from exc
             except (_Retry, httpx2.TransportError) as exc:
                 last_error = _describe(exc)
                 failures = 1 if job.held() > have else failures + 1
@@ -394,6 +521,10 @@ class Downloader:
                         "download again: it resumes where it stopped.",
                     ) from exc
                 delay = min(self.backoff_s * 2 ** (failures - 1), self.max_backoff_s)
+                asked = exc.retry_after if isinstance(exc, _Retry) else None
+                if asked is not None:
+                    delay = min(asked, self.max_retry_after_s)
+                    last_error += f"; the server asked to wait {asked:.0f} s"
                 meter.emit(
                     "retrying", file=job.local, message=f"{last_error}; retrying in {delay:.1f} s"
                 )
@@ -417,7 +548,9 @@ class Downloader:
                 part.unlink(missing_ok=True)
                 return True
             if status in (429,) or status >= 500:
-                raise _Retry(f"HTTP {status}")
+                raise _Retry(
+                    f"HTTP {status}", parse_retry_after(response.headers.get("retry-after"))
+                )
             if status in (401, 403):
                 raise gated_error(url, plan.request.repo, status)
             if status == 404:
@@ -438,6 +571,10 @@ class Downloader:
             elif have:  # 200: a full body (the file changed, or no Range support)
                 meter.done -= have
                 mode = "wb"
+            expected = job.remote.size - (have if status == 206 else 0)
+            length = response.headers.get("content-length", "")
+            if length.isdigit() and int(length) > expected:
+                raise self._oversize(job, f"announced {int(length)} bytes where {expected} remain")
             etag = response.headers.get("etag")
             if etag and etag != entry.get("etag"):
                 entry["etag"] = etag
@@ -447,6 +584,9 @@ class Downloader:
             try:
                 with open(part, mode) as handle:
                     for chunk in response.iter_bytes(self.chunk_size):
+                        if written + len(chunk) > expected:
+                            handle.close()
+                            raise self._oversize(job, f"sent more than the {expected} bytes left")
                         handle.write(chunk)
                         written += len(chunk)
                         since_check += len(chunk)
@@ -463,12 +603,39 @@ class Downloader:
                 raise
             return written > 0
 
+    def _oversize(self, job: _FileTransfer, what: str) -> DownloadError:
+        """A body longer than the listed size: the part is thrown away, nothing is retried."""
+        job.meter.done -= job.held()
+        job.part.unlink(missing_ok=True)
+        return DownloadError(
+            f"{job.url} {what}: the listing says {job.local} has {job.remote.size} bytes.",
+            hint="The server does not match its own file listing; try again later or use "
+            "another mirror (endpoint setting).",
+        )
+
     # -- disk ------------------------------------------------------------------------
 
     def _check_disk(self, plan: _Plan, remaining: int, request: DownloadRequest) -> None:
         free = free_space(plan.staging)
         if free < remaining + self.disk_reserve_bytes:
             raise self._disk_full(plan, plan.staging, remaining)
+
+    def _check_install_disk(self, plan: _Plan) -> None:
+        """A models folder on another file system gets a copy of the whole model: it needs
+        room for all of it (the staging folder's check covers only what is still missing)."""
+        root = self.library.root
+        if same_filesystem(plan.staging, root):
+            return
+        free = free_space(root)
+        if free < plan.total + self.disk_reserve_bytes:
+            raise DiskFullError(
+                f"Not enough free disk space to install {plan.request.name}: the models folder "
+                f"{root} is on another disk than the download folder {plan.staging}, so the "
+                f"finished model ({format_bytes(plan.total)}) is copied there, and it has "
+                f"{format_bytes(free)} free.",
+                hint="Free some space there, or choose a models folder on the same disk in "
+                "Settings; the download resumes where it stopped.",
+            )
 
     def _disk_full(self, plan: _Plan, folder: Path, remaining: int) -> DiskFullError:
         try:
@@ -482,6 +649,29 @@ class Downloader:
         )
 
     # -- install ---------------------------------------------------------------------
+
+    def _changed_since_verified(self, plan: _Plan) -> list[str]:
+        """The staged files whose bytes no longer match the listing or the hash recorded
+        when they were verified (hashed again now, right before the install)."""
+        changed = []
+        for remote, local in plan.files:
+            final = plan.staging / local
+            recorded = plan.state["files"].get(local, {}).get("sha256")
+            if not final.is_file():
+                changed.append(local)
+                continue
+            sha256, problem = _verify(final, remote)
+            if problem is not None or sha256 != recorded:
+                changed.append(local)
+        return changed
+
+    def _forget(self, plan: _Plan, locals_: list[str], meter: _Meter) -> None:
+        sizes = {local: remote.size for remote, local in plan.files}
+        for local in locals_:
+            (plan.staging / local).unlink(missing_ok=True)
+            plan.state["files"].pop(local, None)
+            meter.done -= sizes[local]
+        write_json_atomic(plan.staging / STATE_NAME, plan.state)
 
     def _install(self, plan: _Plan) -> InstalledModel:
         request = plan.request
@@ -511,8 +701,9 @@ class Downloader:
             installed = self.library.install_from_staging(plan.staging, manifest)
             RevisionRecord(self.library.root).remember(request.repo, plan.commit)
             return installed
-        except HearthError:
-            write_json_atomic(plan.staging / STATE_NAME, plan.state)
+        except BaseException:  # the files stay for the next attempt, so does their record
+            if plan.staging.is_dir():
+                write_json_atomic(plan.staging / STATE_NAME, plan.state)
             raise
 
 

@@ -3,16 +3,24 @@
 huggingface_hub does the metadata (it knows the API, pagination, tokens and endpoints);
 the bytes themselves are fetched by ``app.models.downloader`` with resumable Range requests.
 Every failure becomes a ``DownloadError`` that names the URL and what to try.
+
+A mirror is not trusted: its address must be an http(s) URL (:func:`validate_endpoint`),
+every listed path must stay inside the model's folder (:func:`repo_path_problem`), and what it
+sends is bounded (:data:`MAX_METADATA_BYTES` per answer, :data:`MAX_LISTED_FILES` per listing,
+:data:`MAX_REDIRECTS` per request, :data:`MAX_RETRY_AFTER_S` for a ``Retry-After`` wait).
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
 import re
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import httpx2
 from huggingface_hub import HfApi, constants, hf_hub_url
@@ -25,11 +33,15 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.hf_api import ModelInfo, RepoFile
+from huggingface_hub.utils import set_client_factory
+from huggingface_hub.utils._http import default_client_factory  # the client it would build
 
 from app.errors import DownloadError
 from app.models.catalog import total_ram_bytes
 from app.models.runnable import (
-    MAX_LISTED_FILES,
+    MAX_LISTED_FILES as MAX_SEARCH_FILES,
+)
+from app.models.runnable import (
     carries_decoder,
     parameters_from_name,
     why_not_runnable,
@@ -39,7 +51,20 @@ from app.network import OfflineBlockedError, feature, is_offline, record_refusal
 # Licences of gated models are accepted on the Hub itself, whichever mirror serves the files.
 HUB_SITE = "https://huggingface.co"
 _SHA1 = re.compile(r"^[0-9a-f]{40}$")
+_SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_WINDOWS_DEVICES = frozenset(
+    ["CON", "PRN", "AUX", "NUL"] + [f"{d}{n}" for d in ("COM", "LPT") for n in range(1, 10)]
+)
 T = TypeVar("T")
+
+# What a server may send before Hearth gives up on it.
+MAX_METADATA_BYTES = 32 << 20  # one JSON answer (a model info, one page of a listing)
+MAX_LISTED_FILES = 20_000  # files in one repo listing
+MAX_FILE_BYTES = 1 << 40  # one listed file (1 TiB)
+MAX_PATH_CHARS = 1024  # one listed path
+MAX_REDIRECTS = 5  # per request (the Hub redirects a file once, to its CDN)
+MAX_RETRY_AFTER_S = 60.0  # the longest wait a Retry-After header gets
 
 
 @dataclass(frozen=True)
@@ -106,7 +131,7 @@ _SEARCH_FIELDS = (
 
 
 def _names(info: ModelInfo) -> list[str]:
-    return [s.rfilename for s in (info.siblings or [])[:MAX_LISTED_FILES]]
+    return [s.rfilename for s in (info.siblings or [])[:MAX_SEARCH_FILES]]
 
 
 def _hub_model(info: ModelInfo, ram_bytes: int | None) -> HubModel:
@@ -144,6 +169,137 @@ def is_commit(revision: str) -> bool:
     return bool(_SHA1.match(revision))
 
 
+def validate_endpoint(value: str, origin: str = "The Hub address") -> str:
+    """``value`` without a trailing slash when it is an http(s) URL of a server, else a
+    DownloadError saying what is wrong (``origin`` names where the value came from)."""
+    text = value.strip() if isinstance(value, str) else ""
+    problem = None
+    parts = urlsplit(text)
+    if not text:
+        problem = "is empty"
+    elif any(c.isspace() or ord(c) < 32 for c in text):
+        problem = "contains spaces or control characters"
+    elif "://" not in text:
+        problem = "has no http:// or https:// in front"
+    elif parts.scheme.lower() not in ("http", "https"):
+        problem = f"uses {parts.scheme}://, not http:// or https://"
+    elif not parts.hostname:
+        problem = "names no server"
+    elif parts.query or parts.fragment or parts.username or parts.password:
+        problem = "has a query, a fragment or a user name in it"
+    else:
+        try:
+            parts.port  # noqa: B018 (raises for a port that is not a number)
+        except ValueError:
+            problem = "has a port that is not a number"
+    if problem:
+        raise DownloadError(
+            f"{origin} '{value}' is not usable: it {problem}.",
+            hint="Use a URL like https://huggingface.co or https://hf-mirror.com.",
+        )
+    return text.rstrip("/")
+
+
+def repo_path_problem(path: object) -> str | None:
+    """Why ``path`` (a file path from a listing) could leave its model's folder, or None.
+
+    A safe path is relative, uses "/" only, and has no empty, "." or ".." segment, no NUL or
+    other control character, no ":" (drive letters, Windows streams) and no Windows device
+    name, so it names the same file inside the model folder on every system."""
+    if not isinstance(path, str) or not path:
+        return "is empty"
+    if len(path) > MAX_PATH_CHARS:
+        return f"is longer than {MAX_PATH_CHARS} characters"
+    if any(ord(c) < 32 or c == "\x7f" for c in path):
+        return "contains a NUL or control character"
+    if "\\" in path:
+        return "contains a backslash"
+    if path.startswith("/"):
+        return "is absolute"
+    if _DRIVE.match(path) or ":" in path:
+        return "contains ':' (a drive letter or stream name on Windows)"
+    for segment in path.split("/"):
+        if segment == "":
+            return "has an empty segment ('//' or a trailing '/')"
+        if segment in (".", ".."):
+            return f"has a '{segment}' segment"
+        if segment.split(".", 1)[0].upper() in _WINDOWS_DEVICES or segment[-1] in ". ":
+            return "has a segment Windows cannot store (a device name or a trailing dot or space)"
+    return None
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (delta seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
+
+
+class ResponseTooLarge(Exception):
+    """A server sent more than Hearth reads from it (not a transport failure: never retried)."""
+
+    def __init__(self, url: str, limit: int) -> None:
+        super().__init__(f"{url} sent more than {limit} bytes")
+        self.url = url
+        self.limit = limit
+
+
+class _BoundedStream(httpx2.SyncByteStream):
+    def __init__(self, inner: httpx2.SyncByteStream, url: str, limit: int) -> None:
+        self.inner, self.url, self.limit = inner, url, limit
+
+    def __iter__(self) -> Iterator[bytes]:
+        seen = 0
+        for chunk in self.inner:
+            seen += len(chunk)
+            if seen > self.limit:
+                raise ResponseTooLarge(self.url, self.limit)
+            yield chunk
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _bound_response(response: httpx2.Response) -> None:
+    """A response hook: the body of a metadata answer is read up to MAX_METADATA_BYTES."""
+    url = str(response.request.url)
+    length = response.headers.get("content-length", "")
+    if length.isdigit() and int(length) > MAX_METADATA_BYTES:
+        raise ResponseTooLarge(url, MAX_METADATA_BYTES)
+    response.stream = _BoundedStream(response.stream, url, MAX_METADATA_BYTES)
+
+
+def _metadata_client() -> httpx2.Client:
+    """huggingface_hub's own client (proxies, its headers), with Hearth's bounds."""
+    client = default_client_factory()
+    client.max_redirects = MAX_REDIRECTS
+    hooks = client.event_hooks
+    client.event_hooks = {**hooks, "response": [*hooks.get("response", []), _bound_response]}
+    return client
+
+
+_bounds_lock = threading.Lock()
+_bounds_installed = False
+
+
+def _install_bounds() -> None:
+    """Make huggingface_hub's shared client bounded (once per process)."""
+    global _bounds_installed
+    with _bounds_lock:
+        if not _bounds_installed:
+            set_client_factory(_metadata_client)
+            _bounds_installed = True
+
+
 class HubClient:
     """Metadata calls against one endpoint with one (optional) token."""
 
@@ -155,10 +311,11 @@ class HubClient:
         retries: int = 4,
         backoff_s: float = 1.0,
     ) -> None:
-        self.endpoint = (endpoint or default_endpoint()).rstrip("/")
+        self.endpoint = validate_endpoint(endpoint) if endpoint else default_endpoint()
         self.token = token
         self.retries = retries
         self.backoff_s = backoff_s
+        _install_bounds()
         self._api = HfApi(endpoint=self.endpoint, token=token)
 
     # -- URLs ------------------------------------------------------------------------
@@ -187,7 +344,12 @@ class HubClient:
         return info.sha
 
     def list_files(self, repo: str, commit: str, subfolder: str | None = None) -> list[RemoteFile]:
-        """Every file of ``repo`` at ``commit`` (under ``subfolder`` when given)."""
+        """Every file of ``repo`` at ``commit`` (under ``subfolder`` when given).
+
+        Refuses (DownloadError) a listing with a path that could leave the model's folder
+        (:func:`repo_path_problem`), a path listed twice, a size that is not a whole number of
+        bytes up to :data:`MAX_FILE_BYTES`, a file with neither a sha256 nor a git hash to
+        check it by, or more than :data:`MAX_LISTED_FILES` files."""
         url = f"{self.endpoint}/api/models/{repo}/tree/{commit}" + (
             f"/{subfolder}" if subfolder else ""
         )
@@ -196,14 +358,17 @@ class HubClient:
             entries = self._api.list_repo_tree(
                 repo, path_in_repo=subfolder, recursive=True, expand=False, revision=commit
             )
-            files = []
+            files: dict[str, RemoteFile] = {}
             for entry in entries:
                 if not isinstance(entry, RepoFile):
                     continue
-                sha256 = entry.lfs.sha256 if entry.lfs is not None else None
-                size = entry.lfs.size if entry.lfs is not None else entry.size
-                files.append(RemoteFile(entry.path, int(size), sha256, entry.blob_id))
-            return files
+                if len(files) >= MAX_LISTED_FILES:
+                    raise _hostile_listing(url, f"lists more than {MAX_LISTED_FILES} files")
+                remote = _remote_file(url, entry)
+                if remote.path in files:
+                    raise _hostile_listing(url, f"lists '{remote.path}' twice")
+                files[remote.path] = remote
+            return list(files.values())
 
         return self._call(url, listing)
 
@@ -336,12 +501,27 @@ class HubClient:
                     raise offline_error(url) from exc
                 if not getattr(exc, "transient", False) or attempt == self.retries:
                     raise
-                time.sleep(min(self.backoff_s * 2**attempt, 30.0))
+                asked = getattr(exc, "retry_after", None)
+                if asked is not None:
+                    time.sleep(min(asked, MAX_RETRY_AFTER_S))
+                else:
+                    time.sleep(min(self.backoff_s * 2**attempt, 30.0))
         raise AssertionError("unreachable")
 
     def _translate(self, url: str, fn: Callable[[], T]) -> T:
         try:
             return fn()
+        except ResponseTooLarge as exc:
+            raise DownloadError(
+                f"{exc.url} sent more than {exc.limit // (1 << 20)} MiB of metadata, more than "
+                "any Hub answer holds.",
+                hint="Check the endpoint setting: it must point to a Hugging Face Hub or mirror.",
+            ) from exc
+        except httpx2.TooManyRedirects as exc:
+            raise DownloadError(
+                f"{url} redirected more than {MAX_REDIRECTS} times.",
+                hint="Check the endpoint setting: it must point to a Hugging Face Hub or mirror.",
+            ) from exc
         except OfflineModeIsEnabled as exc:
             raise DownloadError(
                 f"Cannot reach {url}: Hugging Face offline mode is on.",
@@ -362,13 +542,18 @@ class HubClient:
             ) from exc
         except HfHubHTTPError as exc:
             status = exc.response.status_code if exc.response is not None else 0
-            raise _transient(
+            error = _transient(
                 DownloadError(
                     f"{url} answered HTTP {status or '?'}.",
                     hint="Try again later, or check the endpoint and token settings.",
                 ),
                 status >= 500 or status == 429,
-            ) from exc
+            )
+            if exc.response is not None:
+                error.retry_after = parse_retry_after(  # type: ignore[attr-defined]
+                    exc.response.headers.get("retry-after")
+                )
+            raise error from exc
         except httpx2.TimeoutException as exc:
             raise _transient(
                 DownloadError(
@@ -424,6 +609,30 @@ def _blocked_by_offline_mode(exc: BaseException) -> bool:
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return False
+
+
+def _hostile_listing(url: str, problem: str) -> DownloadError:
+    return DownloadError(
+        f"The file listing from {url} {problem}; Hearth does not download from it.",
+        hint="The server or mirror is broken or hostile; check the endpoint setting.",
+    )
+
+
+def _remote_file(url: str, entry: RepoFile) -> RemoteFile:
+    """One listing entry, checked: a confined path, a sane size, a hash to verify by."""
+    problem = repo_path_problem(entry.path)
+    if problem:
+        raise _hostile_listing(url, f"names the file {entry.path!r}, which {problem}")
+    size = entry.lfs.size if entry.lfs is not None else entry.size
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_FILE_BYTES:
+        raise _hostile_listing(url, f"gives '{entry.path}' the size {size!r}")
+    sha256 = entry.lfs.sha256 if entry.lfs is not None else None
+    if sha256 is not None and not _SHA256.match(str(sha256)):
+        raise _hostile_listing(url, f"gives '{entry.path}' a sha256 that is not one")
+    blob_id = entry.blob_id if isinstance(entry.blob_id, str) else None
+    if sha256 is None and not (blob_id and _SHA1.match(blob_id.lower())):
+        raise _hostile_listing(url, f"gives '{entry.path}' no hash to verify it by")
+    return RemoteFile(entry.path, size, sha256, blob_id)
 
 
 def _transient(error: DownloadError, transient: bool) -> DownloadError:

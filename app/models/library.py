@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app import paths
-from app.errors import HearthError
+from app.errors import DiskFullError, HearthError
 from app.models import package_manifest, policy
 from app.models.catalog import (
     Catalog,
@@ -269,7 +269,8 @@ class ModelLibrary:
 
         Refuses when a model with that id is already installed. When the models folder is
         on another file system than the staging folder, the data is copied next to the
-        destination first, so the final step is still one rename.
+        destination first, so the final step is still one rename; when that copy fails
+        (DiskFullError / HearthError) ``staging`` is left as it was.
         """
         if isinstance(manifest, dict):
             manifest = Manifest.from_dict(manifest)
@@ -286,13 +287,36 @@ class ModelLibrary:
                 if dest.exists():
                     raise _already_installed(model_id) from exc
                 raise
-            incoming = self.root / f".incoming-{model_id}-{uuid.uuid4().hex[:8]}"
-            shutil.copytree(staging, incoming)
-            os.rename(incoming, dest)
-            shutil.rmtree(staging, ignore_errors=True)
+            self._copy_into_place(staging, dest)
         installed = self.get(model_id)
         assert installed is not None
         return installed
+
+    def _copy_into_place(self, staging: Path, dest: Path) -> None:
+        """Copy ``staging`` next to ``dest`` (another file system), rename it into place, then
+        delete ``staging``. A failed copy deletes only the half-made copy: ``staging`` stays
+        whole, so a download is not fetched again."""
+        incoming = self.root / f".incoming-{dest.name}-{uuid.uuid4().hex[:8]}"
+        try:
+            shutil.copytree(staging, incoming, copy_function=_copy_file)
+            os.rename(incoming, dest)
+        except (OSError, _DiskFull) as exc:
+            shutil.rmtree(incoming, ignore_errors=True)
+            if isinstance(exc, _DiskFull):
+                raise DiskFullError(
+                    f"Not enough free disk space in {self.root} to copy '{dest.name}' there "
+                    f"from {staging} (the models folder is on another disk).",
+                    hint="Free some space there, or choose a models folder on the same disk, "
+                    "then try again: the downloaded files were kept.",
+                ) from exc
+            if dest.exists():
+                raise _already_installed(dest.name) from exc
+            raise HearthError(
+                f"Copying '{dest.name}' from {staging} into {self.root} failed ({exc}).",
+                hint="Check that the models folder is writable, then try again: the "
+                "downloaded files were kept.",
+            ) from exc
+        shutil.rmtree(staging, ignore_errors=True)
 
     def unique_id(self, wanted: str) -> str:
         """``wanted`` slugified, with a numeric suffix when already taken."""
@@ -497,6 +521,19 @@ class ModelLibrary:
         return self.downloader().download(
             plan, progress=progress, control=control, keep_partial_on_cancel=keep_partial_on_cancel
         )
+
+
+class _DiskFull(Exception):
+    """A copy ran out of space (not an OSError, so ``shutil.copytree`` stops at once)."""
+
+
+def _copy_file(src: str, dst: str) -> None:
+    try:
+        shutil.copy2(src, dst)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _DiskFull(str(exc)) from exc
+        raise
 
 
 def _already_installed(model_id: str) -> HearthError:

@@ -10,7 +10,9 @@ It serves the routes huggingface_hub and Hearth's downloader use:
 - ``GET /api/models?search=…``: search results.
 
 Fault injection (``hub.faults``): cut the connection at a byte offset, corrupt a byte, answer
-500 to the first requests, stall before sending a body, slow every chunk, ignore Range. Every
+500 to the first requests, stall before sending a body, slow every chunk, ignore Range; and a
+hostile mirror's tricks: answer any URL with some bytes, send more bytes than listed, answer
+429 with Retry-After, redirect in a loop, pad headers or JSON answers, list many files. Every
 body byte sent is counted per file (``hub.bytes_served``).
 """
 
@@ -113,6 +115,16 @@ class Faults:
     stall_s: float = 0.0
     delay_per_chunk_s: float = 0.0
     ignore_range: bool = False
+    # a hostile or broken mirror
+    serve_unknown: bytes | None = None  # the body for any GET of a path no repo holds
+    oversize: dict[str, int] = field(default_factory=dict)  # path -> junk bytes appended
+    oversize_declared: bool = True  # False: no Content-Length, the body ends at the close
+    retry_after_first: int = 0  # 429 + Retry-After for the first N resolve GETs
+    retry_after: str = "1"
+    redirect_loop: bool = False  # resolve GETs redirect to themselves forever
+    header_padding: int = 0  # bytes of an extra header on resolve answers
+    api_padding: int = 0  # bytes of whitespace added to every /api JSON answer
+    extra_tree_entries: int = 0  # small files added to every tree listing
 
 
 class FakeHub:
@@ -188,7 +200,7 @@ class _Handler(BaseHTTPRequestHandler):
     # -- helpers ---------------------------------------------------------------------
 
     def _json(self, data, status: int = 200) -> None:
-        body = json.dumps(data).encode()
+        body = json.dumps(data).encode() + b" " * self.hub.faults.api_padding
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -246,7 +258,17 @@ class _Handler(BaseHTTPRequestHandler):
             return self._api(parts[2:], parse_qs(split.query))
         if len(parts) >= 5 and parts[2] == "resolve":
             return self._resolve(parts[0], parts[1], parts[3], "/".join(parts[4:]))
+        if self.hub.faults.serve_unknown is not None:
+            return self._raw(split.path, self.hub.faults.serve_unknown)
         self._error(404, None, "Not found")
+
+    def _raw(self, path: str, data: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+            self._count(path, len(data))
 
     def _api(self, parts: list[str], query: dict) -> None:
         if not parts:
@@ -291,7 +313,11 @@ class _Handler(BaseHTTPRequestHandler):
         dirs = [
             {"type": "directory", "oid": "0" * 40, "size": 0, "path": f} for f in sorted(folders)
         ]
-        return dirs + entries
+        padding = [
+            {"type": "file", "oid": FakeRepo.blob_id(b"x"), "size": 1, "path": f"pad/{i:06d}.txt"}
+            for i in range(self.hub.faults.extra_tree_entries)
+        ]
+        return dirs + entries + padding
 
     def _search(self, query: dict) -> None:
         text = query.get("search", [""])[0].lower()
@@ -327,12 +353,26 @@ class _Handler(BaseHTTPRequestHandler):
         repo = self._repo(owner, name, rev)
         if repo is None:
             return
+        faults = self.hub.faults
         if path not in repo.files:
+            if faults.serve_unknown is not None:
+                return self._raw(path, faults.serve_unknown)
             return self._error(404, "EntryNotFound", "Entry not found")
         if self.command == "GET" and self._take("fail_first"):
             return self._error(500, None, "Internal Error")
+        if self.command == "GET" and self._take("retry_after_first"):
+            self.send_response(429)
+            self.send_header("Retry-After", faults.retry_after)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
+        if faults.redirect_loop:
+            self.send_response(302)
+            self.send_header("Location", self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
         data = repo.files[path]
-        faults = self.hub.faults
         offset = faults.corrupt_at.get(path)
         if offset is not None and self.command == "GET" and faults.corrupt_times != 0:
             with self.hub.lock:
@@ -358,7 +398,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
         else:
             self.send_response(200)
-        self.send_header("Content-Length", str(end - start + 1))
+        junk = faults.oversize.get(path, 0)
+        if junk:
+            data, end = data + random_bytes(junk, 99), end + junk
+        if junk and not faults.oversize_declared:
+            self.send_header("Connection", "close")
+            self.close_connection = True  # the body ends when the connection does
+        else:
+            self.send_header("Content-Length", str(end - start + 1))
+        if faults.header_padding:
+            self.send_header("X-Padding", "p" * faults.header_padding)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("ETag", etag)

@@ -458,3 +458,51 @@ def test_a_gated_repo_says_where_to_accept_the_licence(hub, tmp_path):
     assert "add your token in Settings ▸ Models" in message and "401" in message
     library = ModelLibrary(endpoint=hub.url, token="hf_ok", downloader_options={"retries": 1})
     assert library.plan_download("org/gated", provider="cpu").variant.name == "cpu-int4"
+
+
+def test_a_copy_to_another_disk_that_fills_up_keeps_the_download(hub, monkeypatch):
+    """The models folder is on another file system (EXDEV) and the copy runs out of space:
+    a sentence, no half copy left in the models folder, the staged download kept, and the
+    next attempt installs without fetching a byte again."""
+    import errno
+    import shutil
+
+    from app.errors import DiskFullError
+    from app.models.catalog import Variant
+    from app.models.downloader import DownloadRequest
+
+    data = b"w" * 300_000
+    repo = hub.add(FakeRepo("org/far", {"config.json": b"{}", "onnx/model.onnx": data}))
+    library = ModelLibrary(endpoint=hub.url, downloader_options={"retries": 0})
+    request = DownloadRequest(
+        "far", "Far", repo.repo_id, "main", Variant("cpu", "cpu", include=("*.json", "onnx/*"))
+    )
+    staging = library.downloader().staging_folder("far")
+    real_rename, real_copy = os.rename, shutil.copy2
+
+    def rename(src, dst):
+        if Path(src) == staging:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        return real_rename(src, dst)
+
+    def full_disk_copy(src, dst, **kwargs):
+        if str(src).endswith(".onnx"):
+            Path(dst).write_bytes(b"partial")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_copy(src, dst, **kwargs)
+
+    monkeypatch.setattr(library_module.os, "rename", rename)
+    monkeypatch.setattr(shutil, "copy2", full_disk_copy)
+    with pytest.raises(DiskFullError) as err:
+        library.download(request)
+    assert f"Not enough free disk space in {library.root}" in str(err.value)
+    assert "downloaded files were kept" in str(err.value)
+    assert [p.name for p in library.root.iterdir()] == []  # no .incoming-* half copy
+    assert (staging / "onnx/model.onnx").read_bytes() == data
+    served = hub.served()
+
+    monkeypatch.setattr(shutil, "copy2", real_copy)
+    model = library.download(request)
+    assert (model.path / "onnx/model.onnx").read_bytes() == data
+    assert hub.served() == served  # nothing downloaded twice
+    assert not staging.exists()

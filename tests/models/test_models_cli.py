@@ -260,3 +260,80 @@ def test_download_of_a_repo_without_an_onnx_model_is_a_sentence(hub, capsys):
     assert code == 2 and out == ""
     assert "someone/Other-ONNX holds no ONNX chat model Hearth can load" in err
     assert "Traceback" not in err and ModelLibrary().list_models() == []
+
+
+# -- the endpoint: saved setting, malformed values -----------------------------------------
+
+
+def test_download_uses_the_saved_endpoint_when_none_is_given(hub, capsys):
+    from app.settings import Settings
+
+    settings = Settings()
+    settings.set("hub_endpoint", hub.url + "/")
+    settings.save()
+    code, out, err = run(capsys, "models", "download", MODEL_ID)
+    assert code == 0, err
+    assert "Installed SmolLM2 135M instruct" in out
+    assert ModelLibrary().require(MODEL_ID).source["endpoint"] == hub.url
+    assert hub.served(DATA) == 2_000_000
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "problem"),
+    [
+        ("huggingface.co", "has no http:// or https:// in front"),
+        ("https://hf mirror.com", "contains spaces or control characters"),
+        ("ftp://hf-mirror.com", "uses ftp://, not http:// or https://"),
+        ("http://", "names no server"),
+    ],
+)
+def test_a_malformed_endpoint_fails_at_once_with_a_sentence(hub, capsys, endpoint, problem):
+    started = time.monotonic()
+    code, out, err = run(capsys, "models", "download", MODEL_ID, "--endpoint", endpoint)
+    assert code == 2 and out == ""
+    assert f"--endpoint '{endpoint}' is not usable: it {problem}." in err
+    assert "Traceback" not in err and time.monotonic() - started < 2
+    assert hub.requests == []
+
+
+def test_a_malformed_saved_endpoint_names_the_setting(hub, capsys):
+    from app.paths import settings_path
+    from app.settings import Settings
+
+    settings = Settings()
+    settings.set("hub_endpoint", "hf-mirror.com")
+    settings.save()
+    code, _, err = run(capsys, "models", "search", "smollm2")
+    assert code == 2
+    assert f"The hub_endpoint setting in {settings_path()} 'hf-mirror.com' is not usable" in err
+    assert hub.requests == []
+
+
+# -- two downloads of one model ------------------------------------------------------------
+
+
+def test_two_processes_downloading_one_model_transfer_it_once(hub, hearth_home):
+    hub.faults.delay_per_chunk_s = 0.01
+    env = {
+        **os.environ,
+        "HEARTH_HOME": str(hearth_home),
+        "HF_HUB_OFFLINE": "0",
+        "PYTHONPATH": str(ROOT),
+    }
+    command = [sys.executable, "-m", "app", "models", "download", MODEL_ID, "--endpoint", hub.url]
+    procs = [
+        subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    outputs = [proc.communicate(timeout=120) for proc in procs]
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err
+        assert "Installed SmolLM2 135M instruct" in out
+    assert hub.served(DATA) == 2_000_000  # one transfer, not two racing ones
+    assert sum("another Hearth window or command" in err for _, err in outputs) == 1
+    model = ModelLibrary().require(MODEL_ID)
+    assert (model.path / DATA).read_bytes() == hub.repos[
+        "HuggingFaceTB/SmolLM2-135M-Instruct"
+    ].files[DATA]
