@@ -63,7 +63,7 @@ class ChatView(QWidget):
     def __init__(self, model: ChatModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._model = model
-        self._colors: Colors = colors_for(self.palette())
+        self._colors: Colors = colors_for(QGuiApplication.palette())
         self._widgets: list[MessageWidget] = []
         self._first = 0  # first rendered row (older rows wait behind "Show earlier")
         self._page = PAGE
@@ -91,7 +91,7 @@ class ChatView(QWidget):
         page_layout.addStretch(1)
         self._column_layout = QVBoxLayout(self.column)
         self._column_layout.setContentsMargins(0, 8, 0, 24)
-        self._column_layout.setSpacing(10)
+        self._column_layout.setSpacing(4)
         self.show_earlier_button = QPushButton(self.column)
         self.show_earlier_button.setObjectName("showEarlier")
         self.show_earlier_button.setCursor(Qt.CursorShape.PointingHandCursor)
@@ -131,6 +131,7 @@ class ChatView(QWidget):
         app = QApplication.instance()
         if isinstance(app, QApplication):
             app.focusChanged.connect(self.on_focus_changed)
+            app.paletteChanged.connect(self.on_palette_changed)
         self._apply_colors()
         self.render_all()
 
@@ -362,15 +363,15 @@ class ChatView(QWidget):
     def _apply_colors(self) -> None:
         self.setStyleSheet(chat_stylesheet(self._colors))
 
-    def changeEvent(self, event: QEvent) -> None:
-        super().changeEvent(event)
-        if event.type() == QEvent.Type.PaletteChange:
-            colors = colors_for(self.palette())
-            if colors != self._colors:
-                self._colors = colors
-                self._apply_colors()
-                for widget in self._widgets:
-                    widget.set_colors(colors)
+    def on_palette_changed(self, *_args: object) -> None:
+        """The app's palette decides the theme (a stylesheet pins a widget's own palette, so
+        the view listens to the application rather than to its own PaletteChange)."""
+        colors = colors_for(QGuiApplication.palette())
+        if colors != self._colors:
+            self._colors = colors
+            self._apply_colors()
+            for widget in self._widgets:
+                widget.set_colors(colors)
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
