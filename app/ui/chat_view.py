@@ -213,6 +213,8 @@ class ChatView(QWidget):
         # before the trailing stretch
         self._column_layout.insertWidget(self._column_layout.count() - 1, widget)
         self._widgets.append(widget)
+        if self.column.isVisible():
+            widget.show()  # now, not on the next event-loop turn (its buttons are usable)
         return widget
 
     def on_rows_inserted(self, parent: QModelIndex, first: int, last: int) -> None:

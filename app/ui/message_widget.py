@@ -10,13 +10,17 @@ code-copy links use, so the view has one place that acts on them.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, Qt, QTimer, Signal
-from PySide6.QtGui import QKeySequence, QTextDocumentFragment
+import math
+
+from PySide6.QtCore import QPoint, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
+    QAbstractScrollArea,
     QFrame,
     QHBoxLayout,
     QLabel,
     QSizePolicy,
+    QTextBrowser,
     QToolButton,
     QToolTip,
     QVBoxLayout,
@@ -46,6 +50,59 @@ def _retain_size(widget: QWidget) -> None:
     widget.setSizePolicy(policy)
 
 
+class MessageBody(QTextBrowser):
+    """The message text: one QTextDocument laid out once per change at the widget's width,
+    its height fixed to the document's (no height-for-width: a column of those made every
+    relayout ask all messages again, ~250 ms per streamed update in a 100-message chat).
+
+    Signals:
+        link_activated(str url)
+    """
+
+    link_activated = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("messageBody")
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setReadOnly(True)
+        self.setOpenLinks(False)
+        self.setOpenExternalLinks(False)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setSizeAdjustPolicy(QAbstractScrollArea.SizeAdjustPolicy.AdjustIgnored)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.DefaultContextMenu)
+        self.viewport().setAutoFillBackground(False)
+        self.document().setDocumentMargin(0)
+        self.anchorClicked.connect(self.on_anchor_clicked)
+        self.setFixedHeight(0)
+
+    def set_html(self, html: str) -> None:
+        self.document().setHtml(html)
+        self._fit()
+
+    def on_anchor_clicked(self, url: QUrl) -> None:
+        self.link_activated.emit(url.toString())
+
+    def _fit(self) -> None:
+        width = self.viewport().width()
+        if width > 0:
+            self.document().setTextWidth(width)
+        height = math.ceil(self.document().size().height())
+        if height != self.height():
+            self.setFixedHeight(height)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self._fit()
+
+    def wheelEvent(self, event) -> None:
+        event.ignore()  # the conversation scrolls, not the message
+
+
 class MessageWidget(QWidget):
     """A message card with hover / focus actions.
 
@@ -68,7 +125,7 @@ class MessageWidget(QWidget):
         self._rendered: Rendered | None = None
         self._rendered_text: str | None = None
         self.render_count = 0
-        self._heights: dict[int, int] = {}  # width -> height of the current content
+        self._shown_html: str | None = None
 
         self.card = QFrame(self)
         self.card.setObjectName("messageCard")
@@ -80,17 +137,8 @@ class MessageWidget(QWidget):
         self.typing = QLabel(self.card)
         self.typing.setObjectName("typingIndicator")
         self.typing.setAccessibleName("The assistant is writing")
-        self.body = QLabel(self.card)
-        self.body.setObjectName("messageBody")
-        self.body.setTextFormat(Qt.TextFormat.RichText)
-        self.body.setWordWrap(True)
-        self.body.setOpenExternalLinks(False)
-        self.body.setTextInteractionFlags(
-            Qt.TextInteractionFlag.TextSelectableByMouse
-            | Qt.TextInteractionFlag.LinksAccessibleByMouse
-        )
-        self.body.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
-        self.body.linkActivated.connect(self.link_activated)
+        self.body = MessageBody(self.card)
+        self.body.link_activated.connect(self.link_activated)
 
         header = QHBoxLayout()
         header.setContentsMargins(0, 0, 0, 0)
@@ -188,39 +236,17 @@ class MessageWidget(QWidget):
         self._update_typing()
         self._update_variants()
         self._update_info()
-        self._heights.clear()
         if message.status != "streaming":
             self._update_accessible()
-        self._fit_height()
-
-    def _fit_height(self) -> None:
-        """Fix the widget's height to its content at its width. A column of widgets whose
-        heights depend on their width makes every relayout ask all of them again (a 100
-        message chat took ~250 ms per streamed update); fixed heights keep a streamed
-        update to the one widget that changed."""
-        width = self.width()
-        layout = self.layout()
-        if width <= 0 or layout is None:
-            return
-        height = self._heights.get(width)
-        if height is None:
-            height = self._heights[width] = layout.totalHeightForWidth(width)
-        if height > 0 and (self.minimumHeight() != height or self.maximumHeight() != height):
-            self.setFixedHeight(height)
-
-    def resizeEvent(self, event) -> None:
-        super().resizeEvent(event)
-        if event.size().width() != event.oldSize().width():
-            self._fit_height()
 
     def hasHeightForWidth(self) -> bool:
-        """No: the height is fixed by ``_fit_height`` (see there), so the column's layout
-        never asks every message's text for its height again."""
+        """No: the body fixes its own height to its text (see ``MessageBody``)."""
         return False
 
     def set_colors(self, colors: Colors) -> None:
         self._colors = colors
         self._rendered_text = None
+        self._shown_html = None
         for name, button in self._all_buttons():
             button.setIcon(icon(name, colors))
         self._render_body()
@@ -244,14 +270,14 @@ class MessageWidget(QWidget):
         head = self.role_label.text()
         if self.status_note.text() and self.status_note.isVisibleTo(self):
             head += f" · {self.status_note.text()}"
-        body = QTextDocumentFragment.fromHtml(self.html()).toPlainText() if (
-            self.message.content) else ""
+        body = self.body.toPlainText() if self.message.content else ""
         return f"{head}\n{body}"
 
     def _render_body(self) -> None:
-        if self._rendered_text == self.message.content and self.body.text():
+        if self._rendered_text == self.message.content and self._shown_html is not None:
             return
-        self.body.setText(self.html() if self.message.content else "")
+        self._shown_html = self.html() if self.message.content else ""
+        self.body.set_html(self._shown_html)
         self.body.setVisible(bool(self.message.content))
         self.render_count += 1
 

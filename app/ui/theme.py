@@ -113,7 +113,7 @@ def chat_stylesheet(c: Colors) -> str:
     QScrollArea#chatScroll {{ background: {c.assistant_bg}; border: none; }}
     #messageCard[role="user"] {{ background: {c.user_bg}; border-radius: 14px; }}
     #messageCard[role="assistant"] {{ background: transparent; }}
-    #messageBody {{ color: {c.text}; }}
+    #messageBody {{ color: {c.text}; background: transparent; }}
     #roleLabel {{ color: {c.muted}; font-weight: 600; }}
     #statusNote {{ color: {c.muted}; }}
     #statusNote[level="warning"] {{ color: {c.warning}; }}
