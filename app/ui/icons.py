@@ -31,7 +31,12 @@ ICONS = {
 
 
 def icon(name: str, colors: Colors) -> QIcon:
-    """The icon for ``name`` in the theme's muted colour (full text colour when active)."""
+    """The icon for ``name`` in the theme's muted colour (full text colour when active).
+    Empty before a QApplication exists (the font cannot be loaded yet; nothing is cached)."""
+    from PySide6.QtWidgets import QApplication
+
+    if QApplication.instance() is None:
+        return QIcon()
     return _icon(name, colors.muted, colors.text)
 
 
