@@ -31,13 +31,14 @@ ICONS = {
 
 
 def icon(name: str, colors: Colors) -> QIcon:
-    """The icon for ``name`` in the theme's muted colour (full text colour when active).
+    """The icon for ``name`` in the theme's muted colour (full text colour when active, the
+    border colour when disabled).
     Empty before a QApplication exists (the font cannot be loaded yet; nothing is cached)."""
     from PySide6.QtWidgets import QApplication
 
     if QApplication.instance() is None:
         return QIcon()
-    return _icon(name, colors.muted, colors.text)
+    return _icon(name, colors.muted, colors.text, colors.border)
 
 
 MDI6_FONT = ("mdi6", "materialdesignicons6-webfont-6.9.96.ttf",
@@ -54,5 +55,6 @@ def _font():
 
 
 @lru_cache(maxsize=128)
-def _icon(name: str, color: str, active: str) -> QIcon:
-    return _font().icon(ICONS[name], color=color, color_active=active)
+def _icon(name: str, color: str, active: str, disabled: str) -> QIcon:
+    return _font().icon(ICONS[name], color=color, color_active=active,
+                        color_disabled=disabled)
