@@ -10,6 +10,7 @@ code-copy links use, so the view has one place that acts on them.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from PySide6.QtCore import QPoint, Qt, QTimer, QUrl, Signal
@@ -36,6 +37,8 @@ from app.ui.theme import Colors
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 TYPING_FRAMES = ("•", "• •", "• • •")
 TYPING_INTERVAL_MS = 350
+
+_ACTION_ROW_HEIGHT: int | None = None  # one icon button's height, measured once
 
 _STATUS_NOTES = {
     "streaming": ("replying…", ""),
@@ -176,23 +179,13 @@ class MessageWidget(QWidget):
         actions_layout = QHBoxLayout(self.actions)
         actions_layout.setContentsMargins(0, 0, 0, 0)
         actions_layout.setSpacing(2)
-        self.action_buttons: dict[str, QToolButton] = {}
-        specs = [("copy", "Copy", "Copy this message's text.")]
-        if message.role == "user":
-            specs.append(("edit", "Edit", "Edit this message and send it again as a new "
-                          "version; the old one is kept."))
-        elif message.role == "assistant":
-            specs.append(("regenerate", "Regenerate", "Write a new version of this reply; "
-                          "the old one is kept."))
-            specs.append(("info", "Details", "Model, speed, tokens and seed of this reply."))
-        specs.append(("delete", "Delete", "Delete this message (Undo brings it back)."
-                      if message.role == "assistant" else
-                      "Delete this message and its reply (Undo brings them back)."))
-        for name, label, description in specs:
-            button = self._button(name, label, description)
-            button.setParent(self.actions)
-            actions_layout.addWidget(button)
-            self.action_buttons[name] = button
+        # The icons are made on first hover / focus: a chat opens with 100 messages, and
+        # 600 buttons nobody points at cost more than the messages themselves.
+        self._buttons: dict[str, QToolButton] | None = None
+        global _ACTION_ROW_HEIGHT
+        if _ACTION_ROW_HEIGHT is None:
+            _ACTION_ROW_HEIGHT = self.previous_button.sizeHint().height()
+        self.actions.setFixedHeight(_ACTION_ROW_HEIGHT)  # its room is kept from the start
 
         footer = QHBoxLayout()
         footer.setContentsMargins(0, 0, 0, 0)
@@ -208,7 +201,7 @@ class MessageWidget(QWidget):
         layout.setSpacing(2)
         layout.addWidget(self.card)
         layout.addLayout(footer)
-        for w in (self.previous_button, self.next_button, *self.action_buttons.values()):
+        for w in (self.previous_button, self.next_button):
             w.clicked.connect(self.on_button_clicked)
 
         self._typing_frame = 0
@@ -307,8 +300,45 @@ class MessageWidget(QWidget):
             self.previous_button.setEnabled(m.variant_index > 0)
             self.next_button.setEnabled(m.variant_index < m.variant_count - 1)
 
+    @property
+    def action_buttons(self) -> dict[str, QToolButton]:
+        """The action icons by name (made now if they were not yet)."""
+        if self._buttons is None:
+            self._buttons = self._make_action_buttons()
+            self._update_info()
+        return self._buttons
+
+    def _make_action_buttons(self) -> dict[str, QToolButton]:
+        m = self.message
+        specs = [("copy", "Copy", "Copy this message's text.")]
+        if m.role == "user":
+            specs.append(("edit", "Edit", "Edit this message and send it again as a new "
+                          "version; the old one is kept."))
+        elif m.role == "assistant":
+            specs.append(("regenerate", "Regenerate", "Write a new version of this reply; "
+                          "the old one is kept."))
+            specs.append(("info", "Details", "Model, speed, tokens and seed of this reply."))
+        specs.append(("delete", "Delete", "Delete this message (Undo brings it back)."
+                      if m.role == "assistant" else
+                      "Delete this message and its reply (Undo brings them back)."))
+        buttons: dict[str, QToolButton] = {}
+        layout = self.actions.layout()
+        for name, label, description in specs:
+            button = self._button(name, label, description)
+            button.setParent(self.actions)
+            layout.addWidget(button)
+            button.clicked.connect(self.on_button_clicked)
+            buttons[name] = button
+        # Tab order: the message, its branch arrows, then its actions
+        chain = [self, self.previous_button, self.next_button, *buttons.values()]
+        for first, second in itertools.pairwise(chain):
+            QWidget.setTabOrder(first, second)
+        return buttons
+
     def _update_info(self) -> None:
-        info = self.action_buttons.get("info")
+        if self._buttons is None:
+            return
+        info = self._buttons.get("info")
         if info is None:
             return
         line = provenance_line(self.message.provenance) if self.message.provenance else ""
@@ -345,7 +375,7 @@ class MessageWidget(QWidget):
 
     def _all_buttons(self) -> list[tuple[str, QToolButton]]:
         return [("previous", self.previous_button), ("next", self.next_button),
-                *self.action_buttons.items()]
+                *(self._buttons or {}).items()]
 
     def on_button_clicked(self) -> None:
         button = self.sender()
@@ -360,6 +390,8 @@ class MessageWidget(QWidget):
 
     def set_actions_shown(self, shown: bool) -> None:
         """Show or hide the action icons (hover and focus decide; see ChatView)."""
+        if shown:
+            _ = self.action_buttons  # made on first use
         if self.actions.isVisible() != shown:
             self.actions.setVisible(shown)
         self.card.setProperty("focused", "true" if self.hasFocus() else "false")
