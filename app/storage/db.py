@@ -91,6 +91,13 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX messages_parent ON messages (parent_id);
         """,
     ),
+    (
+        # A pinned chat stays at the top of the sidebar (1 = pinned).
+        "m005_pinned_conversations",
+        """
+        ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
 ]
 
 

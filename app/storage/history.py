@@ -158,14 +158,15 @@ class History:
         return conv
 
     def list_conversations(self, query: str = "") -> list[Conversation]:
-        """Most recent first; ``query`` matches titles and message text (case-insensitive).
+        """Pinned chats first, then most recent first; ``query`` matches titles and message
+        text (case-insensitive).
 
         Here ``damaged`` reflects the conversation's own row only (messages are not read).
         """
         if not query.strip():
             rows = self._read(
                 "SELECT * FROM conversations WHERE deleted_at IS NULL "
-                "ORDER BY updated_at DESC, rowid DESC"
+                "ORDER BY pinned DESC, updated_at DESC, rowid DESC"
             )
         else:
             pattern = "%" + _escape_like(clean_text(query.strip())) + "%"
@@ -174,7 +175,7 @@ class History:
                 "c.title LIKE ?1 ESCAPE '\\' OR EXISTS ("
                 "SELECT 1 FROM messages m WHERE m.conversation_id = c.id "
                 "AND m.deleted_at IS NULL AND m.content LIKE ?1 ESCAPE '\\')) "
-                "ORDER BY updated_at DESC, rowid DESC",
+                "ORDER BY pinned DESC, updated_at DESC, rowid DESC",
                 (pattern,),
             )
         return [conversation_from_row(row) for row in rows]
@@ -208,6 +209,12 @@ class History:
                 f"UPDATE conversations SET {', '.join(sets)} WHERE id = ?",
                 (*args, conversation_id),
             )
+
+    def set_pinned(self, conversation_id: str, pinned: bool) -> None:
+        """Pin a chat to the top of the list (or unpin it)."""
+        self._write(
+            "UPDATE conversations SET pinned = ? WHERE id = ?", (int(pinned), conversation_id)
+        )
 
     def touch(self, conversation_id: str, when: float | None = None) -> None:
         self._write(

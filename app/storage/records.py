@@ -25,6 +25,7 @@ class Conversation:
     settings: dict = field(default_factory=dict)
     model_id: str | None = None
     damaged: bool = False
+    pinned: bool = False  # shown at the top of the sidebar
 
 
 @dataclass
@@ -133,6 +134,7 @@ def conversation_from_row(row: sqlite3.Row) -> Conversation:
         system_prompt=r.text("system_prompt"),
         settings=r.json_object("settings"),
         model_id=r.optional_text("model_id"),
+        pinned=bool(r.number("pinned")),
     )
     conv.damaged = r.damaged
     return conv

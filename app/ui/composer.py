@@ -1,10 +1,25 @@
-"""The message composer: Enter sends, Shift+Enter adds a line, Send turns into Stop."""
+"""The message composer: Enter sends, Shift+Enter adds a line, Send turns into Stop.
+
+While a message is being edited a banner above the text box says so ("Editing a message —
+Save & submit / Cancel"); Esc cancels the edit and brings back what was being written.
+"""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import QHBoxLayout, QPlainTextEdit, QPushButton, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.text import clean_text
+from app.ui.theme import colors_for, edit_banner_stylesheet
 
 
 class ComposerEdit(QPlainTextEdit):
@@ -41,20 +56,52 @@ _HINTS = {
 }
 
 
+class EditBanner(QFrame):
+    """ "Editing a message — Save & submit / Cancel" above the text box."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("editBanner")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self.label = QLabel("Editing a message — the original is kept as an earlier version.",
+                            self)
+        self.label.setWordWrap(True)
+        self.save_button = QPushButton("Save && submit", self)
+        self.save_button.setObjectName("saveEdit")
+        self.save_button.setAccessibleName("Save and submit")
+        self.save_button.setAccessibleDescription("Send the edited message as a new version.")
+        self.cancel_button = QPushButton("Cancel", self)
+        self.cancel_button.setAccessibleName("Cancel editing")
+        self.cancel_button.setAccessibleDescription("Stop editing (Esc); nothing changes.")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(10, 4, 6, 4)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.cancel_button)
+        layout.addWidget(self.save_button)
+        self.setAccessibleName("Editing a message")
+        self.setStyleSheet(edit_banner_stylesheet(colors_for(self.palette())))
+        self.hide()
+
+
 class Composer(QWidget):
     """Where the user writes.
 
     Signals:
         submitted(str text): the user sent a non-empty message.
         stop_requested(): the user asked to stop the streaming reply (Stop button or Esc).
+        edit_cancelled(): the user left edit mode (Cancel or Esc) without sending.
     """
 
     submitted = Signal(str)
     stop_requested = Signal()
+    edit_cancelled = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._generating = False
+        self._editing = False
+        self._draft = ""  # what was being written before an edit began
+        self.banner = EditBanner(self)
         self.edit = ComposerEdit(self)
         self.edit.setObjectName("composerEdit")
         self.edit.setAccessibleName("Message")
@@ -66,10 +113,17 @@ class Composer(QWidget):
         self.button.setAccessibleName("Send")
         self.button.setAccessibleDescription("Send the message, or stop the reply being written.")
         self.button.setDefault(True)
-        layout = QHBoxLayout(self)
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.edit, 1)
+        row.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
+        layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 4, 8, 8)
-        layout.addWidget(self.edit, 1)
-        layout.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
+        layout.setSpacing(4)
+        layout.addWidget(self.banner)
+        layout.addLayout(row)
+        self.banner.save_button.clicked.connect(self.on_send)
+        self.banner.cancel_button.clicked.connect(self.on_cancel_edit)
         self.edit.send_pressed.connect(self.on_send)
         self.edit.stop_pressed.connect(self.on_stop)
         self.button.clicked.connect(self.on_button_clicked)
@@ -83,6 +137,33 @@ class Composer(QWidget):
         self._generating = generating
         self.button.setText("Stop" if generating else "Send")
         self.button.setAccessibleName("Stop" if generating else "Send")
+
+    @property
+    def editing(self) -> bool:
+        return self._editing
+
+    def begin_edit(self, text: str) -> None:
+        """Show the banner and put the message being edited in the box."""
+        if not self._editing:
+            self._draft = self.edit.toPlainText()
+        self._editing = True
+        self.banner.show()
+        self.set_text(text)
+
+    def end_edit(self) -> None:
+        """Edit mode is over (the edit was sent, cancelled, or the chat changed)."""
+        if not self._editing:
+            return
+        self._editing = False
+        self.banner.hide()
+
+    def on_cancel_edit(self) -> None:
+        if not self._editing:
+            return
+        self.end_edit()
+        self.set_text(self._draft)
+        self._draft = ""
+        self.edit_cancelled.emit()
 
     def set_text(self, text: str) -> None:
         self.edit.setPlainText(text)
@@ -101,15 +182,20 @@ class Composer(QWidget):
     def on_send(self) -> None:
         if self._generating:
             return
-        text = self.edit.toPlainText().strip()
+        text = clean_text(self.edit.toPlainText()).strip()
         if not text:
             return
         self.edit.clear()
+        if self._editing:  # the controller turns it into a new version
+            self._draft = ""
         self.submitted.emit(text)
 
     def on_stop(self) -> None:
+        """Esc: stop a streaming reply, else leave edit mode."""
         if self._generating:
             self.stop_requested.emit()
+        elif self._editing:
+            self.on_cancel_edit()
 
     def set_send_key(self, send_key: str) -> None:
         """"enter" or "ctrl+enter" (the "send_key" setting); the hint says which."""

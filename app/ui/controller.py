@@ -4,6 +4,12 @@ Lives on the UI thread. Owns the history, the two item models and the worker hos
 widgets only call its methods and listen to its signals. Every user message is saved before
 generation starts; the reply is saved as it streams (ReplyWriter, at most 1 s behind) and
 marked complete / stopped / failed at the end.
+
+Nothing is lost by a change: editing a message adds a new variant beside it
+(``History.edit_message``), regenerating adds a new reply beside the old one
+(``History.regenerate``), ``switch_variant`` shows another branch, and a delete can be
+undone (``undo_delete``) for as long as the view offers it. The prompt is always the path on
+screen as the history stores it (``History.active_path``).
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ from PySide6.QtCore import QObject, Signal
 from app.engine.types import GenerationSettings, GenerationStats, Message
 from app.errors import HearthError, StorageError
 from app.settings import PER_CHAT, Settings, chat_settings
-from app.storage import transfer
-from app.storage.history import History, ReplyWriter
+from app.storage import importer, transfer
+from app.storage.history import Deletion, History, ReplyWriter, StoredMessage
+from app.text import clean_text
 from app.ui.chat_model import ChatModel
 from app.ui.conversation_list import ConversationListModel
 from app.ui.message_bridge import MessageBridge
@@ -53,6 +60,8 @@ class ChatController(QObject):
     model_load_failed(str message)
     stats_changed(GenerationStats)
     edit_started(str text): the composer should hold this text for editing.
+    edit_ended(): edit mode is over (sent, cancelled, or the chat changed).
+    deleted(str text): something was deleted; ``undo_delete`` brings it back.
     notice(str text): a short status-bar note ("Copied", "Exported to …").
     """
 
@@ -63,6 +72,8 @@ class ChatController(QObject):
     model_load_failed = Signal(str)
     stats_changed = Signal(object)
     edit_started = Signal(str)
+    edit_ended = Signal()
+    deleted = Signal(str)
     notice = Signal(str)
 
     def __init__(
@@ -87,6 +98,8 @@ class ChatController(QObject):
         self.last_stats: GenerationStats | None = None
         self._active: ActiveReply | None = None
         self._edit_row: int | None = None
+        self._edit_id: int | None = None
+        self._last_deletion: Deletion | None = None
         self._pending_values: dict[str, Any] = {}
         w = self.worker  # its signals arrive queued on this (the UI) thread
         w.loaded.connect(self.on_loaded)
@@ -155,7 +168,8 @@ class ChatController(QObject):
     def new_conversation(self) -> None:
         """Show an empty chat; the conversation is created when the first message is sent."""
         self.current_id = None
-        self._edit_row = None
+        self._end_edit()
+        self._last_deletion = None
         self._pending_values = {}
         self.chat_model.set_messages([])
         self.conversation_opened.emit(None, self.chat_values())
@@ -166,8 +180,10 @@ class ChatController(QObject):
         if self.history.get_conversation(conversation_id) is None:
             return
         self.current_id = conversation_id
-        self._edit_row = None
-        messages = self.history.messages(conversation_id)
+        self._end_edit()
+        self._last_deletion = None
+        conv = self.history.get_conversation(conversation_id)
+        messages = self.history.active_path(conversation_id)
         active = self._active
         if active is not None:
             active.row = None
@@ -178,6 +194,17 @@ class ChatController(QObject):
                         active.row = row
         self.chat_model.set_messages(messages)
         self.conversation_opened.emit(conversation_id, self.chat_values())
+        if conv is not None and conv.damaged:
+            self.bridge.warning(
+                f"Part of the chat “{conv.title or 'New chat'}” could not be read from "
+                f"{self.history.path}: the damaged text is shown with � marks or left empty. "
+                "Export it to keep what is readable."
+            )
+
+    def set_pinned(self, conversation_id: str, pinned: bool) -> None:
+        """Pin a chat to the top of the list, or unpin it."""
+        self._guard(self.history.set_pinned, conversation_id, pinned)
+        self.conversations.refresh()
 
     def rename_conversation(self, conversation_id: str, title: str) -> None:
         self._guard(self.history.rename_conversation, conversation_id, title)
@@ -212,7 +239,7 @@ class ChatController(QObject):
 
     def send(self, text: str) -> bool:
         """Save the user's message, then ask the worker for a reply."""
-        text = text.strip()
+        text = clean_text(text).strip()
         if not text:
             return False
         if self.generating:
@@ -231,10 +258,12 @@ class ChatController(QObject):
                 )
                 self.current_id = conv.id
                 self._pending_values = {}
-            if self._edit_row is not None:
-                self._truncate(self._edit_row)
-                self._edit_row = None
-            msg = self.history.add_message(self.current_id, "user", text)
+            if self._edit_id is not None and self._edit_row is not None:
+                msg = self.history.edit_message(self._edit_id, text)  # a new variant
+                self.chat_model.truncate(self._edit_row)
+                self._end_edit()
+            else:
+                msg = self.history.add_message(self.current_id, "user", text)
         except StorageError as exc:
             self.bridge.report(exc)
             return False
@@ -247,42 +276,118 @@ class ChatController(QObject):
         if self._active is not None:
             self.worker.stop()
 
+    def perform(self, action: str, row: int) -> bool:
+        """A per-message action from the chat view: edit, regenerate, delete, previous or
+        next (the ``‹ ›`` branch arrows)."""
+        if action == "regenerate":
+            return self.regenerate(row)
+        if action == "edit":
+            return self.begin_edit(row)
+        if action == "delete":
+            return self.delete_turn(row)
+        if action in ("previous", "next") and 0 <= row < self.chat_model.rowCount():
+            step = -1 if action == "previous" else 1
+            return self.switch_variant(row, self.chat_model.message(row).variant_index + step)
+        return False
+
     def regenerate(self, row: int) -> bool:
-        """Drop the reply at ``row`` (and everything after it) and ask again."""
+        """Ask again for the reply at ``row``: a new variant beside it (the old one stays)."""
         if not self._can_change(row) or self.chat_model.message(row).role != "assistant":
             return False
-        self._truncate(row)
-        return self._start_reply()
+        try:
+            reply = self.history.regenerate(self.chat_model.message(row).id)
+        except StorageError as exc:
+            self.bridge.report(exc)
+            return False
+        self._end_edit()
+        self.chat_model.truncate(row)
+        return self._start_reply(reply)
 
     def begin_edit(self, row: int) -> bool:
-        """Put a user message in the composer; sending it replaces it and what follows."""
+        """Put a user message in the composer; sending it adds a new version of that turn
+        (the old one and its replies stay, one ``‹ ›`` away)."""
         if not self._can_change(row) or self.chat_model.message(row).role != "user":
             return False
         self._edit_row = row
+        self._edit_id = self.chat_model.message(row).id
         self.edit_started.emit(self.chat_model.message(row).content)
         return True
 
     def cancel_edit(self) -> None:
-        self._edit_row = None
+        self._end_edit()
 
-    def delete_turn(self, row: int) -> bool:
-        """Delete a user message with its reply, or a reply with the message it answers."""
+    def _end_edit(self) -> None:
+        was_editing = self._edit_row is not None
+        self._edit_row = None
+        self._edit_id = None
+        if was_editing:
+            self.edit_ended.emit()
+
+    def switch_variant(self, row: int, index: int) -> bool:
+        """Show version ``index`` (0-based) of the turn at ``row`` and the branch below it."""
         if not self._can_change(row):
             return False
         msg = self.chat_model.message(row)
-        rows = [row]
-        if msg.role == "user" and row + 1 < self.chat_model.rowCount():
-            if self.chat_model.message(row + 1).role == "assistant":
-                rows.append(row + 1)
-        elif (
-            msg.role == "assistant" and row > 0 and self.chat_model.message(row - 1).role == "user"
-        ):
-            rows.insert(0, row - 1)
-        for r in rows:
-            self._guard(self.history.delete_message, self.chat_model.message(r).id)
-        self.chat_model.remove_rows(rows[0], rows[-1])
-        self._edit_row = None
+        if not 0 <= index < msg.variant_count:
+            return False
+        try:
+            path = self.history.switch_variant(msg.id, index)
+        except StorageError as exc:
+            self.bridge.report(exc)
+            return False
+        self._end_edit()
+        self._show_path_from(row, path)
         return True
+
+    def delete_turn(self, row: int) -> bool:
+        """Delete a user message with the reply shown below it, or a reply alone (never the
+        question above it). ``deleted`` offers the Undo."""
+        if not self._can_change(row):
+            return False
+        msg = self.chat_model.message(row)
+        try:
+            deletion = self.history.delete_turn(msg.id)
+        except StorageError as exc:
+            self.bridge.report(exc)
+            return False
+        self._last_deletion = deletion
+        self._end_edit()
+        assert self.current_id is not None
+        self._show_path_from(row, self.history.active_path(self.current_id))
+        self.conversations.upsert(self.current_id)
+        what = "Reply deleted" if msg.role == "assistant" else (
+            "Message and reply deleted" if len(deletion.message_ids) > 1 else "Message deleted"
+        )
+        self.deleted.emit(what)
+        return True
+
+    @property
+    def can_undo_delete(self) -> bool:
+        return self._last_deletion is not None
+
+    def undo_delete(self) -> bool:
+        """Bring back what the last delete in the open chat hid."""
+        deletion = self._last_deletion
+        if deletion is None or self.generating:
+            return False
+        self._last_deletion = None
+        try:
+            self.history.undo_delete(deletion)
+        except StorageError as exc:
+            self.bridge.report(exc)
+            return False
+        if deletion.conversation_id == self.current_id:
+            self._end_edit()
+            self.chat_model.set_messages(self.history.active_path(deletion.conversation_id))
+        self.conversations.upsert(deletion.conversation_id)
+        self.notice.emit("Restored")
+        return True
+
+    def _show_path_from(self, row: int, path: list[StoredMessage]) -> None:
+        """Replace the rows from ``row`` on with ``path``'s (the rows above are unchanged)."""
+        self.chat_model.truncate(row)
+        for msg in path[row:]:
+            self.chat_model.append(msg)
 
     def last_reply(self) -> str | None:
         for msg in reversed(self.chat_model.messages()):
@@ -296,14 +401,15 @@ class ChatController(QObject):
         if self.current_id is None:
             self.bridge.info("Open a chat to export it.")
             return False
-        conv = self.history.get_conversation(self.current_id)
-        assert conv is not None
-        messages = self.history.messages(conv.id)
-        text = (
-            transfer.to_markdown(conv, messages)
-            if fmt == "markdown"
-            else transfer.to_json(conv, messages)
-        )
+        try:
+            text = (
+                transfer.export_markdown(self.history, self.current_id)
+                if fmt == "markdown"
+                else transfer.export_json(self.history, self.current_id)  # every branch
+            )
+        except HearthError as exc:
+            self.bridge.report(exc)
+            return False
         try:
             Path(path).write_text(text, encoding="utf-8")
         except OSError as exc:
@@ -314,14 +420,14 @@ class ChatController(QObject):
 
     def import_conversation(self, path: str | Path) -> str | None:
         try:
-            text = Path(path).read_text(encoding="utf-8")
-            conv = transfer.import_json(self.history, text)
-        except OSError as exc:
-            self.bridge.error(f"The file {path} could not be read: {exc.strerror}.")
-            return None
+            imported = importer.import_file(self.history, path)
         except HearthError as exc:
             self.bridge.report(exc)
             return None
+        if not imported:
+            self.bridge.info(f"{path} holds no chats to import.")
+            return None
+        conv = imported[0]
         self.conversations.refresh()
         self.open_conversation(conv.id)
         self.notice.emit(f"Imported “{conv.title}”")
@@ -360,9 +466,10 @@ class ChatController(QObject):
             self._end_reply("failed", provenance)
         else:  # nothing was written: drop the empty reply row
             self._guard(self.history.delete_message, active.message_id)
-            if active.row is not None:
-                self.chat_model.remove_rows(active.row, active.row)
             self._active = None
+            if active.row is not None and conversation_id == self.current_id:
+                # a regenerated reply gives way to the version it was asked beside
+                self._show_path_from(active.row, self.history.active_path(conversation_id))
             self.generating_changed.emit(False)
 
     # shutdown -----------------------------------------------------------------------------
@@ -380,12 +487,17 @@ class ChatController(QObject):
 
     # helpers ------------------------------------------------------------------------------
 
-    def _start_reply(self) -> bool:
+    def _start_reply(self, reply: StoredMessage | None = None) -> bool:
+        """Stream a reply into ``reply`` (an empty 'streaming' message already stored, as
+        ``History.regenerate`` makes) or into a new one at the end of the path."""
         assert self.current_id is not None and self.model_info is not None
-        messages = self._prompt_messages(self.chat_values()["system_prompt"])
         gen = self.generation_settings()
         try:
-            reply = self.history.add_message(self.current_id, "assistant", "", status="streaming")
+            if reply is None:
+                reply = self.history.add_message(
+                    self.current_id, "assistant", "", status="streaming"
+                )
+            messages = self._prompt_messages(self.chat_values()["system_prompt"], reply.id)
         except StorageError as exc:
             self.bridge.report(exc)
             return False
@@ -397,9 +509,14 @@ class ChatController(QObject):
         self.host.post(self.worker.on_generate_requested, request)
         return True
 
-    def _prompt_messages(self, system_prompt: str) -> list[Message]:
+    def _prompt_messages(self, system_prompt: str, reply_id: int) -> list[Message]:
+        """The prompt: the stored path on screen above the reply being written (failed and
+        empty replies left out)."""
+        assert self.current_id is not None
         messages = [Message("system", system_prompt)] if system_prompt.strip() else []
-        for msg in self.chat_model.messages():
+        for msg in self.history.active_path(self.current_id):
+            if msg.id == reply_id:
+                break
             if msg.role == "assistant" and (msg.status == "failed" or not msg.content):
                 continue
             messages.append(Message(msg.role, msg.content))
@@ -445,12 +562,6 @@ class ChatController(QObject):
             self.bridge.info("Stop the reply before changing the conversation.")
             return False
         return 0 <= row < self.chat_model.rowCount() and self.current_id is not None
-
-    def _truncate(self, row: int) -> None:
-        assert self.current_id is not None
-        position = self.chat_model.message(row).position
-        self.history.delete_messages_from(self.current_id, position)
-        self.chat_model.truncate(row)
 
     def _guard(self, fn, *args, **kwargs) -> None:
         try:

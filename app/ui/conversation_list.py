@@ -1,7 +1,14 @@
-"""The conversation list: a Qt model over the history database and its side-bar widget."""
+"""The conversation list: a Qt model over the history database and its side-bar widget.
+
+Chats are grouped by date (Pinned, Today, Yesterday, Previous 7 days, Older); a group's name
+is painted above its first chat by ``GroupDelegate``, so every row is a chat and the arrow
+keys never land on a header. The list's selection is always the chat on screen.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from typing import Any
 
 from PySide6.QtCore import (
@@ -9,9 +16,12 @@ from PySide6.QtCore import (
     QModelIndex,
     QPersistentModelIndex,
     QPoint,
+    QRect,
+    QSize,
     Qt,
     Signal,
 )
+from PySide6.QtGui import QColor, QFont, QGuiApplication, QMouseEvent
 from PySide6.QtWidgets import (
     QInputDialog,
     QLineEdit,
@@ -19,30 +29,59 @@ from PySide6.QtWidgets import (
     QMenu,
     QMessageBox,
     QPushButton,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QVBoxLayout,
     QWidget,
 )
 
 from app.storage.history import Conversation, History
+from app.ui.icons import icon
+from app.ui.theme import colors_for
 
 Index = QModelIndex | QPersistentModelIndex
 
+GROUPS = ("Pinned", "Today", "Yesterday", "Previous 7 days", "Older")
+HEADER_HEIGHT = 26
+
+
+def date_group(conv: Conversation, now: float | None = None) -> str:
+    """The sidebar group of a chat: pinned, or by the local date it was last used."""
+    if conv.pinned:
+        return "Pinned"
+    today = dt.date.fromtimestamp(time.time() if now is None else now)
+    day = dt.date.fromtimestamp(conv.updated_at)
+    age = (today - day).days
+    if age <= 0:
+        return "Today"
+    if age == 1:
+        return "Yesterday"
+    if age <= 7:
+        return "Previous 7 days"
+    return "Older"
+
 
 class ConversationListModel(QAbstractListModel):
-    """Conversations, most recent first, optionally filtered by a search query.
+    """Conversations, pinned first, then most recent first, optionally filtered by a search
+    query; ``GroupRole`` names each row's date group and ``HeaderRole`` is that name on the
+    first row of a group (else "").
 
-    Reads from ``History`` on ``refresh``; ``touch``/``upsert`` keep it in step after writes
-    without a reload. UI thread only.
+    Reads from ``History`` on ``refresh``; ``upsert`` keeps it in step after writes. UI
+    thread only.
     """
 
     IdRole = Qt.ItemDataRole.UserRole + 1
     ConversationRole = Qt.ItemDataRole.UserRole + 2
+    GroupRole = Qt.ItemDataRole.UserRole + 3
+    HeaderRole = Qt.ItemDataRole.UserRole + 4
 
-    def __init__(self, history: History, parent=None) -> None:
+    def __init__(self, history: History, parent=None, *, clock=time.time) -> None:
         super().__init__(parent)
         self._history = history
         self._rows: list[Conversation] = []
+        self._groups: list[str] = []
         self._query = ""
+        self._clock = clock
         self.refresh()
 
     def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
@@ -51,17 +90,26 @@ class ConversationListModel(QAbstractListModel):
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or not 0 <= index.row() < len(self._rows):
             return None
-        conv = self._rows[index.row()]
+        row = index.row()
+        conv = self._rows[row]
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole):
             return conv.title or "New chat"
         if role == Qt.ItemDataRole.ToolTipRole:
             return conv.title or "New chat"
         if role == Qt.ItemDataRole.AccessibleTextRole:
-            return f"Chat: {conv.title or 'New chat'}"
+            pinned = "Pinned chat" if conv.pinned else "Chat"
+            return f"{pinned}: {conv.title or 'New chat'} ({self._groups[row]})"
+        if role == Qt.ItemDataRole.DecorationRole and conv.pinned:
+            return icon("pinned", colors_for(QGuiApplication.palette()))
         if role == self.IdRole:
             return conv.id
         if role == self.ConversationRole:
             return conv
+        if role == self.GroupRole:
+            return self._groups[row]
+        if role == self.HeaderRole:
+            first = row == 0 or self._groups[row - 1] != self._groups[row]
+            return self._groups[row] if first else ""
         return None
 
     def flags(self, index: Index) -> Qt.ItemFlag:
@@ -80,6 +128,8 @@ class ConversationListModel(QAbstractListModel):
     def refresh(self) -> None:
         self.beginResetModel()
         self._rows = self._history.list_conversations(self._query)
+        now = self._clock()
+        self._groups = [date_group(conv, now) for conv in self._rows]
         self.endResetModel()
 
     def row_of(self, conversation_id: str) -> int:
@@ -92,57 +142,82 @@ class ConversationListModel(QAbstractListModel):
         return self._rows[row]
 
     def upsert(self, conversation_id: str) -> None:
-        """Re-read one conversation and move it to the top (it was just used)."""
-        conv = self._history.get_conversation(conversation_id)
-        row = self.row_of(conversation_id)
-        if conv is None:
-            if row >= 0:
-                self.beginRemoveRows(QModelIndex(), row, row)
-                del self._rows[row]
-                self.endRemoveRows()
-            return
-        if row < 0:
-            if self._query and conv not in self._history.list_conversations(self._query):
-                return
-            self.beginInsertRows(QModelIndex(), 0, 0)
-            self._rows.insert(0, conv)
-            self.endInsertRows()
-            return
-        if row > 0:
-            self.beginMoveRows(QModelIndex(), row, row, QModelIndex(), 0)
-            self._rows.insert(0, self._rows.pop(row))
-            self.endMoveRows()
-        self._rows[0] = conv
-        index = self.index(0, 0)
-        self.dataChanged.emit(index, index, [])
+        """Re-read the list after a write to ``conversation_id`` (it moves to its group's
+        top; pinned chats stay above)."""
+        self.refresh()
 
     def remove(self, conversation_id: str) -> None:
         row = self.row_of(conversation_id)
         if row >= 0:
-            self.beginRemoveRows(QModelIndex(), row, row)
-            del self._rows[row]
-            self.endRemoveRows()
+            self.refresh()  # the next row may now head its group
+
+
+class GroupDelegate(QStyledItemDelegate):
+    """Paints a row's group name above it when it is the first of its group."""
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:
+        size = super().sizeHint(option, index)
+        size.setHeight(max(size.height(), 30))
+        if index.data(ConversationListModel.HeaderRole):
+            size.setHeight(size.height() + HEADER_HEIGHT)
+        return size
+
+    def paint(self, painter, option: QStyleOptionViewItem, index: Index) -> None:
+        header = index.data(ConversationListModel.HeaderRole)
+        if not header:
+            super().paint(painter, option, index)
+            return
+        colors = colors_for(option.palette)
+        painter.save()
+        font = QFont(option.font)
+        font.setPointSizeF(max(7.0, font.pointSizeF() * 0.85))
+        font.setBold(True)
+        painter.setFont(font)
+        painter.setPen(QColor(colors.muted))
+        top = QRect(option.rect.left() + 8, option.rect.top() + 4, option.rect.width() - 16,
+                    HEADER_HEIGHT - 4)
+        painter.drawText(top, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, header)
+        painter.restore()
+        item = QStyleOptionViewItem(option)
+        item.rect = option.rect.adjusted(0, HEADER_HEIGHT, 0, 0)
+        super().paint(painter, item, index)
+
+
+class ChatListView(QListView):
+    """A right-click opens the menu without moving the selection off the chat on screen."""
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        if event.button() == Qt.MouseButton.RightButton:
+            event.accept()
+            return
+        super().mousePressEvent(event)
 
 
 class ConversationList(QWidget):
-    """Side bar: new chat, search, the list, rename/delete from the context menu.
+    """Side bar: new chat, search, the grouped list; rename / pin / delete from the context
+    menu. The selection always shows the open chat: moving it (arrow keys) opens that chat.
 
     Signals:
         selected(str conversation_id): the user picked a conversation.
         new_requested(): the user asked for a new chat.
         rename_requested(str conversation_id, str title)
+        pin_requested(str conversation_id, bool pinned)
         delete_requested(str conversation_id): confirmed by the user already.
     """
 
     selected = Signal(str)
     new_requested = Signal()
     rename_requested = Signal(str, str)
+    pin_requested = Signal(str, bool)
     delete_requested = Signal(str)
 
     def __init__(self, model: ConversationListModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = model
-        self.new_button = QPushButton("New chat", self)
+        self._current_id: str | None = None
+        self._selecting = False
+        colors = colors_for(self.palette())
+        self.new_button = QPushButton(icon("new", colors), "New chat", self)
         self.new_button.setAccessibleName("New chat")
         self.new_button.setAccessibleDescription("Start a new conversation (Ctrl+N).")
         self.search = QLineEdit(self)
@@ -150,13 +225,16 @@ class ConversationList(QWidget):
         self.search.setClearButtonEnabled(True)
         self.search.setAccessibleName("Search chats")
         self.search.setAccessibleDescription("Filter chats by title and message text (Ctrl+F).")
-        self.view = QListView(self)
+        self.view = ChatListView(self)
         self.view.setModel(model)
+        self.view.setItemDelegate(GroupDelegate(self.view))
         self.view.setObjectName("conversationList")
         self.view.setAccessibleName("Chats")
-        self.view.setAccessibleDescription("Your conversations, most recent first.")
+        self.view.setAccessibleDescription(
+            "Your conversations: pinned first, then by date, most recent first."
+        )
         self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        self.view.setUniformItemSizes(True)
+        self.view.setUniformItemSizes(False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(self.new_button)
@@ -168,35 +246,70 @@ class ConversationList(QWidget):
         self.view.clicked.connect(self.on_clicked)
         self.view.activated.connect(self.on_clicked)
         self.view.customContextMenuRequested.connect(self.on_context_menu)
+        self.view.selectionModel().currentChanged.connect(self.on_current_changed)
+        self.model.modelReset.connect(self.on_model_reset)
 
     def select(self, conversation_id: str | None) -> None:
         """Highlight a conversation without emitting ``selected``."""
+        self._current_id = conversation_id
         row = self.model.row_of(conversation_id) if conversation_id else -1
         sel = self.view.selectionModel()
-        if row < 0:
-            sel.clearSelection()
-            return
-        index = self.model.index(row, 0)
-        self.view.setCurrentIndex(index)
-        self.view.scrollTo(index)
+        self._selecting = True
+        try:
+            if row < 0:
+                sel.clearSelection()
+                sel.setCurrentIndex(QModelIndex(), sel.SelectionFlag.Clear)
+                return
+            index = self.model.index(row, 0)
+            self.view.setCurrentIndex(index)
+            self.view.scrollTo(index)
+        finally:
+            self._selecting = False
+
+    def on_model_reset(self) -> None:
+        self.select(self._current_id)
 
     def on_clicked(self, index: QModelIndex) -> None:
         if index.isValid():
             self.selected.emit(index.data(ConversationListModel.IdRole))
 
+    def on_current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        """The arrow keys moved the selection: open that chat, so list and screen agree."""
+        if self._selecting or not current.isValid():
+            return
+        conv_id = current.data(ConversationListModel.IdRole)
+        if conv_id != self._current_id:
+            self.selected.emit(conv_id)
+
     def on_context_menu(self, pos: QPoint) -> None:
         index = self.view.indexAt(pos)
         if not index.isValid():
             return
+        conv: Conversation = index.data(ConversationListModel.ConversationRole)
+        chosen = self.run_menu(self.context_menu(conv), self.view.viewport().mapToGlobal(pos))
+        if chosen == "rename":
+            self.rename(conv.id)
+        elif chosen == "pin":
+            self.pin_requested.emit(conv.id, not conv.pinned)
+        elif chosen == "delete":
+            self.delete(conv.id)
+        self.select(self._current_id)  # the selection stays on the chat on screen
+
+    def context_menu(self, conv: Conversation) -> QMenu:
+        colors = colors_for(self.palette())
         menu = QMenu(self)
-        rename = menu.addAction("Rename…")
-        delete = menu.addAction("Delete…")
-        chosen = menu.exec(self.view.viewport().mapToGlobal(pos))
-        conv_id = index.data(ConversationListModel.IdRole)
-        if chosen is rename:
-            self.rename(conv_id)
-        elif chosen is delete:
-            self.delete(conv_id)
+        menu.addAction("Rename…").setData("rename")
+        pin = menu.addAction(icon("unpin" if conv.pinned else "pin", colors),
+                             "Unpin" if conv.pinned else "Pin to top")
+        pin.setData("pin")
+        menu.addSeparator()
+        menu.addAction(icon("delete", colors), "Delete…").setData("delete")
+        return menu
+
+    def run_menu(self, menu: QMenu, where: QPoint) -> str | None:
+        """Show the menu; the chosen action's data (a separate method so tests can answer)."""
+        chosen = menu.exec(where)
+        return chosen.data() if chosen is not None else None
 
     def rename(self, conversation_id: str) -> None:
         row = self.model.row_of(conversation_id)

@@ -257,7 +257,13 @@ class MainWindow(QMainWindow):
         c.model_loaded.connect(self.on_model_loaded)
         c.model_load_failed.connect(self.on_model_load_failed)
         c.stats_changed.connect(self.status.set_stats)
-        c.edit_started.connect(self.composer.set_text)
+        c.edit_started.connect(self.composer.begin_edit)
+        c.edit_ended.connect(self.composer.end_edit)
+        self.composer.edit_cancelled.connect(c.cancel_edit)
+        c.deleted.connect(self.chat_view.toast.show_undo)
+        self.chat_view.toast.undo_clicked.connect(c.undo_delete)
+        self.chat_view.welcome.prompt_chosen.connect(self.on_submitted)
+        self.conversation_list.pin_requested.connect(c.set_pinned)
         c.notice.connect(lambda text: self.status.showMessage(text, 4000))
         self.bridge.message_shown.connect(self.banner.show_message)
         self.bridge.crash_reported.connect(self.on_crash)
@@ -325,6 +331,7 @@ class MainWindow(QMainWindow):
             self.refresh_models()
         self._select_picker(info.path)
         self.status.set_model(info, self.model_picker.currentText())
+        self.chat_view.set_model_name(self.model_picker.currentText() or info.name)
         self.settings_panel.set_model_defaults(info.generation_defaults)
         self.status.showMessage(f"Loaded {info.name} in {info.load_ms / 1000:.1f} s", 4000)
         self._update_page()
@@ -366,12 +373,7 @@ class MainWindow(QMainWindow):
             self.composer.set_text(text)  # keep what the user wrote
 
     def on_chat_action(self, action: str, row: int) -> None:
-        if action == "regenerate":
-            self.controller.regenerate(row)
-        elif action == "edit":
-            self.controller.begin_edit(row)
-        elif action == "delete":
-            self.controller.delete_turn(row)
+        self.controller.perform(action, row)
 
     def on_generating_changed(self, generating: bool) -> None:
         self.composer.set_generating(generating)

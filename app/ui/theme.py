@@ -1,4 +1,5 @@
-"""Light and dark colours that follow the system palette (Qt's own palette is the source)."""
+"""Light and dark colours that follow the system palette (Qt's own palette is the source),
+and the one stylesheet per theme that the chat area is drawn with."""
 
 from __future__ import annotations
 
@@ -12,20 +13,25 @@ class Colors:
     dark: bool
     text: str
     muted: str
-    user_bg: str
-    assistant_bg: str
+    user_bg: str  # the user's turn: a tinted card
+    assistant_bg: str  # the page the conversation is written on
     code_bg: str
     border: str
     link: str
     warning: str
     error: str
     pygments_style: str
+    hover_bg: str = "#eaeef2"  # an icon button under the pointer or with focus
+    accent: str = "#0969da"  # the primary button (Save & submit, Undo)
+    on_accent: str = "#ffffff"  # text on the accent
+    toast_bg: str = "#24292f"  # the Undo toast
+    toast_text: str = "#ffffff"
 
 
 LIGHT = Colors(
     dark=False,
     text="#1f2328",
-    muted="#656d76",
+    muted="#59636e",
     user_bg="#eef3fb",
     assistant_bg="#ffffff",
     code_bg="#f6f8fa",
@@ -34,6 +40,11 @@ LIGHT = Colors(
     warning="#9a6700",
     error="#cf222e",
     pygments_style="default",
+    hover_bg="#e6eaef",
+    accent="#0969da",
+    on_accent="#ffffff",
+    toast_bg="#24292f",
+    toast_text="#ffffff",
 )
 
 DARK = Colors(
@@ -48,6 +59,20 @@ DARK = Colors(
     warning="#d29922",
     error="#f85149",
     pygments_style="monokai",
+    hover_bg="#262c36",
+    accent="#1f6feb",
+    on_accent="#ffffff",
+    toast_bg="#e6edf3",
+    toast_text="#161b22",
+)
+
+# (foreground, background) pairs that carry text: each must reach WCAG AA (4.5:1).
+TEXT_PAIRS = (
+    ("text", "assistant_bg"), ("text", "user_bg"), ("text", "code_bg"), ("text", "hover_bg"),
+    ("muted", "assistant_bg"), ("muted", "user_bg"), ("muted", "code_bg"), ("muted", "hover_bg"),
+    ("link", "assistant_bg"), ("link", "code_bg"), ("link", "user_bg"),
+    ("warning", "assistant_bg"), ("error", "assistant_bg"),
+    ("on_accent", "accent"), ("toast_text", "toast_bg"),
 )
 
 
@@ -111,3 +136,75 @@ def apply_theme(choice: str) -> None:
         app.setPalette(_SYSTEM_PALETTE)
         return
     app.setPalette(palette_for(DARK if choice == "dark" else LIGHT, _SYSTEM_PALETTE))
+
+
+def relative_luminance(hex_color: str) -> float:
+    """WCAG 2 relative luminance of ``#rrggbb``."""
+    channels = [int(hex_color[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast_ratio(foreground: str, background: str) -> float:
+    """WCAG 2 contrast ratio of two ``#rrggbb`` colours (1 to 21)."""
+    a, b = relative_luminance(foreground), relative_luminance(background)
+    return (max(a, b) + 0.05) / (min(a, b) + 0.05)
+
+
+def chat_stylesheet(c: Colors) -> str:
+    """The chat area's one stylesheet: the page, the user's card, the icon buttons, the
+    welcome page, the edit banner and the Undo toast. Widgets carry object names and
+    properties; no widget sets its own colours."""
+    return f"""
+    #chatPage, #chatColumn, #welcomePage {{ background: {c.assistant_bg}; }}
+    QScrollArea#chatScroll {{ background: {c.assistant_bg}; border: none; }}
+    #messageCard[role="user"] {{ background: {c.user_bg}; border-radius: 14px; }}
+    #messageCard[role="assistant"] {{ background: transparent; }}
+    #messageBody {{ color: {c.text}; background: transparent; }}
+    #roleLabel {{ color: {c.muted}; font-weight: 600; }}
+    #statusNote {{ color: {c.muted}; }}
+    #statusNote[level="warning"] {{ color: {c.warning}; }}
+    #statusNote[level="error"] {{ color: {c.error}; }}
+    #typingIndicator {{ color: {c.muted}; }}
+    #variantLabel {{ color: {c.muted}; }}
+    #message:focus {{ outline: none; }}
+    #messageCard[focused="true"] {{ border: 2px solid {c.link}; }}
+    QToolButton#actionButton {{
+        border: none; border-radius: 6px; padding: 4px; background: transparent;
+        color: {c.muted};
+    }}
+    QToolButton#actionButton:hover, QToolButton#actionButton:focus {{
+        background: {c.hover_bg}; color: {c.text};
+    }}
+    QToolButton#actionButton:focus {{ border: 1px solid {c.link}; }}
+    QPushButton#showEarlier {{
+        border: none; color: {c.link}; background: transparent; padding: 8px;
+    }}
+    #welcomeTitle {{ color: {c.text}; font-size: 20pt; font-weight: 600; }}
+    #welcomeModel, #welcomeHints {{ color: {c.muted}; }}
+    QPushButton#examplePrompt {{
+        color: {c.text}; background: {c.code_bg}; border: 1px solid {c.border};
+        border-radius: 10px; padding: 10px 14px; text-align: left;
+    }}
+    QPushButton#examplePrompt:hover, QPushButton#examplePrompt:focus {{
+        background: {c.hover_bg}; border-color: {c.link};
+    }}
+    #undoToast {{ background: {c.toast_bg}; border-radius: 8px; }}
+    #undoToast QLabel {{ color: {c.toast_text}; }}
+    #undoToast QPushButton {{
+        color: {c.toast_text}; background: transparent; border: 1px solid {c.toast_text};
+        border-radius: 6px; padding: 3px 10px; font-weight: 600;
+    }}
+    """
+
+
+def edit_banner_stylesheet(c: Colors) -> str:
+    """The composer's "Editing a message" banner."""
+    return f"""
+    #editBanner {{ background: {c.user_bg}; border: 1px solid {c.border}; border-radius: 8px; }}
+    #editBanner QLabel {{ color: {c.text}; }}
+    #editBanner QPushButton#saveEdit {{
+        color: {c.on_accent}; background: {c.accent}; border: none; border-radius: 6px;
+        padding: 4px 12px; font-weight: 600;
+    }}
+    """

@@ -27,7 +27,8 @@ EXPECTED_SCHEMA = [
         "conversations",
         "CREATE TABLE conversations ( id TEXT PRIMARY KEY, title TEXT NOT NULL DEFAULT '', "
         "created_at REAL NOT NULL, updated_at REAL NOT NULL, system_prompt TEXT NOT NULL "
-        "DEFAULT '', settings TEXT NOT NULL DEFAULT '{}', model_id TEXT , deleted_at REAL)",
+        "DEFAULT '', settings TEXT NOT NULL DEFAULT '{}', model_id TEXT , deleted_at REAL, "
+        "pinned INTEGER NOT NULL DEFAULT 0)",
     ),
     (
         "table",

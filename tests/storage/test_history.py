@@ -146,3 +146,21 @@ def test_title_from_text():
     assert title_from_text("\n\n# Hello there\nmore") == "Hello there"
     assert len(title_from_text("x" * 200)) == 60
     assert title_from_text("   ") == "New chat"
+
+
+def test_pinned_chats_come_first_and_the_pin_persists(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    history = History(path)
+    old = history.create_conversation("old", created_at=1.0)
+    new = history.create_conversation("new", created_at=2.0)
+    assert [c.title for c in history.list_conversations()] == ["new", "old"]
+    history.set_pinned(old.id, True)
+    history.close()
+    history = History(path)
+    listed = history.list_conversations()
+    assert [(c.title, c.pinned) for c in listed] == [("old", True), ("new", False)]
+    assert [c.title for c in history.list_conversations("o")] == ["old"]
+    history.set_pinned(old.id, False)
+    assert [c.title for c in history.list_conversations()] == ["new", "old"]
+    assert history.get_conversation(new.id).pinned is False
+    history.close()

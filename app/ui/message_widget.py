@@ -1,0 +1,419 @@
+"""One message of the conversation as a widget: a card with the text, and its actions.
+
+The user's turn sits in a tinted card; the assistant's answer is set on the page like a
+document. Below each card: the ``‹ i / n ›`` branch control (shown whenever the turn has
+variants) and the action icons (copy, edit or regenerate, delete, and an info button that
+holds the reply's provenance), which appear while the pointer is over the message or focus
+is inside it. Every click is reported as a ``hearth:`` URL, the same words the Markdown's
+code-copy links use, so the view has one place that acts on them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from PySide6.QtCore import QPoint, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractScrollArea,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QTextBrowser,
+    QToolButton,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.storage.records import StoredMessage
+from app.storage.transfer import provenance_line
+from app.ui.icons import icon
+from app.ui.markdown_render import Rendered, render_markdown
+from app.ui.theme import Colors
+
+ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
+TYPING_FRAMES = ("•", "• •", "• • •")
+TYPING_INTERVAL_MS = 350
+
+_ACTION_ROW_HEIGHT: int | None = None  # one icon button's height, measured once
+
+_STATUS_NOTES = {
+    "streaming": ("replying…", ""),
+    "stopped": ("stopped", "warning"),
+    "failed": ("failed", "error"),
+}
+
+
+def _retain_size(widget: QWidget) -> None:
+    policy = widget.sizePolicy()
+    policy.setRetainSizeWhenHidden(True)
+    widget.setSizePolicy(policy)
+
+
+class MessageBody(QTextBrowser):
+    """The message text: one QTextDocument laid out once per change at the widget's width,
+    its height fixed to the document's (no height-for-width: a column of those made every
+    relayout ask all messages again, ~250 ms per streamed update in a 100-message chat).
+
+    Signals:
+        link_activated(str url)
+    """
+
+    link_activated = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("messageBody")
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setReadOnly(True)
+        self.setOpenLinks(False)
+        self.setOpenExternalLinks(False)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setSizeAdjustPolicy(QAbstractScrollArea.SizeAdjustPolicy.AdjustIgnored)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.DefaultContextMenu)
+        self.viewport().setAutoFillBackground(False)
+        self.document().setDocumentMargin(0)
+        self.anchorClicked.connect(self.on_anchor_clicked)
+        self.setFixedHeight(0)
+
+    def set_html(self, html: str) -> None:
+        self.document().setHtml(html)
+        self._fit()
+
+    def on_anchor_clicked(self, url: QUrl) -> None:
+        self.link_activated.emit(url.toString())
+
+    def _fit(self) -> None:
+        width = self.viewport().width()
+        if width > 0:
+            self.document().setTextWidth(width)
+        height = math.ceil(self.document().size().height())
+        if height != self.height():
+            self.setFixedHeight(height)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self._fit()
+
+    def wheelEvent(self, event) -> None:
+        event.ignore()  # the conversation scrolls, not the message
+
+
+class MessageWidget(QWidget):
+    """A message card with hover / focus actions.
+
+    Signals:
+        link_activated(str url): a ``hearth:<action>/<row>[/<n>]`` URL (action icons, branch
+            arrows, code-copy links) or an ordinary link in the text.
+    """
+
+    link_activated = Signal(str)
+
+    def __init__(self, message: StoredMessage, row: int, colors: Colors,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("message")
+        self.setFocusPolicy(Qt.FocusPolicy.TabFocus)
+        self.setAttribute(Qt.WidgetAttribute.WA_Hover, True)
+        self.row = row
+        self.message = message
+        self._colors = colors
+        self._rendered: Rendered | None = None
+        self._rendered_text: str | None = None
+        self.render_count = 0
+        self._shown_html: str | None = None
+
+        self.card = QFrame(self)
+        self.card.setObjectName("messageCard")
+        self.card.setProperty("role", "user" if message.role == "user" else "assistant")
+        self.role_label = QLabel(ROLE_NAMES.get(message.role, message.role), self.card)
+        self.role_label.setObjectName("roleLabel")
+        self.status_note = QLabel(self.card)
+        self.status_note.setObjectName("statusNote")
+        self.typing = QLabel(self.card)
+        self.typing.setObjectName("typingIndicator")
+        self.typing.setAccessibleName("The assistant is writing")
+        self.body = MessageBody(self.card)
+        self.body.link_activated.connect(self.link_activated)
+
+        header = QHBoxLayout()
+        header.setContentsMargins(0, 0, 0, 0)
+        header.setSpacing(8)
+        header.addWidget(self.role_label)
+        header.addWidget(self.status_note)
+        header.addStretch(1)
+        card_layout = QVBoxLayout(self.card)
+        pad = 14 if message.role == "user" else 2
+        card_layout.setContentsMargins(pad, 10, pad, 6)
+        card_layout.setSpacing(4)
+        card_layout.addLayout(header)
+        card_layout.addWidget(self.typing)
+        card_layout.addWidget(self.body)
+
+        # branch control: always visible when the turn has variants
+        self.branch = QWidget(self)
+        self.previous_button = self._button("previous", "Previous version",
+                                            "Show the previous version of this turn.")
+        self.variant_label = QLabel(self.branch)
+        self.variant_label.setObjectName("variantLabel")
+        self.next_button = self._button("next", "Next version",
+                                        "Show the next version of this turn.")
+        branch_layout = QHBoxLayout(self.branch)
+        branch_layout.setContentsMargins(0, 0, 0, 0)
+        branch_layout.setSpacing(0)
+        for w in (self.previous_button, self.variant_label, self.next_button):
+            w.setParent(self.branch)
+            branch_layout.addWidget(w)
+
+        # actions: shown on hover or focus; they keep their room while hidden
+        self.actions = QWidget(self)
+        self.actions.setObjectName("messageActions")
+        _retain_size(self.actions)
+        actions_layout = QHBoxLayout(self.actions)
+        actions_layout.setContentsMargins(0, 0, 0, 0)
+        actions_layout.setSpacing(2)
+        # The icons are made on first hover / focus: a chat opens with 100 messages, and
+        # 600 buttons nobody points at cost more than the messages themselves.
+        self._buttons: dict[str, QToolButton] | None = None
+        global _ACTION_ROW_HEIGHT
+        if _ACTION_ROW_HEIGHT is None:
+            _ACTION_ROW_HEIGHT = self.previous_button.sizeHint().height()
+        self.actions.setFixedHeight(_ACTION_ROW_HEIGHT)  # its room is kept from the start
+
+        footer = QHBoxLayout()
+        footer.setContentsMargins(0, 0, 0, 0)
+        footer.setSpacing(6)
+        if message.role == "user":
+            footer.addStretch(1)
+        footer.addWidget(self.branch)
+        footer.addWidget(self.actions)
+        if message.role != "user":
+            footer.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 2, 0, 2)
+        layout.setSpacing(2)
+        layout.addWidget(self.card)
+        layout.addLayout(footer)
+        for w in (self.previous_button, self.next_button):
+            w.clicked.connect(self.on_button_clicked)
+
+        self._typing_frame = 0
+        self._typing_timer = QTimer(self)
+        self._typing_timer.setInterval(TYPING_INTERVAL_MS)
+        self._typing_timer.timeout.connect(self.on_typing_timer)
+        self.actions.setVisible(False)
+        self.set_message(message, row)
+
+    # content ------------------------------------------------------------------------------
+
+    def set_message(self, message: StoredMessage, row: int | None = None) -> None:
+        """Show ``message`` (its text, status, variants and provenance)."""
+        if row is not None:
+            self.row = row
+        self.message = message
+        note, level = _STATUS_NOTES.get(message.status, ("", ""))
+        if message.damaged:
+            note, level = "could not be read in full", "warning"
+        self.status_note.setText(note)
+        self.status_note.setProperty("level", level)
+        self.status_note.setVisible(bool(note) and not self.is_typing)
+        self.style().polish(self.status_note)
+        self._render_body()
+        self._update_typing()
+        self._update_variants()
+        self._update_info()
+        if message.status != "streaming":
+            self._update_accessible()
+
+    def hasHeightForWidth(self) -> bool:
+        """No: the body fixes its own height to its text (see ``MessageBody``)."""
+        return False
+
+    def set_colors(self, colors: Colors) -> None:
+        self._colors = colors
+        self._rendered_text = None
+        self._shown_html = None
+        for name, button in self._all_buttons():
+            button.setIcon(icon(name, colors))
+        self._render_body()
+
+    @property
+    def is_typing(self) -> bool:
+        """A reply whose first token is still pending."""
+        return self.message.status == "streaming" and not self.message.content
+
+    def rendered(self) -> Rendered:
+        if self._rendered is None or self._rendered_text != self.message.content:
+            self._rendered = render_markdown(self.message.content, self._colors, self.row)
+            self._rendered_text = self.message.content
+        return self._rendered
+
+    def html(self) -> str:
+        return self.rendered().html
+
+    def plain_text(self) -> str:
+        """What the card shows, as text (role, status note, body)."""
+        head = self.role_label.text()
+        if self.status_note.text() and self.status_note.isVisibleTo(self):
+            head += f" · {self.status_note.text()}"
+        body = self.body.toPlainText() if self.message.content else ""
+        return f"{head}\n{body}"
+
+    def _render_body(self) -> None:
+        if self._rendered_text == self.message.content and self._shown_html is not None:
+            return
+        self._shown_html = self.html() if self.message.content else ""
+        self.body.set_html(self._shown_html)
+        self.body.setVisible(bool(self.message.content))
+        self.render_count += 1
+
+    def _update_typing(self) -> None:
+        typing = self.is_typing
+        self.typing.setVisible(typing)
+        if typing and not self._typing_timer.isActive():
+            self._typing_frame = 0
+            self.typing.setText(TYPING_FRAMES[-1])
+            self._typing_timer.start()
+        elif not typing:
+            self._typing_timer.stop()
+
+    def on_typing_timer(self) -> None:
+        self._typing_frame = (self._typing_frame + 1) % len(TYPING_FRAMES)
+        self.typing.setText(TYPING_FRAMES[self._typing_frame])
+
+    def _update_variants(self) -> None:
+        m = self.message
+        many = m.variant_count > 1
+        self.branch.setVisible(many)
+        if many:
+            self.variant_label.setText(f"{m.variant_index + 1} / {m.variant_count}")
+            self.variant_label.setAccessibleName(
+                f"Version {m.variant_index + 1} of {m.variant_count}"
+            )
+            self.previous_button.setEnabled(m.variant_index > 0)
+            self.next_button.setEnabled(m.variant_index < m.variant_count - 1)
+
+    @property
+    def action_buttons(self) -> dict[str, QToolButton]:
+        """The action icons by name (made now if they were not yet)."""
+        if self._buttons is None:
+            self._buttons = self._make_action_buttons()
+            self._update_info()
+        return self._buttons
+
+    def _make_action_buttons(self) -> dict[str, QToolButton]:
+        m = self.message
+        specs = [("copy", "Copy", "Copy this message's text.")]
+        if m.role == "user":
+            specs.append(("edit", "Edit", "Edit this message and send it again as a new "
+                          "version; the old one is kept."))
+        elif m.role == "assistant":
+            specs.append(("regenerate", "Regenerate", "Write a new version of this reply; "
+                          "the old one is kept."))
+            specs.append(("info", "Details", "Model, speed, tokens and seed of this reply."))
+        specs.append(("delete", "Delete", "Delete this message (Undo brings it back)."
+                      if m.role == "assistant" else
+                      "Delete this message and its reply (Undo brings them back)."))
+        buttons: dict[str, QToolButton] = {}
+        layout = self.actions.layout()
+        for name, label, description in specs:
+            button = self._button(name, label, description)
+            button.setParent(self.actions)
+            layout.addWidget(button)
+            button.clicked.connect(self.on_button_clicked)
+            buttons[name] = button
+        # Tab order: the message, its branch arrows, then its actions
+        chain = [self, self.previous_button, self.next_button, *buttons.values()]
+        for first, second in itertools.pairwise(chain):
+            QWidget.setTabOrder(first, second)
+        return buttons
+
+    def _update_info(self) -> None:
+        if self._buttons is None:
+            return
+        info = self._buttons.get("info")
+        if info is None:
+            return
+        line = provenance_line(self.message.provenance) if self.message.provenance else ""
+        if self.message.provenance.get("error"):
+            line = f"{line} · error: {self.message.provenance['error']}".lstrip(" ·")
+        info.setVisible(bool(line) and self.message.status != "streaming")
+        info.setToolTip(line)
+        info.setAccessibleDescription(line)
+
+    def _update_accessible(self) -> None:
+        m = self.message
+        name = ROLE_NAMES.get(m.role, m.role)
+        if m.variant_count > 1:
+            name += f", version {m.variant_index + 1} of {m.variant_count}"
+        if self.status_note.text():
+            name += f", {self.status_note.text()}"
+        self.setAccessibleName(name)
+        self.setAccessibleDescription(m.content)
+
+    # actions ------------------------------------------------------------------------------
+
+    def _button(self, name: str, label: str, description: str) -> QToolButton:
+        button = QToolButton(self)
+        button.setObjectName("actionButton")
+        button.setProperty("action", name)
+        button.setIcon(icon(name, self._colors))
+        button.setToolTip(label)
+        button.setAccessibleName(label)
+        button.setAccessibleDescription(description)
+        button.setAutoRaise(True)
+        button.setFocusPolicy(Qt.FocusPolicy.TabFocus)
+        button.setCursor(Qt.CursorShape.PointingHandCursor)
+        return button
+
+    def _all_buttons(self) -> list[tuple[str, QToolButton]]:
+        return [("previous", self.previous_button), ("next", self.next_button),
+                *(self._buttons or {}).items()]
+
+    def on_button_clicked(self) -> None:
+        button = self.sender()
+        name = button.property("action") if button is not None else None
+        if not name:
+            return
+        if name == "info":
+            QToolTip.showText(button.mapToGlobal(QPoint(0, button.height())),
+                              button.toolTip(), button)
+            return
+        self.link_activated.emit(f"hearth:{name}/{self.row}")
+
+    def set_actions_shown(self, shown: bool) -> None:
+        """Show or hide the action icons (hover and focus decide; see ChatView)."""
+        if shown:
+            _ = self.action_buttons  # made on first use
+        if self.actions.isVisible() != shown:
+            self.actions.setVisible(shown)
+        self.card.setProperty("focused", "true" if self.hasFocus() else "false")
+        self.style().polish(self.card)
+
+    def enterEvent(self, event) -> None:
+        super().enterEvent(event)
+        self.set_actions_shown(True)
+
+    def leaveEvent(self, event) -> None:
+        super().leaveEvent(event)
+        self.set_actions_shown(self.has_focus_inside())
+
+    def has_focus_inside(self) -> bool:
+        from PySide6.QtWidgets import QApplication
+
+        focused = QApplication.focusWidget()
+        return focused is not None and (focused is self or self.isAncestorOf(focused))
+
+    def keyPressEvent(self, event) -> None:
+        """Ctrl+C on a focused message copies it."""
+        if event.matches(QKeySequence.StandardKey.Copy):
+            self.link_activated.emit(f"hearth:copy/{self.row}")
+            return
+        super().keyPressEvent(event)

@@ -1,0 +1,99 @@
+"""Offscreen screenshots of the chat (QWidget.grab) at 800x600, light and dark.
+
+The PNGs go to $HEARTH_SCREENSHOTS when set (for people to look at), else to the test's
+temp folder. The assertions check pixels a broken layout or theme would not have.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from PySide6.QtGui import QColor, QImage, QPalette
+from PySide6.QtWidgets import QApplication
+
+from app.ui.theme import DARK, LIGHT
+
+pytestmark = [
+    pytest.mark.qt_log_level_fail("WARNING"),
+    pytest.mark.qt_log_ignore("propagateSizeHints"),
+]
+
+REPLY = (
+    "## A tiny example\n\nHere is a **function** with a short explanation:\n\n"
+    "- it takes a name\n- it returns a greeting\n\n"
+    "```python\ndef hello(name):\n    return f'Hello {name}'\n```\n\nThat is all."
+)
+
+
+def _folder(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("HEARTH_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _count(image: QImage, color: str, step: int = 3) -> int:
+    """How many sampled pixels have exactly ``color``."""
+    target = QColor(color).rgb()
+    return sum(
+        1
+        for y in range(0, image.height(), step)
+        for x in range(0, image.width(), step)
+        if image.pixel(x, y) == target
+    )
+
+
+def _dark_palette() -> QPalette:
+    palette = QPalette()
+    for role, color in (
+        (QPalette.ColorRole.Window, "#161b22"), (QPalette.ColorRole.WindowText, "#e6edf3"),
+        (QPalette.ColorRole.Base, "#0d1117"), (QPalette.ColorRole.Text, "#e6edf3"),
+        (QPalette.ColorRole.Button, "#21262d"), (QPalette.ColorRole.ButtonText, "#e6edf3"),
+        (QPalette.ColorRole.PlaceholderText, "#9198a1"),
+    ):
+        palette.setColor(role, QColor(color))
+    return palette
+
+
+def _grab(app, folder: Path, name: str) -> QImage:
+    app.window.chat_view.flush()
+    app.qtbot.wait(50)
+    pixmap = app.window.grab()
+    path = folder / name
+    assert pixmap.save(str(path))
+    return pixmap.toImage()
+
+
+def test_screenshots_welcome_reply_with_branches_dark(app, loader, tmp_path):
+    folder = _folder(tmp_path)
+    app.window.resize(800, 600)
+    app.qtbot.wait(50)
+    image = _grab(app, folder, "welcome-800x600.png")
+    assert image.width() == 800 and image.height() == 600
+    view = app.window.chat_view
+    assert view.stack.currentWidget() is view.welcome and view.welcome.isVisible()
+
+    replies = iter([[REPLY[:40], REPLY[40:]], [REPLY[:60], REPLY[60:]]])
+    loader.last.script = lambda messages: next(replies)
+    app.send("Show me a tiny Python example")
+    app.controller.regenerate(1)
+    app.wait_idle()
+    reply = view.message_widget(1)
+    assert reply.variant_label.text() == "2 / 2" and reply.branch.isVisible()
+    reply.set_actions_shown(True)
+    image = _grab(app, folder, "reply-light-800x600.png")
+    assert _count(image, LIGHT.user_bg) > 200  # the user's tinted card
+    assert _count(image, LIGHT.code_bg) > 200  # the code block
+
+    QApplication.setPalette(_dark_palette())
+    try:
+        app.qtbot.waitUntil(lambda: view._colors is DARK)
+        reply = view.message_widget(1)
+        reply.set_actions_shown(True)
+        image = _grab(app, folder, "reply-dark-800x600.png")
+        assert _count(image, DARK.assistant_bg) > 2000  # the dark page
+        assert _count(image, DARK.user_bg) > 200
+        assert _count(image, LIGHT.assistant_bg) < 50  # no white patches left over
+    finally:
+        QApplication.setPalette(QApplication.style().standardPalette())
