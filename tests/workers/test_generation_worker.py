@@ -255,7 +255,7 @@ def test_prefill_throttle_passes_the_first_at_most_one_per_interval_and_the_last
         throttle(done, 3000)
         now[0] += 20
     # the first, then one per 100 ms, then the last even though it comes 20 ms later
-    assert [o[2] for o in out] == [0, 500, 1000, 1500, 2000, 2500, 2950, 3000]
+    assert [o[1] for o in out] == [0, 500, 1000, 1500, 2000, 2500, 2950, 3000]
     quiet: list[tuple] = []
     short = PrefillThrottle("c", lambda *a: quiet.append(a), min_tokens=512)
     short(0, 300)
