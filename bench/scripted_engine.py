@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from app.engine.conversation_caches import ConversationCaches
@@ -44,6 +44,7 @@ class ScriptedEngine:
         caches: ConversationCaches | None = None,
         conversation_id: str | None = None,
         reuse: bool = True,
+        on_prefill: Callable[[int, int], None] | None = None,  # nothing to prefill here
     ) -> Iterator[GenerationChunk]:
         started = time.perf_counter()
         produced, reason = 0, "eos"

@@ -13,7 +13,7 @@ asked for their capabilities, never tested for their type.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnxruntime as ort
@@ -36,6 +36,14 @@ _NP_LOGITS = {"float32": np.float32, "float16": np.float16}
 LOGITS_CHUNK_BYTES = 64 * 1024 * 1024
 MAX_PREFILL_CHUNK = 512
 INITIAL_INPUT_POSITIONS = 4096  # mask / position-id buffers start here and double as needed
+
+
+class PrefillStopped(Exception):
+    """``Decoder.feed`` was stopped between chunks; ``done`` ids of its input were fed."""
+
+    def __init__(self, done: int) -> None:
+        super().__init__(f"prefill stopped after {done} tokens")
+        self.done = done
 
 
 class Decoder:
@@ -131,19 +139,41 @@ class Decoder:
 
     # -- running -------------------------------------------------------------------------
 
-    def feed(self, cache: KVCache, ids: Sequence[int]) -> np.ndarray:
-        """Run ``ids`` after what ``cache`` holds; return the last position's logits."""
+    def feed(
+        self,
+        cache: KVCache,
+        ids: Sequence[int],
+        *,
+        stop: Callable[[], bool] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
+        """Run ``ids`` after what ``cache`` holds; return the last position's logits.
+
+        Long inputs run in chunks. ``stop`` is asked before each chunk: when it says True,
+        ``PrefillStopped`` is raised and ``cache`` covers exactly the chunks that ran (each
+        chunk commits its tokens), so a later turn reuses them. ``progress(done)`` is called
+        after each chunk with the number of ``ids`` fed so far.
+        """
         if not ids:
             raise ValueError("feed() needs at least one token")
+        if stop is not None and stop():
+            raise PrefillStopped(0)
         if cache.feeds_whole_sequence:
-            return self._run(cache, list(ids))
+            logits = self._run(cache, list(ids))
+            if progress is not None:
+                progress(len(ids))
+            return logits
         chunk = self.prefill_chunk
         max_step = cache.max_step
         if max_step is not None:
             chunk = min(chunk, max_step)
         logits = None
         for start in range(0, len(ids), chunk):
+            if start and stop is not None and stop():
+                raise PrefillStopped(start)
             logits = self._run(cache, list(ids[start : start + chunk]))
+            if progress is not None:
+                progress(min(start + chunk, len(ids)))
         return logits
 
     def step(self, cache: KVCache, token: int) -> np.ndarray:

@@ -21,7 +21,7 @@ from pathlib import Path
 from app.engine.chat_template import ChatTemplate
 from app.engine.conversation_caches import ConversationCaches
 from app.engine.decoder import Decoder
-from app.engine.generation import stream_generate
+from app.engine.generation import PrefillProgress, stream_generate
 from app.engine.graph_info import describe_session
 from app.engine.huge_pages import HugePageReport, back_with_huge_pages
 from app.engine.kv_cache import KVCache
@@ -204,11 +204,12 @@ class Engine:
                             cancel, reuse)
 
     def _stream(self, cache: KVCache, ids: Sequence[int], settings: GenerationSettings,
-                cancel: threading.Event | None, reuse: bool) -> Iterator[GenerationChunk]:
+                cancel: threading.Event | None, reuse: bool,
+                on_prefill: PrefillProgress | None = None) -> Iterator[GenerationChunk]:
         return stream_generate(
             self.decoder, cache, ids, settings, tokenizer=self.tokenizer,
             eos_ids=self.eos_token_ids, cancel=cancel, reuse=reuse,
-            provider=self.provider_report.chosen,
+            provider=self.provider_report.chosen, on_prefill=on_prefill,
         )
 
     def chat(
@@ -220,8 +221,11 @@ class Engine:
         caches: ConversationCaches | None = None,
         conversation_id: str | None = None,
         reuse: bool = True,
+        on_prefill: PrefillProgress | None = None,
     ) -> Iterator[GenerationChunk]:
         """Stream the assistant's reply to ``messages``.
+
+        ``on_prefill(done, total)`` reports the prompt's prefill (see ``stream_generate``).
 
         The reply runs over ``conversation_id``'s cache in ``caches`` (made by this engine's
         ``conversation_caches``), or over the engine's own cache when either is None; it is
@@ -247,7 +251,7 @@ class Engine:
             ids = self.encode_chat(messages, stop=cancel, thinking=settings.thinking)
         if policy != "sliding_window":
             self._check_budget(len(ids), settings)
-        stream = self._stream(cache, ids, settings, cancel, reuse)
+        stream = self._stream(cache, ids, settings, cancel, reuse, on_prefill)
         if self.reasoning is not None:
             tail = self.tokenizer.decode(ids[-16:], skip_special_tokens=False)
             stream = split_reasoning(stream, ReasoningSplitter(self.reasoning.after_prompt(tail)))

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
-from app.engine.decoder import Decoder
+from app.engine.decoder import Decoder, PrefillStopped
 from app.engine.detokenizer import StreamingDetokenizer
 from app.engine.kv_cache import CacheRewindError, KVCache
 from app.engine.sampling import make_sampler
 from app.engine.tokenizer import Tokenizer
 from app.engine.types import FinishReason, GenerationChunk, GenerationSettings, GenerationStats
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def reuse_prefix(
@@ -47,6 +51,38 @@ def reuse_prefix(
     return common, reason
 
 
+#: ``on_prefill(done, total)``: prompt tokens in the cache so far, of ``total``.
+PrefillProgress = Callable[[int, int], None]
+
+
+def prefill(
+    decoder: Decoder,
+    cache: KVCache,
+    prompt_ids: Sequence[int],
+    reused: int,
+    *,
+    cancel: threading.Event | None = None,
+    on_prefill: PrefillProgress | None = None,
+) -> np.ndarray | None:
+    """Feed ``prompt_ids[reused:]`` in chunks, checking ``cancel`` between them.
+
+    Returns the last position's logits, or None when ``cancel`` stopped the prefill (the
+    cache then covers the reused prefix plus the chunks that ran)."""
+    total = len(prompt_ids)
+    progress = None
+    if on_prefill is not None:
+        on_prefill(reused, total)
+
+        def progress(done: int) -> None:
+            on_prefill(reused + done, total)
+
+    stop = cancel.is_set if cancel is not None else None
+    try:
+        return decoder.feed(cache, prompt_ids[reused:], stop=stop, progress=progress)
+    except PrefillStopped:
+        return None
+
+
 def stream_generate(
     decoder: Decoder,
     cache: KVCache,
@@ -58,11 +94,15 @@ def stream_generate(
     cancel: threading.Event | None = None,
     reuse: bool = True,
     provider: str = "cpu",
+    on_prefill: PrefillProgress | None = None,
 ) -> Iterator[GenerationChunk]:
     """Generate a reply to ``prompt_ids`` over ``cache``, yielding one chunk per token.
 
     ``cache`` must come from ``decoder.new_cache``; afterwards it covers the prompt and the
-    reply (except the last sampled token, which was never fed).
+    reply (except the last sampled token, which was never fed). ``cancel`` is also checked
+    between prefill chunks: a stopped prefill ends the reply as "cancelled" with the cache
+    covering the chunks that ran. ``on_prefill(done, total)`` reports prompt tokens in the
+    cache (reused ones included) before the prefill and after each chunk.
     """
     start = time.perf_counter()
     prompt_ids = list(prompt_ids)
@@ -82,7 +122,7 @@ def stream_generate(
     finish: FinishReason | None = None
     first_token_at = None
 
-    logits = decoder.feed(cache, prompt_ids[reused:])
+    logits = prefill(decoder, cache, prompt_ids, reused, cancel=cancel, on_prefill=on_prefill)
     bounded = cache.bounded_by_context
     while True:
         if cancel is not None and cancel.is_set():

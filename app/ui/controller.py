@@ -63,6 +63,10 @@ class ChatController(QObject):
     edit_ended(): edit mode is over (sent, cancelled, or the chat changed).
     deleted(str text): something was deleted; ``undo_delete`` brings it back.
     notice(str text): a short status-bar note ("Copied", "Exported to …").
+    prefill_progress(int done, int total): the model is reading a long prompt (tokens of
+        the prompt read so far); (0, 0) when it has finished reading or the reply ended.
+    waiting_for_model(bool): a message sent while the model loads is queued (True) until
+        the model is ready or the load failed (False).
     """
 
     conversation_opened = Signal(object, dict)
@@ -75,6 +79,8 @@ class ChatController(QObject):
     edit_ended = Signal()
     deleted = Signal(str)
     notice = Signal(str)
+    prefill_progress = Signal(int, int)
+    waiting_for_model = Signal(bool)
 
     def __init__(
         self,
@@ -97,6 +103,8 @@ class ChatController(QObject):
         self.loading_path: str | None = None
         self.last_stats: GenerationStats | None = None
         self._active: ActiveReply | None = None
+        self._queued: str | None = None  # the conversation whose message waits for the model
+        self._reading = False  # a prefill progress is showing
         self._edit_row: int | None = None
         self._edit_id: int | None = None
         self._last_deletion: Deletion | None = None
@@ -104,6 +112,7 @@ class ChatController(QObject):
         w = self.worker  # its signals arrive queued on this (the UI) thread
         w.loaded.connect(self.on_loaded)
         w.load_failed.connect(self.on_load_failed)
+        w.prefill_progress.connect(self.on_prefill_progress)
         w.chunk.connect(self.on_chunk)
         w.finished.connect(self.on_finished)
         w.failed.connect(self.on_failed)
@@ -113,7 +122,13 @@ class ChatController(QObject):
 
     @property
     def generating(self) -> bool:
-        return self._active is not None
+        """A reply is streaming, or a message waits for the model to load."""
+        return self._active is not None or self._queued is not None
+
+    @property
+    def queued(self) -> bool:
+        """A message was sent while the model loads; it goes out once the model is ready."""
+        return self._queued is not None
 
     @property
     def editing(self) -> bool:
@@ -157,11 +172,26 @@ class ChatController(QObject):
         if self.current_id is None:  # the unsent new chat now shows this model's defaults
             self.conversation_opened.emit(None, self.chat_values())
         self.model_loaded.emit(info)
+        queued = self._take_queued()
+        if queued is not None and self.history.get_conversation(queued) is not None:
+            self.open_conversation(queued)  # the reply goes where the message was written
+            if not self._start_reply():
+                self.generating_changed.emit(False)
 
     def on_load_failed(self, message: str) -> None:
         self.loading_path = None
+        queued = self._take_queued()
         self.bridge.error(message)
         self.model_load_failed.emit(message)
+        if queued is not None:
+            self.notice.emit("Your message was not sent: the model did not load.")
+            self.generating_changed.emit(False)
+
+    def _take_queued(self) -> str | None:
+        queued, self._queued = self._queued, None
+        if queued is not None:
+            self.waiting_for_model.emit(False)
+        return queued
 
     # conversations ------------------------------------------------------------------------
 
@@ -245,17 +275,20 @@ class ChatController(QObject):
         if self.generating:
             self.bridge.info("Wait for the reply to finish, or stop it first.")
             return False
-        if self.model_info is None:
+        waiting = self.loading_path is not None  # queued until the model is ready
+        if self.model_info is None and not waiting:
             self.bridge.error("No model is loaded yet. Pick a model in the toolbar first.")
             return False
         try:
             if self.current_id is None:
                 values = self.chat_values()  # what the panel shows for the new chat
+                prompt = values.pop("system_prompt")
+                if waiting:  # keep only the user's choices: the model's suggestions apply
+                    values = {k: v for k, v in self._pending_values.items()
+                              if k != "system_prompt"}
+                model_id = self.loading_path or (self.model_info and self.model_info.path)
                 conv = self.history.create_conversation(
-                    system_prompt=values.pop("system_prompt"),
-                    settings=values,
-                    model_id=self.model_info.path,
-                )
+                    system_prompt=prompt, settings=values, model_id=model_id)
                 self.current_id = conv.id
                 self._pending_values = {}
             if self._edit_id is not None and self._edit_row is not None:
@@ -269,12 +302,20 @@ class ChatController(QObject):
             return False
         self.chat_model.append(msg)
         self.conversations.upsert(self.current_id)
+        if waiting:
+            self._queued = self.current_id
+            self.waiting_for_model.emit(True)
+            self.generating_changed.emit(True)  # the composer offers Stop, not Send
+            return True
         return self._start_reply()
 
     def stop(self) -> None:
-        """Stop the streaming reply (sets the worker's Event directly; not queued)."""
+        """Stop the streaming reply (sets the worker's Event directly; not queued), or drop
+        the message waiting for the model (it stays in the chat, unanswered)."""
         if self._active is not None:
             self.worker.stop()
+        elif self._take_queued() is not None:
+            self.generating_changed.emit(False)
 
     def perform(self, action: str, row: int) -> bool:
         """A per-message action from the chat view: edit, regenerate, delete, previous or
@@ -435,10 +476,26 @@ class ChatController(QObject):
 
     # worker results -----------------------------------------------------------------------
 
+    def on_prefill_progress(self, conversation_id: str, done: int, total: int) -> None:
+        active = self._active
+        if active is None or active.conversation_id != conversation_id:
+            return
+        if done < total:
+            self._reading = True
+            self.prefill_progress.emit(done, total)
+        elif self._reading:
+            self._done_reading()
+
+    def _done_reading(self) -> None:
+        self._reading = False
+        self.prefill_progress.emit(0, 0)
+
     def on_chunk(self, conversation_id: str, text: str) -> None:
         active = self._active
         if active is None or active.conversation_id != conversation_id:
             return
+        if self._reading:
+            self._done_reading()
         active.writer.append(text)
         if active.row is not None and conversation_id == self.current_id:
             self.chat_model.append_text(active.row, text)
@@ -470,6 +527,8 @@ class ChatController(QObject):
             if active.row is not None and conversation_id == self.current_id:
                 # a regenerated reply gives way to the version it was asked beside
                 self._show_path_from(active.row, self.history.active_path(conversation_id))
+            if self._reading:
+                self._done_reading()
             self.generating_changed.emit(False)
 
     # shutdown -----------------------------------------------------------------------------
@@ -477,6 +536,7 @@ class ChatController(QObject):
     def shutdown(self) -> bool:
         """Stop → quit → wait; a reply still streaming is saved as stopped."""
         self.worker.stop()
+        self._queued = None  # its message is saved; nothing was sent yet
         if self._active is not None:
             self._active.writer.finish("stopped", self._provenance(self._active, None, None))
             self._active = None
@@ -534,6 +594,8 @@ class ChatController(QObject):
                 active.row, content=active.writer.text, status=status, provenance=provenance
             )
         self._active = None
+        if self._reading:
+            self._done_reading()
         self.conversations.upsert(active.conversation_id)
         self.generating_changed.emit(False)
 

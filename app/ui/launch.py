@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import socket
 import sys
 from pathlib import Path
 
@@ -34,6 +37,47 @@ def _check_desktop_libraries() -> None:
         return
     tell_user(report.message())
     raise report.error()
+
+
+QUIT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP")
+                     if hasattr(signal, name))
+
+
+def install_quit_signals(window):
+    """SIGTERM / SIGINT / SIGHUP close the window like the Quit action (the same orderly
+    shutdown), instead of killing the process mid-write.
+
+    Python runs signal handlers only between bytecodes, and Qt's event loop may sleep in C++
+    for a long time: the C-level handler writes the signal number to a socket
+    (``signal.set_wakeup_fd``) whose ``QSocketNotifier`` wakes the loop on the UI thread.
+    Returns a function that restores the previous handlers."""
+    from PySide6.QtCore import QSocketNotifier
+    from PySide6.QtWidgets import QApplication
+
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+    previous_fd = signal.set_wakeup_fd(writer.fileno())
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in QUIT_SIGNALS}
+    notifier = QSocketNotifier(reader.fileno(), QSocketNotifier.Type.Read, window)
+
+    def on_signal() -> None:
+        with contextlib.suppress(OSError):
+            reader.recv(64)
+        window.close()  # closeEvent: jobs and the reply stop, the reply is saved
+        QApplication.quit()  # even when a dialog is still open
+
+    notifier.activated.connect(on_signal)
+
+    def restore() -> None:
+        notifier.setEnabled(False)
+        signal.set_wakeup_fd(previous_fd)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        reader.close()
+        writer.close()
+
+    return restore
 
 
 def run_app(smoke_test: str | None = None) -> int:
@@ -70,6 +114,10 @@ def run_app(smoke_test: str | None = None) -> int:
     window = build_window(history, settings, bridge)
     controller, models = window.controller, window.models
     window.show()
+    restore_signals = install_quit_signals(window)
+    from app.ui.test_hook import from_environment
+
+    _hook = from_environment(window)  # scripts process tests; None normally
     try:
         if smoke_test:
             from app.ui.smoke import SmokeTest
@@ -87,10 +135,19 @@ def run_app(smoke_test: str | None = None) -> int:
                 controller.load_model(model.path)
             code = app.exec()
     finally:
-        window.shutdown()
+        restore_signals()
+        stopped = window.shutdown()
         app.setQuitOnLastWindowClosed(False)  # we are leaving already; post no quit event
         window.close()
         app.setQuitOnLastWindowClosed(True)
         history.close()
         bridge.uninstall()
+    if not stopped:
+        # A worker thread did not end in time. Everything is saved; leave now rather than
+        # let Python destroy a running QThread (which aborts the process).
+        print("hearth: a background task did not stop in time; exiting anyway.",
+              file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(code))
     return int(code)

@@ -264,6 +264,8 @@ class MainWindow(QMainWindow):
         self.chat_view.toast.undo_clicked.connect(c.undo_delete)
         self.chat_view.welcome.prompt_chosen.connect(self.on_submitted)
         self.conversation_list.pin_requested.connect(c.set_pinned)
+        c.prefill_progress.connect(self.status.set_prefill)
+        c.waiting_for_model.connect(self.on_waiting_for_model)
         c.notice.connect(lambda text: self.status.showMessage(text, 4000))
         self.bridge.message_shown.connect(self.banner.show_message)
         self.bridge.crash_reported.connect(self.on_crash)
@@ -380,6 +382,17 @@ class MainWindow(QMainWindow):
         self.chat_view.set_busy(generating)
         if not generating:
             self.chat_view.flush()
+
+    def on_waiting_for_model(self, waiting: bool) -> None:
+        """A message sent while the model loads waits: say so where the user looks."""
+        self.status.set_waiting(waiting)
+        edit = self.composer.edit
+        if waiting:
+            self._placeholder = edit.placeholderText()
+            edit.setPlaceholderText("Waiting for the model to load…")
+        elif getattr(self, "_placeholder", None) is not None:
+            edit.setPlaceholderText(self._placeholder)
+            self._placeholder = None
 
     def on_conversation_opened(self, conversation_id: str | None, values: dict) -> None:
         self.settings_panel.set_values(values)

@@ -228,6 +228,7 @@ class ModelController(QObject):
             return library.import_gguf(
                 path, precision=precision,
                 progress=lambda fraction, message="": report(Progress(fraction, str(message))),
+                check=control.checkpoint,
             )
 
         job = Job(f"import:{path.name}", f"Import {path.name}", work)
@@ -240,7 +241,8 @@ class ModelController(QObject):
 
         def work(report: ProgressReport, control: JobControl) -> Path:
             return ensure_starter(
-                progress=lambda fraction, message="": report(Progress(fraction, str(message)))
+                progress=lambda fraction, message="": report(Progress(fraction, str(message))),
+                check=control.checkpoint,
             )
 
         return self._submit(Job(STARTER_JOB, "Set up the starter model", work))

@@ -1,4 +1,5 @@
-"""Status bar: model, execution provider (why, on hover), speed, TTFT, context used / max."""
+"""Status bar: model, execution provider (why, on hover), speed, TTFT, context used / max;
+while a long prompt is read, how far; while the model loads, that a message waits for it."""
 
 from __future__ import annotations
 
@@ -10,9 +11,21 @@ from app.workers.generation_worker import ModelInfo
 CONTEXT_WARN = 0.8
 
 
+def reading_text(done: int, total: int) -> str:
+    """"Reading your message… 1,024 / 3,451 tokens"."""
+    return f"Reading your message… {done:,} / {total:,} tokens"
+
+
+WAITING_TEXT = "Waiting for the model to load; your message goes out when it is ready"
+
+
 class ChatStatusBar(QStatusBar):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.activity_label = QLabel("", self)  # reading a long prompt / waiting for the model
+        self.activity_label.setAccessibleName("Activity")
+        self.activity_label.hide()
+        self.addWidget(self.activity_label, 1)
         self.model_label = self._label("No model loaded", "Model")
         self.provider_label = self._label("", "Execution provider")
         self.speed_label = self._label("", "Decoding speed")
@@ -25,6 +38,18 @@ class ChatStatusBar(QStatusBar):
         label.setAccessibleName(name)
         self.addPermanentWidget(label)
         return label
+
+    def set_prefill(self, done: int, total: int) -> None:
+        """Show how much of a long prompt the model has read; (0, 0) hides it."""
+        self._set_activity(reading_text(done, total) if total else "")
+
+    def set_waiting(self, waiting: bool) -> None:
+        """A message waits for the model to finish loading."""
+        self._set_activity(WAITING_TEXT if waiting else "")
+
+    def _set_activity(self, text: str) -> None:
+        self.activity_label.setText(text)
+        self.activity_label.setVisible(bool(text))
 
     def set_loading(self, path: str) -> None:
         self.model_label.setText(f"Loading {path.rstrip('/').split('/')[-1]}…")

@@ -50,6 +50,7 @@ class EngineLike(Protocol):
         caches: ConversationCaches | None = None,
         conversation_id: str | None = None,
         reuse: bool = True,
+        on_prefill: Callable[[int, int], None] | None = None,
     ) -> Iterator[GenerationChunk]: ...
 
     def count_tokens(self, messages: Sequence[Message]) -> int: ...
@@ -66,6 +67,10 @@ class EngineLike(Protocol):
 
 
 EngineLoader = Callable[[Path], EngineLike]
+#: the shortest gap between two prefill progress signals (at most ~10 a second)
+PREFILL_PROGRESS_INTERVAL_S = 0.1
+#: prompts with fewer tokens left to prefill report no progress (they take a blink)
+PREFILL_PROGRESS_MIN_TOKENS = 512
 #: ``caches(engine)``: the ConversationCaches the worker keeps for a freshly loaded engine.
 CachesFactory = Callable[[EngineLike], "ConversationCaches"]
 
@@ -139,6 +144,9 @@ class GenerationWorker(QObject):
     Signals:
         loaded(ModelInfo): a model finished loading and is now current.
         load_failed(str): loading failed; the previous model (if any) stays loaded.
+        prefill_progress(str conversation_id, int done, int total): the prompt is being read
+            (tokens in the cache of the prompt's total); at most ~10 a second, only for
+            prompts with at least PREFILL_PROGRESS_MIN_TOKENS tokens to read.
         chunk(str conversation_id, str text): a streamed text delta.
         finished(str conversation_id, GenerationResult): the reply ended (any finish reason,
             including "cancelled").
@@ -148,6 +156,7 @@ class GenerationWorker(QObject):
 
     loaded = Signal(object)
     load_failed = Signal(str)
+    prefill_progress = Signal(str, int, int)
     chunk = Signal(str, str)
     finished = Signal(str, object)
     failed = Signal(str, str)
@@ -201,6 +210,7 @@ class GenerationWorker(QObject):
                 cancel=self.cancel,
                 caches=self._caches,
                 conversation_id=conv,
+                on_prefill=PrefillThrottle(conv, self.prefill_progress.emit),
             ):
                 if piece.text:
                     text.append(piece.text)
@@ -258,6 +268,31 @@ class GenerationWorker(QObject):
             self._engine.close()
             self._engine = None
             self._info = None
+
+
+class PrefillThrottle:
+    """``on_prefill(done, total)`` for one reply: passes on the first report of a long
+    prefill at once, then at most one per ``interval`` seconds, and the last one."""
+
+    def __init__(self, conversation_id: str, emit: Callable[[str, int, int], None], *,
+                 interval: float = PREFILL_PROGRESS_INTERVAL_S,
+                 min_tokens: int = PREFILL_PROGRESS_MIN_TOKENS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._conv, self._emit, self._interval = conversation_id, emit, interval
+        self._min_tokens, self._clock = min_tokens, clock
+        self._active = False
+        self._last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = self._clock()
+        if not self._active:
+            if total - done < self._min_tokens:
+                return
+            self._active = True
+        elif done < total and now - self._last < self._interval:
+            return
+        self._last = now
+        self._emit(self._conv, done, total)
 
 
 def _model_info(engine: EngineLike, path: str, seconds: float) -> ModelInfo:

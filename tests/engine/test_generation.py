@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from app.engine.engine import Engine
+from app.engine.generation import stream_generate
 from app.engine.types import GenerationSettings, Message, SamplingSettings
 from app.errors import ContextOverflowError, TemplateError
 from tests.fixtures.tiny_models import build_plain_kv_model
@@ -148,3 +149,72 @@ def test_model_without_chat_template_says_so(plain_model_dir, tmp_path):
         engine.chat([Message("user", "hi")], GREEDY)
     tokens, _, _ = run(engine, engine.tokenizer.encode("plain text still works"), GREEDY)
     assert tokens
+
+
+# -- a long prompt: progress and Stop between prefill chunks ------------------------------
+
+
+@pytest.fixture(scope="module", params=["plain_model_dir", "gqa_model_dir"])
+def chunked_engine(request):
+    """An engine whose prefill runs in chunks of 16 tokens (the smallest allowed)."""
+    engine = Engine.load(request.getfixturevalue(request.param), provider="cpu", threads=1)
+    engine.decoder.prefill_chunk = 16
+    return engine
+
+
+def _long_prompt(engine, tokens: int) -> list[int]:
+    ids = engine.tokenizer.encode("The keeper climbed the stairs and lit the lamp. " * 40)
+    assert len(ids) >= tokens
+    return ids[:tokens]
+
+
+def _generate(engine, cache, ids, settings=GREEDY, **kwargs):
+    chunks = list(stream_generate(engine.decoder, cache, ids, settings,
+                                  tokenizer=engine.tokenizer, eos_ids=engine.eos_token_ids,
+                                  **kwargs))
+    return [c.token_id for c in chunks if c.token_id is not None], chunks[-1]
+
+
+def test_prefill_reports_progress_after_every_chunk(chunked_engine):
+    engine = chunked_engine
+    ids = _long_prompt(engine, 100)
+    reports: list[tuple[int, int]] = []
+    _generate(engine, engine.new_cache(), ids, on_prefill=lambda d, t: reports.append((d, t)))
+    assert reports == [(0, 100), (16, 100), (32, 100), (48, 100), (64, 100), (80, 100),
+                       (96, 100), (100, 100)]
+
+
+def test_stop_mid_prefill_keeps_the_chunks_that_ran_and_the_next_turn_equals_a_fresh_run(
+        chunked_engine):
+    engine = chunked_engine
+    ids = _long_prompt(engine, 150)
+    fresh, _ = _generate(engine, engine.new_cache(), ids)
+    cache = engine.new_cache()
+    cancel = threading.Event()
+    reports: list[int] = []
+
+    def stop_after_three_chunks(done: int, total: int) -> None:
+        reports.append(done)
+        if done >= 48:
+            cancel.set()  # as the UI's Stop does, from outside the prefill loop
+
+    tokens, final = _generate(engine, cache, ids, cancel=cancel,
+                              on_prefill=stop_after_three_chunks)
+    assert tokens == [] and final.finish_reason == "cancelled"
+    assert reports == [0, 16, 32, 48]  # no chunk ran after the Stop
+    assert cache.tokens == ids[:48]  # exactly the chunks that ran
+    again, final = _generate(engine, cache, ids)
+    assert final.stats.reused_tokens == 48
+    assert final.stats.prefilled_tokens == 150 - 48
+    assert again == fresh
+
+
+def test_stop_before_the_prefill_feeds_nothing(chunked_engine):
+    engine = chunked_engine
+    ids = _long_prompt(engine, 40)
+    cache = engine.new_cache()
+    cancel = threading.Event()
+    cancel.set()
+    tokens, final = _generate(engine, cache, ids, cancel=cancel)
+    assert tokens == [] and final.finish_reason == "cancelled"
+    assert cache.tokens == []

@@ -269,3 +269,26 @@ def test_estimate_is_close_to_real_size(tmp_path):
     real = (dest / "model.onnx.data").stat().st_size
     assert 0.9 * real <= est <= 1.2 * real
     assert matrix_shape(g.tensor("blk.0.ffn_down.weight")) == (256, 512)
+
+
+def test_cancel_between_layers_stops_the_conversion_and_leaves_nothing(tmp_path):
+    from app.jobs import JobCancelled, JobControl
+
+    src = tmp_path / "tiny.gguf"
+    write_tiny_gguf(src)
+    control = JobControl()
+    messages: list[str] = []
+
+    def progress(fraction: float, message: str) -> None:
+        messages.append(message)
+        if message == f"layer 1/{LAYERS}":
+            control.cancel()  # as Cancel or quitting does, while the first layer is done
+
+    dest = tmp_path / "out" / "model"
+    with pytest.raises(JobCancelled):
+        convert_gguf(src, dest, progress=progress, check=control.checkpoint)
+    assert messages[-1] == f"layer 1/{LAYERS}"  # no further layer was built
+    assert not dest.exists()
+    assert list((tmp_path / "out").iterdir()) == []  # the partial folder is gone
+    # not cancelled: the same call converts fully
+    assert convert_gguf(src, dest, check=JobControl().checkpoint) == dest

@@ -164,7 +164,7 @@ def test_import_gguf_installs_what_the_converter_writes(tmp_path, monkeypatch):
     gguf.write_bytes(b"GGUF")
     seen = {}
 
-    def fake_convert(src, dest, *, precision, name=None, progress=None):
+    def fake_convert(src, dest, *, precision, name=None, progress=None, check=None):
         seen.update(src=src, precision=precision)
         assert not dest.exists()
         build_gqa_model(dest)

