@@ -58,6 +58,7 @@ class ChatController(QObject):
     model_loading(str path)
     model_loaded(ModelInfo)
     model_load_failed(str message)
+    model_unloaded(): the model was closed on request
     stats_changed(GenerationStats)
     edit_started(str text): the composer should hold this text for editing.
     edit_ended(): edit mode is over (sent, cancelled, or the chat changed).
@@ -74,6 +75,7 @@ class ChatController(QObject):
     model_loading = Signal(str)
     model_loaded = Signal(object)
     model_load_failed = Signal(str)
+    model_unloaded = Signal()
     stats_changed = Signal(object)
     edit_started = Signal(str)
     edit_ended = Signal()
@@ -112,6 +114,7 @@ class ChatController(QObject):
         w = self.worker  # its signals arrive queued on this (the UI) thread
         w.loaded.connect(self.on_loaded)
         w.load_failed.connect(self.on_load_failed)
+        w.unloaded.connect(self.on_unloaded)
         w.prefill_progress.connect(self.on_prefill_progress)
         w.chunk.connect(self.on_chunk)
         w.finished.connect(self.on_finished)
@@ -165,6 +168,20 @@ class ChatController(QObject):
         self.model_loading.emit(str(path))
         self.host.post(self.worker.on_load_requested, str(path))
         return True
+
+    def unload_model(self) -> bool:
+        """Close the loaded model to free its memory (chats stay; sending asks for a model)."""
+        if self.generating:
+            self.bridge.info("Stop the reply before unloading the model.")
+            return False
+        if self.model_info is None:
+            return False
+        self.host.post(self.worker.on_unload_requested)
+        return True
+
+    def on_unloaded(self) -> None:
+        self.model_info = None
+        self.model_unloaded.emit()
 
     def on_loaded(self, info: ModelInfo) -> None:
         self.loading_path = None

@@ -211,6 +211,26 @@ class MainWindow(QMainWindow):
 
         model = menus.addMenu("&Model")
         model.addAction(self.models_action)
+        self.load_folder_action = self._action("Load a model folder…", "Ctrl+O",
+                                               self.on_load_folder)
+        self.unload_action = self._action("Unload", None, self.controller.unload_model)
+        self.unload_action.setToolTip("Close the model to free its memory")
+        model.addAction(self.load_folder_action)
+        model.addAction(self.unload_action)
+        provider_menu = model.addMenu("Run on")
+        self.provider_actions: dict[str, QAction] = {}
+        provider_group = QActionGroup(self)
+        provider_setting = BY_KEY["provider"]
+        for choice, label in zip(provider_setting.choices, provider_setting.choice_labels,
+                                 strict=True):
+            action = self._action(label, None,
+                                  lambda _c=False, p=choice: self.on_provider_chosen(p))
+            action.setCheckable(True)
+            provider_group.addAction(action)
+            provider_menu.addAction(action)
+            self.provider_actions[choice] = action
+        provider_menu.aboutToShow.connect(self.on_provider_menu)
+        model.addSeparator()
         self.add_remote_action = self._action("Add a remote engine…", None, self.on_add_remote)
         model.addAction(self.add_remote_action)
 
@@ -256,6 +276,7 @@ class MainWindow(QMainWindow):
         c.model_loading.connect(self.on_model_loading)
         c.model_loaded.connect(self.on_model_loaded)
         c.model_load_failed.connect(self.on_model_load_failed)
+        c.model_unloaded.connect(self.on_model_unloaded)
         c.stats_changed.connect(self.status.set_stats)
         c.edit_started.connect(self.composer.begin_edit)
         c.edit_ended.connect(self.composer.end_edit)
@@ -306,6 +327,32 @@ class MainWindow(QMainWindow):
         self._remote_listings = list(listings)  # type: ignore[call-overload]
         self.refresh_models()
 
+    def on_load_folder(self) -> None:
+        from PySide6.QtWidgets import QFileDialog
+
+        folder = QFileDialog.getExistingDirectory(self, "Load a model folder")
+        if folder:
+            self.controller.load_model(folder)
+
+    def on_provider_menu(self) -> None:
+        """Check the chosen provider; disable what this machine cannot run, saying why."""
+        from app.models.policy import provider_choices
+
+        reasons = provider_choices()
+        chosen = str(self.controller.settings.get("provider"))
+        for choice, action in self.provider_actions.items():
+            reason = reasons.get(choice) if choice != "auto" else None
+            action.setEnabled(reason is None)
+            action.setToolTip(reason or action.text())
+            action.setChecked(choice == chosen)
+
+    def on_provider_chosen(self, provider: str) -> None:
+        """Remember the provider and load the current model again on it."""
+        self.set_setting("provider", provider)
+        info = self.controller.model_info
+        if info is not None and not info.path.startswith("remote:"):
+            self.controller.load_model(info.path)
+
     def on_add_remote(self) -> None:
         from app.ui.remote_dialog import RemoteEngineDialog
 
@@ -337,6 +384,11 @@ class MainWindow(QMainWindow):
         self.settings_panel.set_model_defaults(info.generation_defaults)
         self.status.showMessage(f"Loaded {info.name} in {info.load_ms / 1000:.1f} s", 4000)
         self._update_page()
+
+    def on_model_unloaded(self) -> None:
+        self._select_picker("")
+        self.status.set_model(None, "")
+        self.status.showMessage("The model was unloaded; pick one to chat again.", 4000)
 
     def on_model_load_failed(self, message: str) -> None:
         self._loading_done()

@@ -144,6 +144,7 @@ class GenerationWorker(QObject):
     Signals:
         loaded(ModelInfo): a model finished loading and is now current.
         load_failed(str): loading failed; the previous model (if any) stays loaded.
+        unloaded(): the model was closed on request; its memory is free.
         prefill_progress(str conversation_id, int done, int total): the prompt is being read
             (tokens in the cache of the prompt's total); at most ~10 a second, only for
             prompts with at least PREFILL_PROGRESS_MIN_TOKENS tokens to read.
@@ -156,6 +157,7 @@ class GenerationWorker(QObject):
 
     loaded = Signal(object)
     load_failed = Signal(str)
+    unloaded = Signal()
     prefill_progress = Signal(str, int, int)
     chunk = Signal(str, str)
     finished = Signal(str, object)
@@ -193,6 +195,12 @@ class GenerationWorker(QObject):
         self._engine, self._caches = engine, caches
         self._info = _model_info(engine, str(path), time.perf_counter() - started)
         self.loaded.emit(self._info)
+
+    @Slot()
+    def on_unload_requested(self) -> None:
+        """Close the model (long chats' caches go to disk first) and free its memory."""
+        self.close_engine()
+        self.unloaded.emit()
 
     @Slot(object)
     def on_generate_requested(self, request: GenerationRequest) -> None:

@@ -291,3 +291,33 @@ def test_at_800x600_nothing_hides_in_an_overflow_and_the_chat_gets_the_room(make
     app.qtbot.waitUntil(lambda: window.stack.width() >= 450)  # the chat (or welcome) page
     window.panel_action.trigger()  # the user can still open it
     assert window.settings_panel.isVisible()
+
+
+def test_unload_frees_the_model_and_sending_then_asks_for_one(app):
+    engine = app.loader.last
+    app.window.unload_action.trigger()
+    app.qtbot.waitUntil(lambda: app.controller.model_info is None, timeout=5000)
+    assert engine.closed
+    assert app.window.status.model_label.text() == "No model loaded"
+    app.send("anyone there?")
+    assert "No model is loaded" in app.window.banner.text()
+
+
+def test_the_provider_menu_offers_only_what_runs_here_and_reloads_on_the_choice(
+    app, monkeypatch
+):
+    from app.models import policy
+
+    monkeypatch.setattr(policy, "provider_choices", lambda **_: {
+        "cpu": None, "dml": "DirectML runs on Windows only",
+        "cuda": "no CUDA device found (no NVIDIA GPU or driver)", "coreml": None})
+    window = app.window
+    window.on_provider_menu()
+    actions = window.provider_actions
+    assert actions["auto"].isChecked() and actions["cpu"].isEnabled()
+    assert not actions["cuda"].isEnabled() and "no CUDA device" in actions["cuda"].toolTip()
+    loads = len(app.loader.engines)
+    with app.qtbot.waitSignal(app.controller.model_loaded, timeout=5000):
+        actions["cpu"].trigger()
+    assert len(app.loader.engines) == loads + 1  # the same model again, now on the CPU
+    assert app.settings.get("provider") == "cpu"
