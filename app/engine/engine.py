@@ -28,6 +28,7 @@ from app.engine.kv_cache import KVCache
 from app.engine.kv_snapshot import SnapshotStore, model_fingerprint
 from app.engine.package import read_model_folder
 from app.engine.providers import create_session
+from app.engine.speculative import DraftModel
 from app.engine.tokenizer import Tokenizer
 from app.engine.types import (
     GenerationChunk,
@@ -80,6 +81,8 @@ class Engine:
             eos.add(tokenizer.eos_token_id)
         self.eos_token_ids = tuple(sorted(eos))
         self._own_cache: KVCache | None = None  # for calls given no ConversationCaches
+        #: A draft model for speculative decoding (app/engine/speculative.py), or None.
+        self.draft: DraftModel | None = None
         self.huge_pages = HugePageReport(note="not requested")
 
     @classmethod
@@ -174,7 +177,7 @@ class Engine:
         return stream_generate(
             self.decoder, cache, ids, settings, tokenizer=self.tokenizer,
             eos_ids=self.eos_token_ids, cancel=cancel, reuse=reuse,
-            provider=self.provider_report.chosen,
+            provider=self.provider_report.chosen, draft=self.draft,
         )
 
     def chat(

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 FinishReason = Literal["eos", "stop", "length", "max_tokens", "cancelled"]
 ContextPolicy = Literal["stop", "truncate_oldest", "sliding_window"]
+Speculation = Literal["auto", "off", "lookup", "draft"]
+SPECULATION_MODES: tuple[str, ...] = ("auto", "off", "lookup", "draft")
 Layout = Literal["genai", "optimum"]
 DecodePath = Literal["rebind", "shared", "none"]
 
@@ -50,6 +52,10 @@ class GenerationSettings:
     max_new_tokens: int = 512
     stop_strings: tuple[str, ...] = ()
     context_policy: ContextPolicy = "stop"
+    #: Speculative decoding (app/engine/speculative.py): "auto" uses the draft model when one
+    #: is attached, else prompt lookup, and only while it pays; "off", "lookup" or "draft"
+    #: force a choice.
+    speculation: Speculation = "auto"
 
     @classmethod
     def from_model(
@@ -63,7 +69,8 @@ class GenerationSettings:
         ``repetition_penalty`` and ``max_new_tokens`` are taken where valid (anything else,
         and any invalid value, is ignored); ``do_sample: false`` means greedy (temperature
         0). ``overrides`` (the user's choices) use ``SamplingSettings``' field names plus
-        ``max_new_tokens``, ``stop_strings`` and ``context_policy``; None values are skipped.
+        ``max_new_tokens``, ``stop_strings``, ``context_policy`` and ``speculation``; None
+        values are skipped.
         """
         sampling: dict[str, Any] = {}
         top: dict[str, Any] = {}
@@ -83,6 +90,10 @@ class GenerationSettings:
             elif key == "stop_strings":
                 top[key] = tuple(value)
             elif key == "context_policy":
+                top[key] = value
+            elif key == "speculation":
+                if value not in SPECULATION_MODES:
+                    raise ValueError(f"unknown speculation mode {value!r}")
                 top[key] = value
             else:
                 raise ValueError(f"unknown generation setting {key!r}")
@@ -124,6 +135,10 @@ class GenerationStats:
     reuse_refused: str | None = None  # why the prefix cache could not be reused, if it could not
     dropped_messages: int = 0  # oldest messages left out to fit the context
     context_note: str | None = None  # what the context policy did, in words
+    speculation: str = "off"  # the proposer that ran: "off", "lookup" or "draft"
+    proposed: int = 0  # tokens proposed by the speculative proposer
+    accepted: int = 0  # of those, tokens the target model accepted
+    target_steps: int = 0  # target model runs after the prefill (decode steps + verify steps)
 
     def as_dict(self) -> dict:
         return asdict(self)
