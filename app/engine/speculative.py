@@ -195,19 +195,29 @@ def dense(ids: np.ndarray, probs: np.ndarray, vocab: int) -> np.ndarray:
 
 
 def verify_greedy(
-    rows: np.ndarray, proposed: Sequence[int], sampler: Sampler, history: list[int]
-) -> tuple[int, int]:
+    rows: np.ndarray,
+    proposed: Sequence[int],
+    sampler: Sampler,
+    history: list[int],
+    *,
+    tie_margin: float = 0.0,
+) -> tuple[int, int | None]:
     """Greedy verification. ``rows[i]``: the target's logits after ``history`` plus
     ``proposed[:i]`` (``len(proposed) + 1`` rows). Returns how many proposals were accepted
-    and the target's own token after them. ``history`` is extended and restored."""
+    and the target's own token after them; None instead of the token when that row's best
+    logit leads by less than ``tie_margin`` (rounding in a K-token step could flip it: the
+    caller decides that position with a one-token step). ``history`` is extended and
+    restored."""
     base = len(history)
     try:
-        for i, guess in enumerate(proposed):
-            token = sampler(rows[i], history)
-            if token != guess:
+        for i in range(len(proposed) + 1):
+            token, margin = sampler.greedy_with_margin(rows[i], history)
+            if margin < tie_margin:
+                return i, None
+            if i == len(proposed) or token != proposed[i]:
                 return i, token
-            history.append(guess)
-        return len(proposed), sampler(rows[len(proposed)], history)
+            history.append(token)
+        raise AssertionError("unreachable")
     finally:
         del history[base:]
 
@@ -380,8 +390,11 @@ class Speculator:
         proposer: PromptLookup | DraftProposer,
         sampler: Sampler,
         policy: AdaptiveK | FixedK,
+        *,
+        tie_margin: float = 0.0,
     ) -> None:
         self.decoder, self.cache = decoder, cache
+        self.tie_margin = tie_margin
         self.proposer, self.sampler, self.policy = proposer, sampler, policy
         self.name = proposer.name
         self.proposed = self.accepted = self.target_steps = 0
@@ -419,7 +432,14 @@ class Speculator:
         self.policy.record_time(len(guesses) + 1, time.perf_counter() - start)
         self.target_steps += 1
         if self._greedy:
-            accepted, token = verify_greedy(rows, guesses, self.sampler, history)
+            accepted, token = verify_greedy(rows, guesses, self.sampler, history,
+                                            tie_margin=self.tie_margin)
+            if token is None:  # too close to call from a K-token step: take a plain one
+                self.cache.trim_to(fed + accepted)
+                logits = self.decoder.step(self.cache, guesses[accepted - 1] if accepted
+                                           else pending)
+                self.target_steps += 1
+                token = self.sampler(logits, [*history, *guesses[:accepted]])
         else:
             proposal = Proposal(guesses, None if proposal.q is None else proposal.q[:k])
             accepted, token = verify_sampled(rows, proposal, self.sampler, history)
@@ -472,4 +492,13 @@ def make_speculator(
     if policy is None:
         policy = AdaptiveK(allow_off=mode == "auto",
                            max_k=MAX_K if proposer.name == "lookup" else 8)
-    return Speculator(decoder, cache, proposer, sampler, policy)
+    return Speculator(decoder, cache, proposer, sampler, policy,
+                      tie_margin=tie_margin(decoder))
+
+
+def tie_margin(decoder: Decoder) -> float:
+    """How close two logits may be before a K-token step's rounding could order them
+    differently from a one-token step's: float16 / bfloat16 KV (computed in half precision
+    by GroupQueryAttention) round far more than float32."""
+    halves = any(layer.dtype != "float32" for layer in decoder.graph.kv_layers)
+    return 1e-2 if halves or decoder.graph.logits_dtype != "float32" else 1e-3
