@@ -87,6 +87,9 @@ class CatalogEntry:
     format: str
     description: str
     variants: tuple[Variant, ...]
+    #: The catalog id of a smaller sibling with the same tokenizer that can draft for this
+    #: model (speculative decoding), or None.
+    draft: str | None = None
 
     def variant(self, name_or_provider: str) -> Variant:
         """The variant with this name, or the one for this provider."""
@@ -113,6 +116,7 @@ class CatalogEntry:
             "format": self.format,
             "description": self.description,
             "variants": [v.as_dict() for v in self.variants],
+            "draft": self.draft,
         }
 
 
@@ -184,8 +188,12 @@ def parse_catalog(data: dict) -> Catalog:
                 format=raw["format"],
                 description=raw.get("description", ""),
                 variants=variants,
+                draft=raw.get("draft"),
             )
         )
+    for entry in entries:
+        if entry.draft is not None and (entry.draft == entry.id or entry.draft not in seen):
+            raise ValueError(f"{entry.id!r} names draft {entry.draft!r}, not another entry")
     return Catalog(tuple(entries))
 
 
