@@ -95,6 +95,9 @@ class Decoder:
         self._bound_tensors: list | None = None
         self._steady_tensors: list | None = None
         self._steady_limit = 0
+        #: Whether a verify step's logits equal one-token steps' within rounding (measured
+        #: once by the speculative decoder; None until then).
+        self.verify_agrees: bool | None = None
 
     @property
     def supports_sliding_window(self) -> bool:
@@ -256,7 +259,7 @@ class Decoder:
         if all_rows:
             if target is not None:
                 return self._step_logits[0].astype(np.float32)
-            return np.asarray(outputs[0].numpy()[0, -len(new):], dtype=np.float32)
+            return np.array(outputs[0].numpy()[0, -len(new):], dtype=np.float32)
         if target is not None:
             return self._step_logits[0, -1].astype(np.float32, copy=False)
         return np.asarray(outputs[0].numpy()[0, -1], dtype=np.float32)

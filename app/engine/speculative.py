@@ -392,11 +392,14 @@ class Speculator:
         policy: AdaptiveK | FixedK,
         *,
         tie_margin: float = 0.0,
+        strict: bool = False,
     ) -> None:
         self.decoder, self.cache = decoder, cache
         self.tie_margin = tie_margin
         self.proposer, self.sampler, self.policy = proposer, sampler, policy
         self.name = proposer.name
+        #: "auto": speculate only where verify steps reproduce one-token steps' logits.
+        self.strict = strict
         self.proposed = self.accepted = self.target_steps = 0
         self._greedy = sampler.settings.greedy
 
@@ -428,6 +431,12 @@ class Speculator:
             self.target_steps += 1
             return [self.sampler(logits, history)]
         fed = len(self.cache)
+        if self.decoder.verify_agrees is None:
+            self._calibrate(pending, guesses)
+            start = time.perf_counter()
+        if self.strict and not self.decoder.verify_agrees:
+            self.policy = FixedK(0)  # speculation would change the output: off
+            return self.advance(history, room)
         rows = self.decoder.verify(self.cache, [pending, *guesses])
         self.policy.record_time(len(guesses) + 1, time.perf_counter() - start)
         self.target_steps += 1
@@ -448,6 +457,17 @@ class Speculator:
         self.policy.record(len(guesses), accepted)
         self.cache.trim_to(fed + 1 + accepted)  # drop the rejected guesses' KV
         return [*guesses[:accepted], token]
+
+    def _calibrate(self, pending: int, guesses: Sequence[int]) -> None:
+        """Once per decoder: does a verify step give the logits one-token steps give? (Some
+        kernels, e.g. quantized matmuls, take another path for several rows and round
+        differently.) Leaves the cache as it found it."""
+        fed = len(self.cache)
+        rows = self.decoder.verify(self.cache, [pending, *guesses])
+        self.cache.trim_to(fed)
+        step = self.decoder.step(self.cache, pending)
+        self.cache.trim_to(fed)
+        self.decoder.verify_agrees = bool(np.abs(rows[0] - step).max() <= self.tie_margin / 2)
 
     def settle(self, history_len: int) -> None:
         """After the reply: the cache covers at most ``history[:-1]`` (as after a plain run:
@@ -484,6 +504,8 @@ def make_speculator(
     graph that returns only the last position's logits cannot verify)."""
     if mode == "off" or not decoder.can_verify:
         return None
+    if mode == "auto" and decoder.verify_agrees is False:
+        return None  # this graph's verify steps round differently: "auto" stays exact
     if draft is not None and draft.vocab_size != decoder.graph.vocab_size:
         draft = None  # a different tokenizer cannot propose for this model
     proposer = make_proposer(mode, sampler.settings, draft=draft)
@@ -493,7 +515,7 @@ def make_speculator(
         policy = AdaptiveK(allow_off=mode == "auto",
                            max_k=MAX_K if proposer.name == "lookup" else 8)
     return Speculator(decoder, cache, proposer, sampler, policy,
-                      tie_margin=tie_margin(decoder))
+                      tie_margin=tie_margin(decoder), strict=mode == "auto")
 
 
 def tie_margin(decoder: Decoder) -> float:

@@ -409,3 +409,20 @@ def test_speculation_setting_from_overrides():
     assert GenerationSettings.from_model({}, {"speculation": "lookup"}).speculation == "lookup"
     with pytest.raises(ValueError, match="speculation"):
         GenerationSettings.from_model({}, {"speculation": "sometimes"})
+
+
+def test_auto_measures_whether_verify_steps_round_like_one_token_steps(plain_model_dir):
+    """Some kernels (quantized matmuls) round a several-row step differently; "auto" checks
+    once per decoder and stays off where verify logits differ from one-token steps."""
+    engine = _load(plain_model_dir)
+    prompt = _prompts(engine.graph.vocab_size, 2, seed=4)[1]
+    assert engine.decoder.verify_agrees is None
+    first = list(engine.generate(prompt, GREEDY, reuse=False))
+    assert engine.decoder.verify_agrees is True  # the fixture's graph: exact
+    assert first[-1].stats.proposed > 0
+    engine.decoder.verify_agrees = False  # as measured on the starter's quantized graph
+    plain = list(engine.generate(prompt, GREEDY, reuse=False))
+    assert plain[-1].stats.speculation == "off"
+    forced = list(engine.generate(prompt, replace(GREEDY, speculation="lookup"), reuse=False))
+    assert forced[-1].stats.speculation == "lookup" and forced[-1].stats.proposed > 0
+    assert [c.token_id for c in plain] == [c.token_id for c in first]
