@@ -92,6 +92,9 @@ class Decoder:
         heads, head_dim = int(pasts[0].shape[1]), int(pasts[0].shape[3])
         self.io = sess.io_binding()
         self.io.bind_output("logits", "cpu")
+        self._keep = np.ones(1, np.int64)  # logits for the last position only
+        if any(i.name == "num_logits_to_keep" for i in sess.get_inputs()):
+            self.io.bind_cpu_input("num_logits_to_keep", self._keep)
         for inp in pasts:
             buf = ort.OrtValue.ortvalue_from_numpy(
                 np.zeros((1, heads, max_len, head_dim), np.float32)

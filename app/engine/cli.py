@@ -13,7 +13,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.engine.types import GenerationSettings, Message
+from app.engine.types import SPECULATION_MODES, GenerationSettings, Message
 from app.errors import HearthError
 from app.text import clean_text
 
@@ -36,6 +36,12 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int)
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     parser.add_argument("--json", action="store_true", help="print JSON results")
+    parser.add_argument(
+        "--speculation", choices=SPECULATION_MODES, default=None,
+        help="speculative decoding: auto (default: on where it pays), off, lookup (n-grams of "
+        "the prompt and reply), draft (a small model, see --draft)",
+    )
+    parser.add_argument("--draft", type=Path, help="draft model folder (same tokenizer)")
 
 
 def register(subparsers) -> None:
@@ -80,15 +86,39 @@ def sampling_from_args(
         chosen.update({key: source[key] for key in _SAMPLING_FLAGS
                        if source.get(key) is not None})
     chosen["stop_strings"] = tuple(args.stop or (overrides or {}).get("stop", ()))
+    chosen["speculation"] = getattr(args, "speculation", None)
     return GenerationSettings.from_model(defaults, chosen)
 
 
 def _load(args: argparse.Namespace):
     from app.engine.engine import Engine
 
-    return Engine.load(
+    engine = Engine.load(
         args.model_dir, provider=args.provider, variant=args.variant, threads=args.threads
     )
+    draft_dir = getattr(args, "draft", None)
+    if draft_dir is not None:
+        engine.draft = _load_draft(engine, draft_dir, args)
+    elif getattr(args, "speculation", None) == "draft":
+        raise HearthError("--speculation draft needs a draft model.",
+                          hint="Name its folder with --draft.")
+    return engine
+
+
+def _load_draft(engine, folder: Path, args: argparse.Namespace):
+    """The draft model for ``engine`` from ``folder``; it must share the tokenizer."""
+    from app.engine.engine import Engine
+    from app.engine.speculative import DraftModel
+
+    draft = Engine.load(folder, provider=args.provider, threads=args.threads,
+                        huge_pages=False)
+    if draft.graph.vocab_size != engine.graph.vocab_size:
+        raise HearthError(
+            f"The draft model in {folder} has a vocabulary of {draft.graph.vocab_size} tokens, "
+            f"the model in {args.model_dir} {engine.graph.vocab_size}.",
+            hint="A draft model must use the same tokenizer (a smaller sibling).",
+        )
+    return DraftModel(draft.decoder, eos_ids=engine.eos_token_ids)
 
 
 @contextmanager
@@ -152,6 +182,10 @@ def _result_json(tokens, text, finish, stats, *, turn: int | None = None) -> str
             "context_used": stats.context_used,
             "context_max": stats.context_max,
             "reuse_refused": stats.reuse_refused,
+            "speculation": stats.speculation,
+            "proposed": stats.proposed,
+            "accepted": stats.accepted,
+            "target_steps": stats.target_steps,
         },
     }
     if turn is not None:

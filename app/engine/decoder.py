@@ -44,6 +44,11 @@ class PrefillStopped(Exception):
     def __init__(self, done: int) -> None:
         super().__init__(f"prefill stopped after {done} tokens")
         self.done = done
+#: The graph input that says how many last positions get logits (int64, [1] or a scalar; as
+#: in Hugging Face exports). Hearth's GGUF conversion takes it so that prefill computes one
+#: row and a verify step (``Decoder.verify``) one per fed token; the decoder binds 1 except
+#: for verify steps.
+LOGITS_TO_KEEP = "num_logits_to_keep"
 
 
 class Decoder:
@@ -65,9 +70,15 @@ class Decoder:
         self.context_length = context_length
         self.device = device
         self._ops = KVOps(session.get_providers(), device)
+        # A graph with ``logits_to_keep`` returns the last position only unless told more.
+        keep = next((i for i in session.get_inputs() if i.name == LOGITS_TO_KEEP), None)
+        self._keep_input = None if keep is None else keep.name
+        self._keep = np.ones(1 if keep is not None and keep.shape else (), dtype=np.int64)
+        self._keep_bound = 0  # the value bound for ``_keep_input`` (0: nothing bound yet)
+        self._last_only = graph.logits_last_only or self._keep_input is not None
         vocab = graph.vocab_size or 1
         if prefill_chunk is None:
-            if graph.logits_last_only or graph.decode_path == "none":
+            if self._last_only or graph.decode_path == "none":
                 prefill_chunk = MAX_PREFILL_CHUNK
             else:
                 prefill_chunk = LOGITS_CHUNK_BYTES // (vocab * 4)
@@ -98,6 +109,9 @@ class Decoder:
         self._bound_tensors: list | None = None
         self._steady_tensors: list | None = None
         self._steady_limit = 0
+        #: Whether a verify step's logits equal one-token steps' within rounding (measured
+        #: once by the speculative decoder; None until then).
+        self.verify_agrees: bool | None = None
 
     def _reserve(self, needed: int) -> None:
         """Make ``_mask`` and ``_positions`` cover at least ``needed`` positions (at most the
@@ -136,6 +150,12 @@ class Decoder:
         if path == "rebind":
             return RebindCache(self.graph.kv_layers, self._ops, self.device)
         return TokenOnlyCache()
+
+    @property
+    def can_verify(self) -> bool:
+        """Whether ``verify`` can return logits for every fed token in one step (graphs that
+        return every position, or that take ``logits_to_keep``)."""
+        return not self.graph.logits_last_only or self._keep_input is not None
 
     # -- running -------------------------------------------------------------------------
 
@@ -198,6 +218,19 @@ class Decoder:
             return self._step_logits[0, -1].astype(np.float32, copy=False)
         return self.feed(cache, [token])
 
+    def verify(self, cache: KVCache, tokens: Sequence[int]) -> np.ndarray:
+        """Run ``tokens`` after what ``cache`` holds in one step; return their logits as a
+        float32 array ``[len(tokens), vocab]`` (row i: the distribution after ``tokens[i]``).
+
+        The speculative decoder's verify step. It is never chunked, so the tokens must fit one
+        step (``cache.max_step``); the cache then covers them all and the caller rewinds it
+        with ``trim_to`` to drop what was rejected."""
+        if not self.can_verify:
+            raise ValueError("this graph returns logits for the last position only")
+        if not tokens:
+            raise ValueError("verify() needs at least one token")
+        return self._run(cache, list(tokens), all_rows=True)
+
     def _logits_target(self, rows: int) -> ort.OrtValue | None:
         """A reusable buffer for single-row logits, so decode steps allocate nothing."""
         vocab = self.graph.vocab_size
@@ -208,7 +241,7 @@ class Decoder:
             self._step_logits_value = ort.OrtValue.ortvalue_from_numpy(self._step_logits)
         return self._step_logits_value
 
-    def _run(self, cache: KVCache, new: list[int]) -> np.ndarray:
+    def _run(self, cache: KVCache, new: list[int], *, all_rows: bool = False) -> np.ndarray:
         graph = self.graph
         self._steady_tensors = None  # whatever follows rebinds: no steady step until it ends
         if cache.feeds_whole_sequence:
@@ -247,7 +280,11 @@ class Decoder:
             else:  # sliding windows keep absolute positions past the context length
                 positions = np.arange(start, start + count, dtype=np.int64)[None, :]
             io.bind_cpu_input(graph.position_ids, positions)
-        rows = 1 if graph.logits_last_only else count
+        rows = count if not self._last_only or all_rows else 1
+        if self._keep_input is not None and self._keep_bound != rows:
+            self._keep[...] = rows
+            io.bind_cpu_input(self._keep_input, self._keep)
+            self._keep_bound = rows
         target = self._logits_target(rows)
         if target is None:
             io.bind_output(graph.logits, "cpu")
@@ -267,6 +304,10 @@ class Decoder:
                 and cache.steady_step):
             self._steady_tensors = tensors
             self._steady_limit = min(cache.capacity, self._mask.shape[1])
+        if all_rows:
+            if target is not None:
+                return self._step_logits[0].astype(np.float32)
+            return np.array(outputs[0].numpy()[0, -len(new):], dtype=np.float32)
         if target is not None:
             return self._step_logits[0, -1].astype(np.float32, copy=False)
         return np.asarray(outputs[0].numpy()[0, -1], dtype=np.float32)

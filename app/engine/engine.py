@@ -35,6 +35,7 @@ from app.engine.reasoning import (
     split_reasoning,
     thinking_control,
 )
+from app.engine.speculative import DraftModel
 from app.engine.tokenizer import Tokenizer
 from app.engine.types import (
     GenerationChunk,
@@ -92,6 +93,8 @@ class Engine:
             eos.add(tokenizer.eos_token_id)
         self.eos_token_ids = tuple(sorted(eos))
         self._own_cache: KVCache | None = None  # for calls given no ConversationCaches
+        #: A draft model for speculative decoding (app/engine/speculative.py), or None.
+        self.draft: DraftModel | None = None
         self.huge_pages = HugePageReport(note="not requested")
 
     @classmethod
@@ -209,7 +212,7 @@ class Engine:
         return stream_generate(
             self.decoder, cache, ids, settings, tokenizer=self.tokenizer,
             eos_ids=self.eos_token_ids, cancel=cancel, reuse=reuse,
-            provider=self.provider_report.chosen, on_prefill=on_prefill,
+            provider=self.provider_report.chosen, on_prefill=on_prefill, draft=self.draft,
         )
 
     def chat(

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from app.engine.decoder import Decoder, PrefillStopped
 from app.engine.detokenizer import StreamingDetokenizer
 from app.engine.kv_cache import CacheRewindError, KVCache
-from app.engine.sampling import make_sampler
+from app.engine.sampling import Sampler, make_sampler
+from app.engine.speculative import AdaptiveK, DraftModel, FixedK, Speculator, make_speculator
 from app.engine.tokenizer import Tokenizer
 from app.engine.types import FinishReason, GenerationChunk, GenerationSettings, GenerationStats
 
@@ -95,6 +96,8 @@ def stream_generate(
     reuse: bool = True,
     provider: str = "cpu",
     on_prefill: PrefillProgress | None = None,
+    draft: DraftModel | None = None,
+    speculation_policy: AdaptiveK | FixedK | None = None,
 ) -> Iterator[GenerationChunk]:
     """Generate a reply to ``prompt_ids`` over ``cache``, yielding one chunk per token.
 
@@ -103,6 +106,9 @@ def stream_generate(
     between prefill chunks: a stopped prefill ends the reply as "cancelled" with the cache
     covering the chunks that ran. ``on_prefill(done, total)`` reports prompt tokens in the
     cache (reused ones included) before the prefill and after each chunk.
+    ``settings.speculation`` decides whether the decode steps speculate (``draft``: a draft
+    model to propose with; ``speculation_policy``: how K is chosen, adaptive by default); the
+    tokens are the same.
     """
     start = time.perf_counter()
     prompt_ids = list(prompt_ids)
@@ -124,7 +130,15 @@ def stream_generate(
 
     logits = prefill(decoder, cache, prompt_ids, reused, cancel=cancel, on_prefill=on_prefill)
     bounded = cache.bounded_by_context
-    while True:
+    spec = None if logits is None else make_speculator(  # None: a stopped prefill
+        settings.speculation, decoder, cache, sampler, draft=draft, policy=speculation_policy
+    )
+    if spec is not None:
+        finish, first_token_at = yield from _speculative_loop(
+            spec, logits, sampler, detok, eos, history, generated, settings, cancel,
+            context if bounded else None,
+        )
+    while spec is None:  # the plain decode loop (``spec`` never changes: while True)
         if cancel is not None and cancel.is_set():
             finish = "cancelled"
             break
@@ -163,4 +177,67 @@ def stream_generate(
     if first_token_at is not None and len(generated) > 1:
         stats.decode_tok_s = (len(generated) - 1) / max(end - first_token_at, 1e-9)
     stats.context_used = len(history)
+    if spec is None:
+        stats.target_steps = len(cache) - len(prompt_ids)  # one per decode step
+    else:
+        stats.speculation = spec.name
+        stats.proposed, stats.accepted = spec.proposed, spec.accepted
+        stats.target_steps = spec.target_steps
     yield GenerationChunk(text=tail, token_id=None, finish_reason=finish, stats=stats)
+
+
+def _speculative_loop(
+    spec: Speculator,
+    logits,
+    sampler: Sampler,
+    detok: StreamingDetokenizer,
+    eos: frozenset[int],
+    history: list[int],
+    generated: list[int],
+    settings: GenerationSettings,
+    cancel: threading.Event | None,
+    context: int | None,
+) -> Iterator[GenerationChunk]:
+    """The decode loop with speculation: each target step decides one or more tokens, which
+    pass the same checks one by one as in ``stream_generate``'s loop (EOS, stop strings, the
+    token budget, the context, cancel), so a run ends exactly where a plain run would; the
+    cache is rewound to what a plain run leaves. Returns (finish reason, first token time)."""
+    finish: FinishReason | None = None
+    first_token_at = None
+    limit = settings.max_new_tokens
+    if cancel is not None and cancel.is_set():
+        return "cancelled", None
+    decided = [int(sampler(logits, history))]
+    first_token_at = time.perf_counter()
+    while finish is None:
+        for token in decided:
+            generated.append(token)
+            history.append(token)
+            if token in eos:
+                yield GenerationChunk(text="", token_id=token)
+                finish = "eos"
+                break
+            text = detok.add(token)
+            if detok.stop_hit is not None:
+                if text:
+                    yield GenerationChunk(text=text, token_id=token)
+                finish = "stop"
+                break
+            yield GenerationChunk(text=text, token_id=token)
+            if len(generated) >= limit:
+                finish = "max_tokens"
+                break
+            if context is not None and len(history) >= context:
+                finish = "length"
+                break
+            if cancel is not None and cancel.is_set():
+                finish = "cancelled"
+                break
+        if finish is not None:
+            break
+        room = limit - len(generated)
+        if context is not None:
+            room = min(room, context - len(history))
+        decided = spec.advance(history, room)
+    spec.settle(len(history))
+    return finish, first_token_at

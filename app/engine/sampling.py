@@ -175,6 +175,19 @@ class Sampler:
         at = int(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"))
         return int(ids[min(at, ids.size - 1)])
 
+    def greedy_with_margin(self, logits: np.ndarray,
+                           history: Sequence[int] = ()) -> tuple[int, float]:
+        """The greedy choice after the penalties and how far its logit leads the runner-up
+        (a verify step's logits differ from a one-token step's by rounding, so a choice
+        closer than that is left to a one-token step)."""
+        x = self._prepare(logits, history)
+        best = self._argmax if x is self._checked else int(np.argmax(x))
+        top = x[best]
+        x[best] = NEG_INF
+        second = x.max()
+        x[best] = top
+        return best, float(top - second) if x.size > 1 else math.inf
+
     def distribution(self, logits: np.ndarray,
                      history: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
         """Candidate token ids and their probabilities (summing to 1) after all filters."""

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 FinishReason = Literal["eos", "stop", "length", "max_tokens", "cancelled"]
 ContextPolicy = Literal["stop", "truncate_oldest", "sliding_window"]
+Speculation = Literal["auto", "off", "lookup", "draft"]
+SPECULATION_MODES: tuple[str, ...] = ("auto", "off", "lookup", "draft")
 Layout = Literal["genai", "optimum", "remote"]  # "remote": app.remote.engine
 DecodePath = Literal["rebind", "shared", "none"]
 ThinkingMode = Literal["default", "on", "off"]
@@ -54,6 +56,10 @@ class GenerationSettings:
     # the per-chat "Think" switch: "default" leaves it to the template; "on" / "off" set
     # enable_thinking or a /think / /no_think flag where the template has one (reasoning.py)
     thinking: ThinkingMode = "default"
+    #: Speculative decoding (app/engine/speculative.py): "auto" uses the draft model when one
+    #: is attached, else prompt lookup, and only while it pays; "off", "lookup" or "draft"
+    #: force a choice.
+    speculation: Speculation = "auto"
 
     @classmethod
     def from_model(
@@ -67,8 +73,8 @@ class GenerationSettings:
         ``repetition_penalty`` and ``max_new_tokens`` are taken where valid (anything else,
         and any invalid value, is ignored); ``do_sample: false`` means greedy (temperature
         0). ``overrides`` (the user's choices) use ``SamplingSettings``' field names plus
-        ``max_new_tokens``, ``stop_strings``, ``context_policy`` and ``thinking``; None values
-        are skipped.
+        ``max_new_tokens``, ``stop_strings``, ``context_policy``, ``thinking`` and
+        ``speculation``; None values are skipped.
         """
         sampling: dict[str, Any] = {}
         top: dict[str, Any] = {}
@@ -92,6 +98,10 @@ class GenerationSettings:
             elif key == "thinking":
                 if value not in ("default", "on", "off"):
                     raise ValueError(f"thinking must be 'default', 'on' or 'off', not {value!r}")
+                top[key] = value
+            elif key == "speculation":
+                if value not in SPECULATION_MODES:
+                    raise ValueError(f"unknown speculation mode {value!r}")
                 top[key] = value
             else:
                 raise ValueError(f"unknown generation setting {key!r}")
@@ -135,6 +145,10 @@ class GenerationStats:
     context_note: str | None = None  # what the context policy did, in words
     reasoning_tokens: int = 0  # generated while the model was thinking (markers included)
     reasoning_ms: float = 0.0  # from the first thinking token to the end of the thinking
+    speculation: str = "off"  # the proposer that ran: "off", "lookup" or "draft"
+    proposed: int = 0  # tokens proposed by the speculative proposer
+    accepted: int = 0  # of those, tokens the target model accepted
+    target_steps: int = 0  # target model runs after the prefill (decode steps + verify steps)
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -101,6 +101,9 @@ class CatalogEntry:
     def context_for(self, variant: Variant) -> int:
         """The context a variant runs with: its own limit, else the model's."""
         return variant.context_length or self.context_length
+    #: The catalog id of a smaller sibling with the same tokenizer that can draft for this
+    #: model (speculative decoding), or None.
+    draft: str | None = None
 
     def variant(self, name_or_provider: str) -> Variant:
         """The variant with this name, or the one for this provider."""
@@ -131,6 +134,7 @@ class CatalogEntry:
             "revision_verified": self.revision_verified,
             "notes": self.notes,
             "variants": [v.as_dict() for v in self.variants],
+            "draft": self.draft,
         }
 
 
@@ -210,8 +214,12 @@ def parse_catalog(data: dict) -> Catalog:
                 license_url=raw.get("license_url"),
                 revision_verified=bool(raw.get("revision_verified", True)),
                 notes=raw.get("notes", ""),
+                draft=raw.get("draft"),
             )
         )
+    for entry in entries:
+        if entry.draft is not None and (entry.draft == entry.id or entry.draft not in seen):
+            raise ValueError(f"{entry.id!r} names draft {entry.draft!r}, not another entry")
     return Catalog(tuple(entries))
 
 

@@ -48,6 +48,8 @@ class GrowingRunner:
             "attention_mask": np.ones((1, total), np.int64),
             **self.past,
         }
+        if any(i.name == "num_logits_to_keep" for i in self.s.get_inputs()):
+            feeds["num_logits_to_keep"] = np.ones(1, np.int64)
         names = [o.name for o in self.s.get_outputs()]
         outs = dict(zip(names, self.s.run(names, feeds), strict=True))
         for i in range(self.layers):
@@ -73,6 +75,9 @@ class SharedBufferRunner:
         self.length = 0
         self.io = session.io_binding()
         self.io.bind_output("logits", "cpu")  # first, so get_outputs()[0] is the logits
+        self._keep = np.ones(1, np.int64)
+        if any(i.name == "num_logits_to_keep" for i in session.get_inputs()):
+            self.io.bind_cpu_input("num_logits_to_keep", self._keep)
         for (i, k), buf in self.buffers.items():
             self.io.bind_ortvalue_input(f"past_key_values.{i}.{k}", buf)
             self.io.bind_ortvalue_output(f"present.{i}.{k}", buf)

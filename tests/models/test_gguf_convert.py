@@ -239,7 +239,8 @@ def test_folder_layout_and_metadata(tmp_path):
         "present.0.key",
         "present.0.value",
     ]
-    assert session.get_outputs()[0].shape == ["batch_size", 1, 288]
+    assert session.get_outputs()[0].shape == ["batch_size", "logits_length", 288]
+    assert "num_logits_to_keep" in [i.name for i in session.get_inputs()]
     ops = {
         n.op_type
         for n in __import__("onnx")

@@ -5,8 +5,11 @@ Contract (the engine relies on it; it matches onnxruntime-genai's builder):
 
 * inputs ``input_ids`` int64 [batch, seq], ``attention_mask`` int64 [batch, total_seq],
   ``past_key_values.{i}.key|value`` float32 [batch, kv_heads, past_seq, head_dim];
-* outputs ``logits`` float32 [batch, 1, vocab] (last position only) and
-  ``present.{i}.key|value``.
+* input ``num_logits_to_keep`` int64 [1] (how many last positions get logits: 1 for prefill and
+  decode, K for a speculative verify step; ``verify_logits=False`` builds the graph without
+  it, fixed to the last position);
+* outputs ``logits`` float32 [batch, logits_length, vocab] (the last ``num_logits_to_keep``
+  positions; [batch, 1, vocab] without the input) and ``present.{i}.key|value``.
 * ``com.microsoft.GroupQueryAttention`` with ``do_rotary=1`` and cos/sin caches; ``seqlens_k``
   and ``total_sequence_length`` come from ``attention_mask`` inside the graph, so past and
   present may be bound to one shared max-length buffer.
@@ -115,8 +118,10 @@ class GraphBuilder(LayerBuilder):
         *,
         accuracy_level: int = 4,
         progress: Callable[[float, str], None] | None = None,
+        verify_logits: bool = True,
     ) -> None:
         self.p = params
+        self.verify_logits = verify_logits
         self.w = weights
         self.data = data
         self.accuracy_level = accuracy_level
@@ -311,9 +316,14 @@ class GraphBuilder(LayerBuilder):
                 "attention_mask", TensorProto.INT64, ["batch_size", "total_sequence_length"]
             ),
         ]
+        if self.verify_logits:
+            inputs.append(
+                helper.make_tensor_value_info("num_logits_to_keep", TensorProto.INT64, [1])
+            )
+        logits_rows: str | int = "logits_length" if self.verify_logits else 1
         outputs = [
             helper.make_tensor_value_info(
-                "logits", TensorProto.FLOAT, ["batch_size", 1, p.vocab_size]
+                "logits", TensorProto.FLOAT, ["batch_size", logits_rows, p.vocab_size]
             )
         ]
         kv_shape = ["batch_size", p.n_kv_heads, "past_sequence_length", p.head_dim]
@@ -349,7 +359,18 @@ class GraphBuilder(LayerBuilder):
         head_out = self._matmul(normed, self.w.linear(head + ".weight"), "lm_head")
         if p.final_logit_softcap:
             head_out = self._softcap(head_out, p.final_logit_softcap)
-        logits_shape = self._const("const.logits_shape", np.array([-1, 1, p.vocab_size], np.int64))
+        if self.verify_logits:  # [batch, logits_to_keep, vocab]
+            logits_shape = "logits/shape"
+            self._node(
+                "Concat",
+                ["const.minus_one", "num_logits_to_keep",
+                 self._const("const.vocab", np.array([p.vocab_size], np.int64))],
+                [logits_shape], "logits/shape", axis=0,
+            )  # fmt: skip
+        else:
+            logits_shape = self._const(
+                "const.logits_shape", np.array([-1, 1, p.vocab_size], np.int64)
+            )
         self._node("Reshape", [head_out, logits_shape], ["logits"], "logits")
         self.progress(1.0, "output layer")
         graph = helper.make_graph(self.nodes, "hearth-decoder", inputs, outputs, self.inits)
@@ -388,7 +409,10 @@ class GraphBuilder(LayerBuilder):
         minus_one = self._const("const.minus_one", np.array([-1], np.int64))
         self._node("Shape", ["input_ids"], ["ids/shape"], "ids/shape")
         self._node("Concat", ["ids/shape", minus_one], ["shape3d"], "shape3d", axis=0)
-        self._const("const.last_start", np.array([-1], np.int64))
+        if self.verify_logits:  # the last ``num_logits_to_keep`` positions
+            self._node("Neg", ["num_logits_to_keep"], ["const.last_start"], "logits/keep_start")
+        else:
+            self._const("const.last_start", np.array([-1], np.int64))
         self._const("const.last_end", np.array([np.iinfo(np.int64).max], np.int64))
 
     def _longrope_caches(self) -> None:

@@ -1,0 +1,526 @@
+"""Speculative decoding: propose a few tokens cheaply, verify them with one target step.
+
+A *proposer* guesses the tokens that follow the text so far; the target model then runs the
+pending token plus the K guesses in one step (``Decoder.verify``), which gives its own
+distribution after each of them. Verification keeps the longest run the target agrees with
+and adds the target's own next token, so every step yields at least one token and the output
+is exactly what the target alone would produce:
+
+- greedy: a guess is accepted while it equals the target's choice (after every logits
+  processor of ``sampling.Sampler``), then the target's choice is taken;
+- sampling: standard speculative sampling (Leviathan et al. / Chen et al.): guess ``x`` drawn
+  from the proposer's ``q`` is accepted with probability ``min(1, p(x) / q(x))``; at the first
+  rejection the token is drawn from ``normalise(max(0, p - q))``; when all are accepted a bonus
+  token comes from ``p``. Prompt lookup proposes without a distribution: ``q`` is a point mass
+  (accept with probability ``p(x)``, resample from ``p`` without ``x``). ``p`` and ``q`` both
+  come from ``Sampler.distribution`` (penalties, temperature, top-k / top-p / min-p), so the
+  output follows the target's filtered distribution.
+
+Proposers (one small interface, ``propose(history, k) -> Proposal``):
+
+- ``PromptLookup``: the longest n-gram at the end of the text that occurred before (in the
+  prompt or the reply so far) proposes what followed its latest occurrence. No model.
+- ``DraftModel`` / ``DraftProposer``: a small model with the same tokenizer, with its own
+  ``Decoder`` and KV cache, synced to the target's text by the same prefix / rewind rules as a
+  chat turn (longest common prefix, ``trim_to``, feed the rest).
+
+``AdaptiveK`` picks K per step from the running acceptance rate and the verify-step cost it
+measures on this machine (a K-token step costs more than one token on a CPU; FACTS.md), and
+returns 0 — a plain ``Decoder.step`` — when speculation does not pay.
+
+``Speculator.advance`` runs one target step over the cache it is handed and returns the tokens
+it decided; rejected tokens are dropped from the cache with its own ``trim_to``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from itertools import pairwise
+
+import numpy as np
+
+from app.engine.decoder import Decoder
+from app.engine.kv_cache import CacheRewindError, KVCache
+from app.engine.sampling import Sampler
+from app.engine.types import SamplingSettings
+from app.errors import ContextOverflowError
+
+#: Relative cost of a verify step of n positions on a 2-core CPU (FACTS.md: SmolLM2 int4,
+#: K = 1 / 2 / 4 / 8 cost 1.0 / 1.35 / 2.1 / 3.3 x one token). The prior until measured.
+PRIOR_COST = ((1, 1.0), (2, 1.35), (4, 2.1), (8, 3.3))
+MAX_K = 16
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """Proposed tokens; ``q`` holds the proposer's distribution for each (dense float64
+    vectors over the vocabulary), or is None for a point mass (prompt lookup, greedy)."""
+
+    tokens: tuple[int, ...] = ()
+    q: tuple[np.ndarray, ...] | None = None
+
+
+NO_PROPOSAL = Proposal()
+
+
+# -- proposers -------------------------------------------------------------------------------
+
+
+class PromptLookup:
+    """Prompt-lookup decoding: n-gram matches over the text so far, longest match first.
+
+    One per reply: the text only grows (it is indexed incrementally); a shorter text than
+    last time starts the index over."""
+
+    name = "lookup"
+
+    def __init__(self, *, max_ngram: int = 4, min_ngram: int = 2) -> None:
+        if not 1 <= min_ngram <= max_ngram:
+            raise ValueError("need 1 <= min_ngram <= max_ngram")
+        self.max_ngram, self.min_ngram = max_ngram, min_ngram
+        self._latest: dict[tuple[int, ...], int] = {}  # n-gram -> index of its last token
+        self._indexed = 0  # n-grams ending before this index are in ``_latest``
+
+    def propose(self, history: Sequence[int], k: int) -> Proposal:
+        n = len(history)
+        if n < self._indexed:
+            self._latest.clear()
+            self._indexed = 0
+        latest, lo, hi = self._latest, self.min_ngram, self.max_ngram
+        # Index every n-gram that ends before the last token (the suffix's own occurrence is
+        # not a match), later occurrences overwriting earlier ones.
+        for end in range(self._indexed, n - 1):
+            for size in range(lo, min(hi, end + 1) + 1):
+                latest[tuple(history[end + 1 - size : end + 1])] = end
+        self._indexed = max(self._indexed, n - 1)
+        if k <= 0:
+            return NO_PROPOSAL
+        for size in range(min(hi, n), lo - 1, -1):
+            end = latest.get(tuple(history[n - size :]))
+            if end is not None:
+                return Proposal(tuple(int(t) for t in history[end + 1 : end + 1 + k]))
+        return NO_PROPOSAL
+
+
+class DraftModel:
+    """A small model with the target's tokenizer that proposes tokens, with its own decoder
+    and one KV cache (kept for the model's life and resynced to each text by prefix)."""
+
+    name = "draft"
+
+    def __init__(self, decoder: Decoder, *, eos_ids: Sequence[int] = ()) -> None:
+        self.decoder = decoder
+        self.cache = decoder.new_cache()
+        self.eos_ids = frozenset(eos_ids)
+
+    @property
+    def vocab_size(self) -> int | None:
+        return self.decoder.graph.vocab_size
+
+    def proposer(self, settings: SamplingSettings) -> DraftProposer:
+        """The proposer for one reply (its sampler applies the reply's processors)."""
+        return DraftProposer(self, settings)
+
+
+class DraftProposer:
+    """Proposes with a draft model: greedy guesses for greedy replies, samples with their
+    distributions ``q`` otherwise. ``seconds_per_token`` is the draft's measured cost."""
+
+    name = "draft"
+
+    def __init__(self, model: DraftModel, settings: SamplingSettings) -> None:
+        self.model = model
+        seed = None if settings.seed is None else settings.seed + 7919
+        self.sampler = Sampler(replace(settings, seed=seed))
+        self.greedy = settings.greedy
+        self.seconds_per_token: float | None = None
+
+    def sync(self, history: Sequence[int]) -> np.ndarray | None:
+        """Rewind the draft's cache to its longest prefix with ``history`` and feed the rest;
+        the logits after ``history``, or None when the draft cannot hold it."""
+        decoder, cache = self.model.decoder, self.model.cache
+        if len(history) >= decoder.context_length:
+            return None
+        common = min(cache.common_prefix(history), len(history) - 1)
+        try:
+            cache.trim_to(common)
+        except CacheRewindError:
+            cache.reset()
+            common = 0
+        return decoder.feed(cache, list(history[common:]))
+
+    def propose(self, history: Sequence[int], k: int) -> Proposal:
+        decoder, cache = self.model.decoder, self.model.cache
+        k = min(k, decoder.context_length - len(history))
+        if k <= 0:
+            return NO_PROPOSAL
+        start = time.perf_counter()
+        try:
+            logits = self.sync(history)
+            if logits is None:
+                return NO_PROPOSAL
+            trial = list(history)
+            tokens: list[int] = []
+            qs: list[np.ndarray] = []
+            for i in range(k):
+                if self.greedy:
+                    token = self.sampler(logits, trial)
+                else:
+                    q = dense(*self.sampler.distribution(logits, trial), logits.size)
+                    token = int(self.sampler.rng.choice(q.size, p=q))
+                    qs.append(q)
+                tokens.append(token)
+                trial.append(token)
+                if token in self.model.eos_ids or i == k - 1:
+                    break
+                logits = decoder.step(cache, token)
+        except ContextOverflowError:
+            return NO_PROPOSAL
+        spent = (time.perf_counter() - start) / max(1, len(tokens))
+        self.seconds_per_token = (spent if self.seconds_per_token is None
+                                  else 0.8 * self.seconds_per_token + 0.2 * spent)
+        return Proposal(tuple(tokens), tuple(qs) if qs else None)
+
+
+# -- verification ----------------------------------------------------------------------------
+
+
+def dense(ids: np.ndarray, probs: np.ndarray, vocab: int) -> np.ndarray:
+    """A candidate set (ids, probabilities) as a float64 vector over the vocabulary."""
+    out = np.zeros(vocab, dtype=np.float64)
+    out[np.asarray(ids, dtype=np.int64)] = probs
+    return out
+
+
+def verify_greedy(
+    rows: np.ndarray,
+    proposed: Sequence[int],
+    sampler: Sampler,
+    history: list[int],
+    *,
+    tie_margin: float = 0.0,
+) -> tuple[int, int | None]:
+    """Greedy verification. ``rows[i]``: the target's logits after ``history`` plus
+    ``proposed[:i]`` (``len(proposed) + 1`` rows). Returns how many proposals were accepted
+    and the target's own token after them; None instead of the token when that row's best
+    logit leads by less than ``tie_margin`` (rounding in a K-token step could flip it: the
+    caller decides that position with a one-token step). ``history`` is extended and
+    restored."""
+    base = len(history)
+    try:
+        for i in range(len(proposed) + 1):
+            token, margin = sampler.greedy_with_margin(rows[i], history)
+            if margin < tie_margin:
+                return i, None
+            if i == len(proposed) or token != proposed[i]:
+                return i, token
+            history.append(token)
+        raise AssertionError("unreachable")
+    finally:
+        del history[base:]
+
+
+def verify_sampled(
+    rows: np.ndarray,
+    proposal: Proposal,
+    sampler: Sampler,
+    history: list[int],
+) -> tuple[int, int]:
+    """Speculative sampling over ``rows`` (as in ``verify_greedy``): accept guess ``x`` with
+    probability ``min(1, p(x)/q(x))``, else draw from ``normalise(max(0, p - q))``; a point
+    mass ``q`` (``proposal.q is None``) accepts with probability ``p(x)``. Returns the accepted
+    count and the next token, drawn with ``sampler.rng``."""
+    base = len(history)
+    rng = sampler.rng
+    vocab = rows.shape[-1]
+    try:
+        for i, guess in enumerate(proposal.tokens):
+            p = dense(*sampler.distribution(rows[i], history), vocab)
+            if proposal.q is None:
+                q_x, residual = 1.0, p.copy()
+                residual[guess] = 0.0
+            else:
+                q = proposal.q[i]
+                q_x, residual = float(q[guess]), np.maximum(p - q, 0.0)
+            if q_x > 0.0 and rng.random() * q_x < p[guess]:
+                history.append(guess)
+                continue
+            total = residual.sum()
+            if total <= 0.0:  # p == q up to rounding: any draw from p is exact
+                residual, total = p, p.sum()
+            return i, int(rng.choice(vocab, p=residual / total))
+        return len(proposal.tokens), sampler(rows[len(proposal.tokens)], history)
+    finally:
+        del history[base:]
+
+
+# -- choosing K -------------------------------------------------------------------------------
+
+
+def prior_cost(positions: int) -> float:
+    """The prior relative cost of a step of ``positions`` tokens (piecewise linear)."""
+    points = PRIOR_COST
+    for (n0, c0), (n1, c1) in pairwise(points):
+        if positions <= n1:
+            return c0 + (c1 - c0) * (max(positions, n0) - n0) / (n1 - n0)
+    (n0, c0), (n1, c1) = points[-2], points[-1]
+    return c1 + (c1 - c0) / (n1 - n0) * (positions - n1)
+
+
+class AdaptiveK:
+    """Chooses how many tokens to propose from the running acceptance rate and the measured
+    cost of verify steps.
+
+    The per-token acceptance rate ``a`` is estimated from decayed counts of accepted tokens
+    and rejections (a geometric model: a run of K proposals yields ``(1 - a^(K+1)) / (1 - a)``
+    tokens). The cost of a step of n positions relative to one token starts from
+    ``PRIOR_COST`` and follows this machine's timings as they come (``record_time``); a draft
+    model's cost per proposed token is added (``draft_ratio``). K maximises tokens per unit of
+    cost; when no K beats a plain step by ``margin`` it returns 0 (speculation off), probing
+    with one proposal every ``probe_every`` plain steps so it notices when guesses start to
+    land. ``allow_off=False`` (a forced proposer) never goes below one."""
+
+    def __init__(
+        self,
+        *,
+        max_k: int = 8,
+        prior_acceptance: float = 0.6,
+        prior_weight: float = 2.0,
+        decay: float = 0.9,
+        margin: float = 0.05,
+        probe_every: int = 32,
+        allow_off: bool = True,
+    ) -> None:
+        self.max_k = max_k
+        self._accepted = prior_acceptance * prior_weight
+        self._rejected = (1 - prior_acceptance) * prior_weight
+        self.decay = decay
+        self.margin = margin
+        self.probe_every = probe_every
+        self.allow_off = allow_off
+        self._seconds: dict[int, float] = {}  # positions per step -> EMA of its seconds
+        self.draft_seconds: float | None = None  # per proposed token, when a draft proposes
+        self._plain_since = 0
+
+    @property
+    def acceptance(self) -> float:
+        return self._accepted / max(self._accepted + self._rejected, 1e-9)
+
+    def cost(self, positions: int) -> float:
+        """Relative cost of a step of ``positions`` tokens (measured where known)."""
+        one = self._seconds.get(1)
+        seen = self._seconds.get(positions)
+        if one and seen:
+            return seen / one
+        return prior_cost(positions)
+
+    def draft_ratio(self) -> float:
+        one = self._seconds.get(1)
+        if self.draft_seconds is None or not one:
+            return 0.0
+        return self.draft_seconds / one
+
+    def choose(self, available: int) -> int:
+        """K for the next step, at most ``available`` (0: take a plain step)."""
+        limit = min(self.max_k, available)
+        if limit <= 0:
+            return 0
+        a = min(self.acceptance, 0.999)
+        draft = self.draft_ratio()
+        best_k, best_gain = 0, 1.0 + self.margin
+        for k in range(1, limit + 1):
+            gain = (1 - a ** (k + 1)) / (1 - a) / (self.cost(k + 1) + k * draft)
+            if gain > best_gain:
+                best_k, best_gain = k, gain
+        if best_k == 0:
+            if not self.allow_off:
+                return 1
+            self._plain_since += 1
+            if self._plain_since >= self.probe_every:
+                self._plain_since = 0
+                return 1
+        return best_k
+
+    def record(self, proposed: int, accepted: int) -> None:
+        """A verify step's outcome: ``accepted`` of ``proposed`` guesses were kept."""
+        self._accepted = self._accepted * self.decay + accepted
+        self._rejected = self._rejected * self.decay + (1 if accepted < proposed else 0)
+
+    def record_time(self, positions: int, seconds: float) -> None:
+        """A target step of ``positions`` tokens took ``seconds``."""
+        old = self._seconds.get(positions)
+        self._seconds[positions] = seconds if old is None else 0.8 * old + 0.2 * seconds
+
+
+class FixedK:
+    """Always K proposals (tests and benchmarks that pin K)."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.draft_seconds: float | None = None
+
+    def choose(self, available: int) -> int:
+        return max(0, min(self.k, available))
+
+    def record(self, proposed: int, accepted: int) -> None:
+        pass
+
+    def record_time(self, positions: int, seconds: float) -> None:
+        pass
+
+
+# -- one reply's speculation ----------------------------------------------------------------
+
+
+class Speculator:
+    """Runs the target's decode steps of one reply with speculation.
+
+    ``advance(history, room)``: ``history[-1]`` is the pending token (emitted, not yet fed);
+    the cache covers ``history[:-1]``. One target step runs the pending token plus K proposals
+    and returns the decided tokens (accepted proposals, then the target's own next token), at
+    most ``room``; the cache then covers ``history[:-1]``, the pending token and the accepted
+    proposals. Counters: ``proposed``, ``accepted``, ``target_steps``."""
+
+    def __init__(
+        self,
+        decoder: Decoder,
+        cache: KVCache,
+        proposer: PromptLookup | DraftProposer,
+        sampler: Sampler,
+        policy: AdaptiveK | FixedK,
+        *,
+        tie_margin: float = 0.0,
+        strict: bool = False,
+    ) -> None:
+        self.decoder, self.cache = decoder, cache
+        self.tie_margin = tie_margin
+        self.proposer, self.sampler, self.policy = proposer, sampler, policy
+        self.name = proposer.name
+        #: "auto": speculate only where verify steps reproduce one-token steps' logits.
+        self.strict = strict
+        self.proposed = self.accepted = self.target_steps = 0
+        self._greedy = sampler.settings.greedy
+
+    def _room(self, history_len: int) -> int:
+        """How many proposals the next step may carry without a step past what the cache can
+        take in one go: the context, the window (a verify step must not evict: what a
+        rejection drops would otherwise have pushed out positions a plain run keeps)."""
+        cache = self.cache
+        room = self.decoder.context_length - history_len
+        max_step = cache.max_step
+        if max_step is not None:
+            room = min(room, max_step - 1)
+        if cache.window is not None:
+            room = min(room, cache.capacity - cache.kv_length - 1)
+        return room
+
+    def advance(self, history: list[int], room: int) -> list[int]:
+        """One target step; returns 1..K+1 new tokens (at most ``room``, at least one)."""
+        k = self.policy.choose(min(room - 1, self._room(len(history))))
+        proposal = self.proposer.propose(history, k) if k > 0 else NO_PROPOSAL
+        guesses = proposal.tokens[:k]
+        if isinstance(self.proposer, DraftProposer):
+            self.policy.draft_seconds = self.proposer.seconds_per_token
+        pending = history[-1]
+        start = time.perf_counter()
+        if not guesses:
+            logits = self.decoder.step(self.cache, pending)
+            self.policy.record_time(1, time.perf_counter() - start)
+            self.target_steps += 1
+            return [self.sampler(logits, history)]
+        fed = len(self.cache)
+        if self.decoder.verify_agrees is None:
+            self._calibrate(pending, guesses)
+            start = time.perf_counter()
+        if self.strict and not self.decoder.verify_agrees:
+            self.policy = FixedK(0)  # speculation would change the output: off
+            return self.advance(history, room)
+        rows = self.decoder.verify(self.cache, [pending, *guesses])
+        self.policy.record_time(len(guesses) + 1, time.perf_counter() - start)
+        self.target_steps += 1
+        if self._greedy:
+            accepted, token = verify_greedy(rows, guesses, self.sampler, history,
+                                            tie_margin=self.tie_margin)
+            if token is None:  # too close to call from a K-token step: take a plain one
+                self.cache.trim_to(fed + accepted)
+                logits = self.decoder.step(self.cache, guesses[accepted - 1] if accepted
+                                           else pending)
+                self.target_steps += 1
+                token = self.sampler(logits, [*history, *guesses[:accepted]])
+        else:
+            proposal = Proposal(guesses, None if proposal.q is None else proposal.q[:k])
+            accepted, token = verify_sampled(rows, proposal, self.sampler, history)
+        self.proposed += len(guesses)
+        self.accepted += accepted
+        self.policy.record(len(guesses), accepted)
+        self.cache.trim_to(fed + 1 + accepted)  # drop the rejected guesses' KV
+        return [*guesses[:accepted], token]
+
+    def _calibrate(self, pending: int, guesses: Sequence[int]) -> None:
+        """Once per decoder: does a verify step give the logits one-token steps give? (Some
+        kernels, e.g. quantized matmuls, take another path for several rows and round
+        differently.) Leaves the cache as it found it."""
+        fed = len(self.cache)
+        rows = self.decoder.verify(self.cache, [pending, *guesses])
+        self.cache.trim_to(fed)
+        step = self.decoder.step(self.cache, pending)
+        self.cache.trim_to(fed)
+        self.decoder.verify_agrees = bool(np.abs(rows[0] - step).max() <= self.tie_margin / 2)
+
+    def settle(self, history_len: int) -> None:
+        """After the reply: the cache covers at most ``history[:-1]`` (as after a plain run:
+        tokens decided past a stop, EOS or the token budget are dropped)."""
+        if len(self.cache) > history_len - 1:
+            self.cache.trim_to(history_len - 1)
+
+
+def make_proposer(
+    mode: str,
+    settings: SamplingSettings,
+    *,
+    draft: DraftModel | None,
+) -> PromptLookup | DraftProposer | None:
+    """The proposer a speculation mode asks for ("auto": the draft model when one is
+    attached, else prompt lookup; "draft" without a draft model: prompt lookup)."""
+    if mode == "off":
+        return None
+    if mode in ("draft", "auto") and draft is not None:
+        return draft.proposer(settings)
+    return PromptLookup()
+
+
+def make_speculator(
+    mode: str,
+    decoder: Decoder,
+    cache: KVCache,
+    sampler: Sampler,
+    *,
+    draft: DraftModel | None = None,
+    policy: AdaptiveK | FixedK | None = None,
+) -> Speculator | None:
+    """A ``Speculator`` for one reply, or None when speculation is off or impossible (a
+    graph that returns only the last position's logits cannot verify)."""
+    if mode == "off" or not decoder.can_verify:
+        return None
+    if mode == "auto" and decoder.verify_agrees is False:
+        return None  # this graph's verify steps round differently: "auto" stays exact
+    if draft is not None and draft.vocab_size != decoder.graph.vocab_size:
+        draft = None  # a different tokenizer cannot propose for this model
+    proposer = make_proposer(mode, sampler.settings, draft=draft)
+    if proposer is None:
+        return None
+    if policy is None:
+        policy = AdaptiveK(allow_off=mode == "auto",
+                           max_k=MAX_K if proposer.name == "lookup" else 8)
+    return Speculator(decoder, cache, proposer, sampler, policy,
+                      tie_margin=tie_margin(decoder), strict=mode == "auto")
+
+
+def tie_margin(decoder: Decoder) -> float:
+    """How close two logits may be before a K-token step's rounding could order them
+    differently from a one-token step's: float16 / bfloat16 KV (computed in half precision
+    by GroupQueryAttention) round far more than float32."""
+    halves = any(layer.dtype != "float32" for layer in decoder.graph.kv_layers)
+    return 1e-2 if halves or decoder.graph.logits_dtype != "float32" else 1e-3

@@ -1,0 +1,203 @@
+"""Speculative decoding benchmark: decode tokens/s with and without speculation, side by side.
+
+    HEARTH_HOME=/tmp/h .venv/bin/python -m app setup-starter      # converts the starter once
+    .venv/bin/python bench/bench_speculative.py [MODEL_DIR] [--threads 2] [--rounds 3]
+        [--decode 128] [--mode lookup] [--draft DRAFT_DIR] [--genai]
+
+MODEL_DIR defaults to the starter under $HEARTH_HOME. Workloads: (a) quoting — summarise /
+rewrite / fix a pasted ~500-token text and a code snippet, (b) free chat, (c) an 8-turn chat
+over one conversation cache. Each round runs every workload with speculation off and on, the
+order alternating between rounds (the machine is shared and noisy: medians over rounds are
+reported), greedy, and checks the tokens are identical. ``--genai`` adds a tiny
+onnxruntime-genai-layout graph (GroupQueryAttention, all-position logits) built like the
+test fixtures. Never asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.engine.engine import Engine
+from app.engine.speculative import DraftModel
+from app.engine.types import GenerationSettings, Message, SamplingSettings
+
+PASTED = (
+    "The history of the lighthouse is a story of fire, glass and patience. Keepers trimmed "
+    "wicks through long winter nights, polished lenses and logged every passing ship. In "
+    "1822 Augustin Fresnel proposed a lens built from concentric rings of glass, which bent "
+    "the light of a single lamp into a beam that could be seen twenty miles out to sea. "
+    "Within a few decades most coastal towers had been refitted, and the keepers' work "
+    "changed: less coal and oil, more clockwork, cleaning and careful records. The last "
+    "keepers left their towers when automation arrived, but the logbooks they kept are still "
+    "read by historians, who find in them the weather, the wrecks and the loneliness of the "
+    "coast. Today many towers are museums, and a few still guide ships at night. "
+)
+CODE = '''def moving_average(values, window):
+    """Return the moving averages of values over the given window."""
+    if window <= 0:
+        raise ValueError("window must be positive")
+    result = []
+    total = 0
+    for index, value in enumerate(values):
+        total += value
+        if index >= window:
+            total -= values[index - window]
+        if index >= window - 1:
+            result.append(total / window)
+    return result
+'''
+QUOTING = [
+    f"Rewrite the following text, keeping every sentence but fixing the style:\n\n{PASTED * 2}",
+    f"Summarise this text, quoting its key sentences word for word:\n\n{PASTED * 2}",
+    f"Fix the bug in this code and show the whole corrected function:\n\n{CODE}\n{CODE}",
+]
+FREE = [
+    "Tell me a short story about a fox who learns to sail.",
+    "What are three good habits for learning a new language?",
+    "Describe a quiet morning in a mountain village.",
+]
+TURNS = [
+    "Hi! Can you help me plan a small garden?",
+    "I have a sunny balcony of about four square metres.",
+    "Which herbs grow well in pots?",
+    "How often should I water basil?",
+    "What about tomatoes, do they fit too?",
+    "Which soil should I buy?",
+    "How do I keep pests away without chemicals?",
+    "Thanks! Can you summarise the plan in a short list?",
+]
+
+
+def greedy(decode: int, mode: str) -> GenerationSettings:
+    return GenerationSettings(sampling=SamplingSettings(temperature=0.0), max_new_tokens=decode,
+                              speculation=mode)
+
+
+def run_prompt(engine: Engine, messages: list[Message], settings: GenerationSettings,
+               caches=None, conversation: str | None = None) -> tuple[list[int], object]:
+    tokens, final = [], None
+    for chunk in engine.chat(messages, settings, caches=caches, conversation_id=conversation):
+        if chunk.token_id is not None:
+            tokens.append(chunk.token_id)
+        if chunk.stats is not None:
+            final = chunk.stats
+    return tokens, final
+
+
+def workload(engine: Engine, name: str, mode: str, decode: int) -> dict:
+    """One pass of a workload; decode tok/s over all its replies, tokens, acceptance."""
+    settings = greedy(decode, mode)
+    seconds = 0.0
+    generated = proposed = accepted = steps = 0
+    tokens: list[list[int]] = []
+
+    def add(stats) -> None:
+        nonlocal seconds, generated, proposed, accepted, steps
+        if stats.generated_tokens > 1 and stats.decode_tok_s:
+            seconds += (stats.generated_tokens - 1) / stats.decode_tok_s
+            generated += stats.generated_tokens - 1
+        proposed += stats.proposed
+        accepted += stats.accepted
+        steps += stats.target_steps
+
+    if name == "chat8":
+        caches = engine.conversation_caches()
+        history: list[Message] = []
+        for turn in TURNS:
+            history.append(Message("user", turn))
+            reply, stats = run_prompt(engine, history, settings, caches, "bench")
+            tokens.append(reply)
+            add(stats)
+            history.append(Message("assistant", engine.tokenizer.decode(reply)))
+    else:
+        for prompt in QUOTING if name == "quoting" else FREE:
+            reply, stats = run_prompt(engine, [Message("user", prompt)], settings)
+            tokens.append(reply)
+            add(stats)
+    return {
+        "tok_s": generated / seconds if seconds else 0.0,
+        "tokens": tokens,
+        "acceptance": accepted / proposed if proposed else 0.0,
+        "proposed": proposed,
+        "accepted": accepted,
+        "target_steps": steps,
+        "generated": generated,
+    }
+
+
+def bench(engine: Engine, label: str, mode: str, rounds: int, decode: int) -> None:
+    names = ("quoting", "free", "chat8")
+    results: dict[tuple[str, str], list[dict]] = {}
+    for r in range(rounds):
+        order = ("off", mode) if r % 2 == 0 else (mode, "off")
+        for name in names:
+            for m in order:
+                results.setdefault((name, m), []).append(workload(engine, name, m, decode))
+    print(f"\n{label}: speculation '{mode}' vs off, greedy, {rounds} alternating rounds "
+          "(medians; shared noisy machine)")
+    print("accept: accepted / proposed; tok/step: decode tokens per target step (the mean "
+          "accepted run + 1 where it speculates)")
+    print(f"{'workload':<9} {'off tok/s':>10} {'spec tok/s':>11} {'ratio':>6} "
+          f"{'accept':>7} {'tok/step':>9} {'same':>5}")
+    for name in names:
+        off, on = results[(name, "off")], results[(name, mode)]
+        ratios = [b["tok_s"] / a["tok_s"] for a, b in zip(off, on, strict=True) if a["tok_s"]]
+        same = all(a["tokens"] == b["tokens"] for a, b in zip(off, on, strict=True))
+        med = statistics.median
+        print(f"{name:<9} {med(x['tok_s'] for x in off):>10.1f} "
+              f"{med(x['tok_s'] for x in on):>11.1f} {med(ratios):>5.2f}x "
+              f"{med(x['acceptance'] for x in on):>7.2f} "
+              f"{med(x['generated'] / max(1, x['target_steps']) for x in on):>9.2f} "
+              f"{'yes' if same else 'NO':>5}")
+
+
+def tiny_genai_model(folder: Path) -> Path:
+    from tests.fixtures.tiny_models import build_gqa_model
+
+    return build_gqa_model(folder, num_layers=4, hidden=256, heads=8, kv_heads=4, head_dim=32,
+                           context_length=4096)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model_dir", nargs="?", type=Path)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--decode", type=int, default=128)
+    parser.add_argument("--mode", default="auto", choices=("auto", "lookup", "draft"))
+    parser.add_argument("--draft", type=Path, help="draft model folder for --mode draft")
+    parser.add_argument("--genai", action="store_true", help="also a tiny genai-layout graph")
+    args = parser.parse_args()
+    folder = args.model_dir
+    if folder is None:
+        from app.models.starter import starter_dir
+
+        folder = starter_dir()
+    engine = Engine.load(folder, provider="cpu", threads=args.threads)
+    if args.draft is not None:
+        engine.draft = DraftModel(Engine.load(args.draft, provider="cpu",
+                                              threads=args.threads).decoder,
+                                  eos_ids=engine.eos_token_ids)
+    print(f"model {folder} ({engine.decode_path} path, {args.threads} threads, "
+          f"verify: {'yes' if engine.decoder.can_verify else 'no'}), cpu count "
+          f"{os.cpu_count()}")
+    bench(engine, "starter" if args.model_dir is None else folder.name, args.mode,
+          args.rounds, args.decode)
+    if args.genai:
+        with tempfile.TemporaryDirectory() as tmp:
+            tiny = Engine.load(tiny_genai_model(Path(tmp) / "genai"), provider="cpu",
+                               threads=args.threads)
+            bench(tiny, "tiny genai graph (random weights)", args.mode, args.rounds,
+                  args.decode)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

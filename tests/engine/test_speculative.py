@@ -1,0 +1,428 @@
+"""Speculative decoding gives exactly the target's output (greedy) or distribution (sampling),
+on every decode path, and leaves the KV cache as a plain run would."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from app.engine.engine import Engine
+from app.engine.generation import stream_generate
+from app.engine.sampling import Sampler
+from app.engine.speculative import (
+    AdaptiveK,
+    DraftModel,
+    FixedK,
+    PromptLookup,
+    Proposal,
+    dense,
+    prior_cost,
+    verify_sampled,
+)
+from app.engine.types import GenerationSettings, SamplingSettings
+from tests.fixtures.tiny_models import build_gqa_model, build_plain_kv_model
+
+GREEDY = GenerationSettings(sampling=SamplingSettings(temperature=0.0), max_new_tokens=40)
+PATHS = {
+    "plain": "plain_model_dir",
+    "plain_fp16": "plain_fp16_model_dir",
+    "gqa": "gqa_model_dir",
+    "gqa_fp16": "gqa_fp16_model_dir",
+    "nokv": "nokv_model_dir",
+}
+
+
+@pytest.fixture(scope="module")
+def other_plain_dir(tmp_path_factory):
+    """A second tiny model with the same tokenizer (another seed, one layer): a real draft
+    that disagrees with the target now and then."""
+    return build_plain_kv_model(tmp_path_factory.mktemp("draft_plain"), seed=5, num_layers=1)
+
+
+@pytest.fixture(scope="module")
+def small_context_dirs(tmp_path_factory):
+    """Tiny models with a 64-token context, to fill it."""
+    return {
+        "plain": build_plain_kv_model(tmp_path_factory.mktemp("ctx_plain"), context_length=64),
+        "gqa": build_gqa_model(tmp_path_factory.mktemp("ctx_gqa"), context_length=64),
+    }
+
+
+def _load(folder) -> Engine:
+    return Engine.load(folder, provider="cpu", threads=1, huge_pages=False)
+
+
+def _prompts(vocab: int, count: int, seed: int) -> list[list[int]]:
+    """Seeded prompts; half repeat a stretch, so prompt lookup finds matches."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        body = [int(t) for t in rng.integers(3, vocab, size=int(rng.integers(2, 30)))]
+        out.append(body * 3 if i % 2 else body)
+    return out
+
+
+def _run(engine: Engine, cache, prompt, settings, *, draft=None, policy=None, eos=None,
+         reuse=False):
+    chunks = list(stream_generate(
+        engine.decoder, cache, prompt, settings, tokenizer=engine.tokenizer,
+        eos_ids=engine.eos_token_ids if eos is None else eos, reuse=reuse, draft=draft,
+        speculation_policy=policy,
+    ))
+    tokens = [c.token_id for c in chunks if c.token_id is not None]
+    return tokens, "".join(c.text for c in chunks), chunks[-1]
+
+
+def _modes(engine: Engine, other: Engine | None):
+    """(label, speculation, draft, policy) for every proposer under test."""
+    self_draft = DraftModel(_load(engine.spec.root).decoder, eos_ids=engine.eos_token_ids)
+    modes = [
+        ("lookup", "lookup", None, FixedK(4)),
+        ("lookup-adaptive", "lookup", None, None),
+        ("self-draft", "draft", self_draft, FixedK(5)),
+    ]
+    if other is not None:
+        modes.append(("other-draft", "draft",
+                      DraftModel(other.decoder, eos_ids=engine.eos_token_ids), FixedK(3)))
+    return modes
+
+
+def _agreeing_length(engine: Engine, prompt: list[int], reference: list[int],
+                     tolerance: float) -> int:
+    """How many reference tokens a plain run decides by more than ``tolerance`` (logits of
+    the chosen token over the runner-up): past a closer call, rounding decides."""
+    if tolerance == 0.0:
+        return len(reference)
+    cache = engine.new_cache()
+    logits = engine.decoder.feed(cache, prompt)
+    for i, token in enumerate(reference):
+        top2 = np.sort(logits)[-2:]
+        if top2[1] - top2[0] < tolerance:
+            return i
+        logits = engine.decoder.step(cache, token)
+    return len(reference)
+
+
+# GroupQueryAttention on float16 KV computes in float16: a K-token step rounds differently
+# from K one-token steps (as a whole-prompt prefill does), so where the target's top two
+# logits are within float16 rounding (~1e-2 at these magnitudes) either token is "the"
+# greedy one; the outputs must agree up to the first such tie.
+TIE_TOLERANCE = {"gqa_fp16": 5e-2}
+
+
+@pytest.mark.parametrize("name", list(PATHS))
+def test_greedy_output_equals_plain_decoding_on_every_path(name, request, other_plain_dir):
+    engine = _load(request.getfixturevalue(PATHS[name]))
+    other = _load(other_plain_dir)
+    vocab = engine.graph.vocab_size
+    off = replace(GREEDY, speculation="off")
+    totals: dict[str, list[int]] = {}
+    agreed = [0, 0]
+    for seed, prompt in enumerate(_prompts(vocab, 8, seed=len(name))):
+        reference, ref_text, ref_final = _run(engine, engine.new_cache(), prompt, off)
+        assert ref_final.stats.proposed == 0
+        agree = _agreeing_length(engine, prompt, reference, TIE_TOLERANCE.get(name, 0.0))
+        agreed[0] += agree
+        agreed[1] += len(reference)
+        for label, mode, draft, policy in _modes(engine, other):
+            settings = replace(GREEDY, speculation=mode)
+            tokens, text, final = _run(engine, engine.new_cache(), prompt, settings,
+                                       draft=draft, policy=policy)
+            assert tokens[:agree] == reference[:agree], f"{name}/{label}: prompt {seed} diverged"
+            if agree == len(reference):
+                assert tokens == reference
+                assert text == ref_text and final.finish_reason == ref_final.finish_reason
+            assert final.stats.generated_tokens == len(tokens)
+            assert final.stats.speculation == ("lookup" if mode == "lookup" else "draft")
+            total = totals.setdefault(label, [0, 0, 0])
+            total[0] += final.stats.proposed
+            total[1] += final.stats.accepted
+            total[2] += final.stats.target_steps
+    assert agreed[0] >= agreed[1] // 2  # near-ties are the exception
+    # the target verifying its own guesses accepts them all, in fewer target steps
+    proposed, accepted, steps = totals["self-draft"]
+    assert proposed > 0 and accepted == proposed
+    assert steps < sum(1 for _ in range(8)) * GREEDY.max_new_tokens
+    assert totals["lookup"][1] > 0  # the repeated prompts were looked up and accepted
+    assert totals["other-draft"][0] > totals["other-draft"][1]  # a real draft gets rejected
+
+
+@pytest.mark.parametrize("name", ["plain", "gqa"])
+def test_stop_string_eos_and_max_tokens_inside_an_accepted_run(name, request):
+    """With the target as its own draft every guess is accepted, so each limit falls inside
+    a run of up to six decided tokens; the output still ends exactly where a plain run ends."""
+    engine = _load(request.getfixturevalue(PATHS[name]))
+    draft = DraftModel(_load(engine.spec.root).decoder, eos_ids=engine.eos_token_ids)
+    spec = replace(GREEDY, speculation="draft")
+    off = replace(GREEDY, speculation="off")
+    for prompt in _prompts(engine.graph.vocab_size, 6, seed=21):
+        reference, ref_text, _ = _run(engine, engine.new_cache(), prompt, off)
+        cut = len(reference) // 2 + 1
+        cases = [
+            (replace(spec, max_new_tokens=cut), replace(off, max_new_tokens=cut), None),
+            (spec, off, frozenset({reference[cut]})),  # an EOS id in the middle of the run
+        ]
+        # a stop string that starts in the middle of the reply
+        text_at_cut = engine.tokenizer.decode(reference[:cut])
+        stop = ref_text[len(text_at_cut) : len(text_at_cut) + 3].strip()
+        if len(stop) >= 2 and stop not in text_at_cut:
+            cases.append((replace(spec, stop_strings=(stop,)), replace(off, stop_strings=(stop,)),
+                          None))
+        for with_spec, without, eos in cases:
+            plain_cache = engine.new_cache()
+            expected, exp_text, exp_final = _run(engine, plain_cache, prompt, without, eos=eos)
+            cache = engine.new_cache()
+            tokens, text, final = _run(engine, cache, prompt, with_spec, draft=draft,
+                                       policy=FixedK(6), eos=eos)
+            assert (tokens, text) == (expected, exp_text)
+            assert final.finish_reason == exp_final.finish_reason
+            assert final.stats.accepted == final.stats.proposed > 0
+            # the cache covers what a plain run leaves: prompt + reply but the last token
+            assert list(cache.tokens) == list(plain_cache.tokens)
+
+
+@pytest.mark.parametrize("name", ["plain", "gqa"])
+def test_the_context_fills_up_inside_an_accepted_run(name, small_context_dirs):
+    engine = _load(small_context_dirs[name])
+    draft = DraftModel(_load(engine.spec.root).decoder, eos_ids=engine.eos_token_ids)
+    settings = replace(GREEDY, max_new_tokens=200)
+    for prompt in _prompts(engine.graph.vocab_size, 4, seed=3):
+        expected, _, exp_final = _run(engine, engine.new_cache(), prompt,
+                                      replace(settings, speculation="off"), eos=())
+        assert exp_final.finish_reason == "length"
+        for mode, use_draft in (("draft", draft), ("lookup", None)):
+            tokens, _, final = _run(engine, engine.new_cache(), prompt,
+                                    replace(settings, speculation=mode), draft=use_draft,
+                                    policy=FixedK(7), eos=())
+            assert tokens == expected and final.finish_reason == "length"
+            assert final.stats.context_used == engine.context_length
+
+
+def test_sliding_window_speculates_only_where_no_eviction_happens(plain_model_dir):
+    """A verify step must not evict (a rejection would leave fewer positions than a plain
+    run keeps), so the window speculates until it is full and decodes plainly after; the
+    tokens equal plain decoding over the same window throughout."""
+    engine = _load(plain_model_dir)
+    draft = DraftModel(_load(plain_model_dir).decoder, eos_ids=engine.eos_token_ids)
+    settings = replace(GREEDY, max_new_tokens=60)
+    for prompt in _prompts(engine.graph.vocab_size, 4, seed=8):
+        window = engine.decoder.new_cache(sliding_window=48, sink=4)
+        expected, _, _ = _run(engine, window, prompt, replace(settings, speculation="off"),
+                              eos=())
+        for mode, use_draft in (("draft", draft), ("lookup", None)):
+            window = engine.decoder.new_cache(sliding_window=48, sink=4)
+            tokens, _, final = _run(engine, window, prompt, replace(settings, speculation=mode),
+                                    draft=use_draft, policy=FixedK(4), eos=())
+            assert tokens == expected
+            assert window.evicted_end > 0  # the window did slide
+        assert final.stats.proposed > 0 or mode == "lookup"
+
+
+@pytest.mark.parametrize("name", ["plain", "plain_fp16", "gqa", "gqa_fp16", "nokv"])
+def test_kv_after_rejections_equals_a_fresh_run(name, request, other_plain_dir):
+    engine = _load(request.getfixturevalue(PATHS[name]))
+    draft = DraftModel(_load(other_plain_dir).decoder, eos_ids=engine.eos_token_ids)
+    rejected = 0
+    for prompt in _prompts(engine.graph.vocab_size, 4, seed=13):
+        cache = engine.new_cache()
+        tokens, _, final = _run(engine, cache, prompt, replace(GREEDY, speculation="draft"),
+                                draft=draft, policy=FixedK(4), eos=())
+        rejected += final.stats.proposed - final.stats.accepted
+        sequence = [*prompt, *tokens]
+        assert list(cache.tokens) == sequence[:-1]
+        after = engine.decoder.feed(cache, [sequence[-1]]).copy()
+        fresh = engine.decoder.feed(engine.new_cache(), sequence)
+        np.testing.assert_allclose(after, fresh, atol=1e-4, rtol=0)
+    assert rejected > 0
+
+
+@pytest.mark.parametrize("name", ["plain", "gqa", "nokv"])
+def test_verify_rows_match_one_token_steps(name, request):
+    engine = _load(request.getfixturevalue(PATHS[name]))
+    decoder = engine.decoder
+    prompt = _prompts(engine.graph.vocab_size, 2, seed=2)[1]
+    cache = engine.new_cache()
+    decoder.feed(cache, prompt)
+    tokens = [5, 9, 17, 4, 33]
+    rows = decoder.verify(cache, tokens)
+    assert rows.shape == (len(tokens), engine.graph.vocab_size)
+    assert len(cache) == len(prompt) + len(tokens)
+    step_cache = engine.new_cache()
+    decoder.feed(step_cache, prompt)
+    for i, token in enumerate(tokens):
+        np.testing.assert_allclose(rows[i], decoder.step(step_cache, token), atol=1e-4, rtol=0)
+
+
+# -- sampling: the distribution is the target's ----------------------------------------------
+
+
+def _tv(counts: dict, exact: dict) -> float:
+    total = sum(counts.values())
+    keys = set(counts) | set(exact)
+    return 0.5 * sum(abs(counts.get(k, 0) / total - exact.get(k, 0.0)) for k in keys)
+
+
+@pytest.mark.parametrize("q_kind", ["point", "draft"])
+def test_speculative_sampling_draws_from_the_target_distribution(q_kind):
+    """On a 6-token vocabulary with top-k and a repetition penalty, the first decided token
+    and the pair of the first two follow the target's filtered distribution: total variation
+    distance below 0.04 over 8,000 seeded draws (the sampling error is ~0.01)."""
+    vocab = 6
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((3, vocab)).astype(np.float32) * 1.5
+    settings = SamplingSettings(temperature=0.9, top_k=5, repetition_penalty=1.3, seed=1)
+    history = [0, 3]
+    exact = Sampler(settings)
+    p0 = dense(*exact.distribution(rows[0], history), vocab)
+    draft_q = [dense(*Sampler(replace(settings, temperature=1.6)).distribution(r, history),
+                     vocab) for r in rows[1:]]
+    guesses = (2, 4)
+    sampler = Sampler(settings)
+    firsts: dict[int, int] = {}
+    pairs: dict[tuple[int, int], int] = {}
+    draws = 8_000
+    draw_rng = np.random.default_rng(7)
+    for _ in range(draws):
+        if q_kind == "point":
+            proposal = Proposal(guesses)
+        else:
+            g0, g1 = (int(draw_rng.choice(vocab, p=q)) for q in draft_q)
+            proposal = Proposal((g0, g1), (draft_q[0], draft_q[1]))
+        accepted, token = verify_sampled(rows, proposal, sampler, list(history))
+        decided = [*proposal.tokens[:accepted], token]
+        firsts[decided[0]] = firsts.get(decided[0], 0) + 1
+        if accepted >= 1:  # the second token came from row 1 given the first guess
+            key = (decided[0], decided[1])
+            pairs[key] = pairs.get(key, 0) + 1
+    assert _tv(firsts, {i: float(p) for i, p in enumerate(p0)}) < 0.04
+    # given the first token equals the guess row 1 applies: its conditional is p1
+    first = proposal.tokens[0] if q_kind == "point" else None
+    for (a, _b), _count in list(pairs.items()):
+        if first is None:
+            first = a
+        break
+    conditional = {b: c for (a, b), c in pairs.items() if a == first}
+    p1 = dense(*Sampler(settings).distribution(rows[1], [*history, first]), vocab)
+    assert sum(conditional.values()) > 400
+    assert _tv(conditional, {i: float(p) for i, p in enumerate(p1)}) < 0.07
+
+
+def test_sampled_replies_follow_the_target_distribution(plain_model_dir, other_plain_dir):
+    """End to end on a tiny model (top-k 4 makes the vocabulary tiny): the first two sampled
+    tokens with a draft model proposing follow the target's exact joint distribution."""
+    engine = _load(plain_model_dir)
+    draft = DraftModel(_load(other_plain_dir).decoder, eos_ids=())
+    sampling = SamplingSettings(temperature=1.0, top_k=4, seed=None)
+    prompt = [5, 40, 77, 12]
+    decoder = engine.decoder
+    exact_sampler = Sampler(sampling)
+    cache = engine.new_cache()
+    p0_ids, p0 = exact_sampler.distribution(decoder.feed(cache, prompt), prompt)
+    exact: dict[tuple[int, int], float] = {}
+    for a, pa in zip(p0_ids, p0, strict=True):
+        c = engine.new_cache()
+        decoder.feed(c, prompt)
+        ids, probs = exact_sampler.distribution(decoder.step(c, int(a)), [*prompt, int(a)])
+        for b, pb in zip(ids, probs, strict=True):
+            exact[(int(a), int(b))] = float(pa * pb)
+    counts: dict[tuple[int, int], int] = {}
+    draws = 1000
+    for seed in range(draws):
+        settings = GenerationSettings(sampling=replace(sampling, seed=seed), max_new_tokens=3,
+                                      speculation="draft")
+        tokens, _, final = _run(engine, engine.new_cache(), prompt, settings, draft=draft,
+                                policy=FixedK(2), eos=())
+        assert final.stats.proposed >= 1  # the second token came from a verify step
+        key = tuple(tokens[:2])
+        counts[key] = counts.get(key, 0) + 1
+    # 16 outcomes, 1000 draws: the expected TV of an exact sampler is ~0.05
+    assert _tv(counts, exact) < 0.1
+
+
+# -- the proposers and the K policy -----------------------------------------------------------
+
+
+def test_prompt_lookup_prefers_the_longest_and_latest_match():
+    lookup = PromptLookup(max_ngram=3, min_ngram=1)
+    history = [1, 2, 3, 9, 9, 2, 3, 7, 8, 5, 2, 3]
+    # "2 3" occurred twice before; the 3-gram "5 2 3" never did: the latest "2 3" wins
+    assert lookup.propose(history, 3).tokens == (7, 8, 5)
+    history += [7]
+    # now "2 3 7" (3-gram) matches its earlier occurrence
+    assert lookup.propose(history, 2).tokens == (8, 5)
+    assert PromptLookup().propose([4, 5, 6], 4).tokens == ()  # no repeat, no guess
+    assert PromptLookup(min_ngram=1).propose([4, 4], 2).tokens == (4,)  # never its own suffix
+
+
+def test_adaptive_k_widens_shrinks_and_turns_off():
+    policy = AdaptiveK(max_k=8, probe_every=4)
+    for _ in range(30):
+        policy.record(8, 8)
+    assert policy.choose(16) == 8
+    assert policy.choose(3) == 3  # never more than there is room for
+    for _ in range(60):
+        policy.record(2, 0)
+    assert policy.acceptance < 0.1
+    assert [policy.choose(16) for _ in range(4)] == [0, 0, 0, 1]  # off, with a probe
+    assert AdaptiveK(allow_off=False, prior_acceptance=0.01).choose(8) == 1
+
+
+def test_adaptive_k_follows_the_measured_verify_cost():
+    cheap, dear = AdaptiveK(), AdaptiveK()
+    for policy in (cheap, dear):
+        for _ in range(10):
+            policy.record(4, 3)  # acceptance about 0.75
+            policy.record_time(1, 0.010)
+    for k in range(2, 10):
+        cheap.record_time(k, 0.010 * (1 + 0.02 * k))  # verify steps almost free (a GPU)
+        dear.record_time(k, 0.010 * k)  # verify steps cost as much as k plain steps
+    assert cheap.cost(5) < prior_cost(5) < dear.cost(5)
+    assert cheap.choose(16) > 4
+    assert dear.choose(16) == 0
+
+
+def test_prior_cost_matches_the_measured_points():
+    assert [prior_cost(n) for n in (1, 2, 4, 8)] == [1.0, 1.35, 2.1, 3.3]
+    assert prior_cost(3) == pytest.approx(1.725)
+    assert prior_cost(16) == pytest.approx(5.7)
+
+
+def test_auto_is_the_default_and_reports_what_ran(plain_model_dir):
+    engine = _load(plain_model_dir)
+    prompt = _prompts(engine.graph.vocab_size, 2, seed=4)[1]
+    chunks = list(engine.generate(prompt, GREEDY, reuse=False))
+    assert GREEDY.speculation == "auto"
+    assert chunks[-1].stats.speculation == "lookup"
+    off = list(engine.generate(prompt, replace(GREEDY, speculation="off"), reuse=False))
+    assert off[-1].stats.speculation == "off"
+    assert off[-1].stats.target_steps == off[-1].stats.generated_tokens - 1
+    assert [c.token_id for c in chunks] == [c.token_id for c in off]
+    engine.draft = DraftModel(_load(plain_model_dir).decoder)
+    drafted = list(engine.generate(prompt, GREEDY, reuse=False))
+    assert drafted[-1].stats.speculation == "draft"
+    assert [c.token_id for c in drafted] == [c.token_id for c in off]
+
+
+def test_speculation_setting_from_overrides():
+    assert GenerationSettings.from_model({}, {"speculation": "lookup"}).speculation == "lookup"
+    with pytest.raises(ValueError, match="speculation"):
+        GenerationSettings.from_model({}, {"speculation": "sometimes"})
+
+
+def test_auto_measures_whether_verify_steps_round_like_one_token_steps(plain_model_dir):
+    """Some kernels (quantized matmuls) round a several-row step differently; "auto" checks
+    once per decoder and stays off where verify logits differ from one-token steps."""
+    engine = _load(plain_model_dir)
+    prompt = _prompts(engine.graph.vocab_size, 2, seed=4)[1]
+    assert engine.decoder.verify_agrees is None
+    first = list(engine.generate(prompt, GREEDY, reuse=False))
+    assert engine.decoder.verify_agrees is True  # the fixture's graph: exact
+    assert first[-1].stats.proposed > 0
+    engine.decoder.verify_agrees = False  # as measured on the starter's quantized graph
+    plain = list(engine.generate(prompt, GREEDY, reuse=False))
+    assert plain[-1].stats.speculation == "off"
+    forced = list(engine.generate(prompt, replace(GREEDY, speculation="lookup"), reuse=False))
+    assert forced[-1].stats.speculation == "lookup" and forced[-1].stats.proposed > 0
+    assert [c.token_id for c in plain] == [c.token_id for c in first]
