@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import HearthError
+from app.fileio import write_json_atomic
 
 CACHE_NAME = "qt-xcb-check.json"
 LD_CACHE = Path("/etc/ld.so.cache")
@@ -257,7 +258,7 @@ def check_xcb(
     if report.ok and cache is not None:
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
-            cache.write_text(json.dumps({"ok_for": key}), encoding="utf-8")
+            write_json_atomic(cache, {"ok_for": key})
         except OSError:
             pass  # a read-only cache only costs the next start one ldd run
     return report

@@ -2,7 +2,7 @@
 
     python bench/bench_server.py MODEL_DIR [--clients 4] [--seconds 10] [--max-tokens 24]
                                  [--queue 8] [--turns 4]
-    python bench/bench_server.py --tiny            # a tiny test model built on the spot
+    python -m tests.fixtures.tiny_models gqa /tmp/tiny && python bench/bench_server.py /tmp/tiny
 
 Starts the server in this process on 127.0.0.1 (a free port), then runs ``--clients``
 concurrent clients (the official openai client, streaming) for ``--seconds``; each holds a
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -117,8 +116,7 @@ def client_loop(url: str, model: str, deadline: float, args, tally: Tally, index
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model_dir", nargs="?", type=Path)
-    parser.add_argument("--tiny", action="store_true", help="build and serve a tiny test model")
+    parser.add_argument("model_dir", type=Path)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--max-tokens", type=int, default=24)
@@ -128,14 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.clients < 1 or not 0 < args.seconds <= 600:
         parser.error("--clients must be ≥ 1 and --seconds within (0, 600]")
-    if args.tiny:
-        from tests.fixtures.tiny_models import build_gqa_model
-
-        model_dir = build_gqa_model(Path(tempfile.mkdtemp(prefix="hearth-bench-")) / "tiny")
-    elif args.model_dir is not None:
-        model_dir = args.model_dir
-    else:
-        parser.error("give MODEL_DIR or --tiny")
+    model_dir = args.model_dir
 
     executor = ThreadEngineExecutor(lambda: Engine.load(model_dir, threads=args.threads))
     served = executor.start()

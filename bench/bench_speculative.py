@@ -2,15 +2,16 @@
 
     HEARTH_HOME=/tmp/h .venv/bin/python -m app setup-starter      # converts the starter once
     .venv/bin/python bench/bench_speculative.py [MODEL_DIR] [--threads 2] [--rounds 3]
-        [--decode 128] [--mode lookup] [--draft DRAFT_DIR] [--genai]
+        [--decode 128] [--mode lookup] [--draft DRAFT_DIR] [--genai GENAI_DIR]
 
 MODEL_DIR defaults to the starter under $HEARTH_HOME. Workloads: (a) quoting — summarise /
 rewrite / fix a pasted ~500-token text and a code snippet, (b) free chat, (c) an 8-turn chat
 over one conversation cache. Each round runs every workload with speculation off and on, the
 order alternating between rounds (the machine is shared and noisy: medians over rounds are
-reported), greedy, and checks the tokens are identical. ``--genai`` adds a tiny
-onnxruntime-genai-layout graph (GroupQueryAttention, all-position logits) built like the
-test fixtures. Never asserts on time.
+reported), greedy, and checks the tokens are identical. ``--genai DIR`` adds an
+onnxruntime-genai-layout graph (GroupQueryAttention, all-position logits); a tiny one is made by
+``python -m tests.fixtures.tiny_models gqa DIR`` (benchmarks import nothing from tests/). Never
+asserts on time.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -158,13 +158,6 @@ def bench(engine: Engine, label: str, mode: str, rounds: int, decode: int) -> No
               f"{'yes' if same else 'NO':>5}")
 
 
-def tiny_genai_model(folder: Path) -> Path:
-    from tests.fixtures.tiny_models import build_gqa_model
-
-    return build_gqa_model(folder, num_layers=4, hidden=256, heads=8, kv_heads=4, head_dim=32,
-                           context_length=4096)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model_dir", nargs="?", type=Path)
@@ -173,7 +166,8 @@ def main() -> int:
     parser.add_argument("--decode", type=int, default=128)
     parser.add_argument("--mode", default="auto", choices=("auto", "lookup", "draft"))
     parser.add_argument("--draft", type=Path, help="draft model folder for --mode draft")
-    parser.add_argument("--genai", action="store_true", help="also a tiny genai-layout graph")
+    parser.add_argument("--genai", type=Path, metavar="DIR",
+                        help="also this onnxruntime-genai-layout model folder")
     args = parser.parse_args()
     folder = args.model_dir
     if folder is None:
@@ -191,11 +185,8 @@ def main() -> int:
     bench(engine, "starter" if args.model_dir is None else folder.name, args.mode,
           args.rounds, args.decode)
     if args.genai:
-        with tempfile.TemporaryDirectory() as tmp:
-            tiny = Engine.load(tiny_genai_model(Path(tmp) / "genai"), provider="cpu",
-                               threads=args.threads)
-            bench(tiny, "tiny genai graph (random weights)", args.mode, args.rounds,
-                  args.decode)
+        genai = Engine.load(args.genai, provider="cpu", threads=args.threads)
+        bench(genai, f"genai graph {args.genai.name}", args.mode, args.rounds, args.decode)
     return 0
 
 

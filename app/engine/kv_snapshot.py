@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +20,7 @@ import numpy as np
 
 from app.engine.kv_cache import KVCache
 from app.engine.types import ModelSpec
-from app.fileio import read_json
+from app.fileio import read_json, write_json_atomic
 from app.models.manifest import Manifest
 
 FORMAT = 1
@@ -85,9 +84,7 @@ class SnapshotStore:
                 "tokens": list(cache.tokens),
                 "arrays": [{"shape": list(a.shape), "dtype": str(a.dtype)} for a in arrays],
             }
-            meta_tmp = meta_path.with_name(meta_path.name + ".tmp")
-            meta_tmp.write_text(json.dumps(meta), encoding="utf-8")
-            os.replace(meta_tmp, meta_path)
+            write_json_atomic(meta_path, meta, indent=None)
         except OSError:  # a full disk must not break the chat: the snapshot is only a cache
             for path in (tmp, data_path, meta_path):
                 with contextlib.suppress(OSError):
