@@ -173,7 +173,7 @@ def test_quit_during_the_chat_template_render(tmp_path, slow_model):
     _install(tmp_path, slow_model, template=SLOW_TEMPLATE)
     app = RunningApp(tmp_path, {"send": "hello"})
     app.wait_phase("sent")
-    time.sleep(0.5)  # the template's loop is running on the worker thread
+    time.sleep(0.1)  # the render has begun; it would hit its 1 s deadline, so quit well before
     code, seconds = app.quit_with(signal.SIGTERM)
     _assert_clean_exit(app, code, seconds)
     assert "hearth-test: prefill" not in app.seen and "hearth-test: decode" not in app.seen
