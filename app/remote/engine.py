@@ -191,6 +191,12 @@ class RemoteEngine:
                     if event is None:
                         done = True
                         break
+                    if isinstance(event.get("error"), dict):  # vLLM, Hearth: an error mid-stream
+                        message = str(event["error"].get("message") or "an error")
+                        raise RemoteError(
+                            f"The remote engine at {self.client.base_url} stopped the reply: "
+                            f"{message}", kind="broken",
+                            hint="The partial reply is kept; try again when the server is back.")
                     if isinstance(event.get("usage"), dict):
                         clock.usage = event["usage"]
                     for choice in event.get("choices") or ():

@@ -96,6 +96,12 @@ class Admission:
             counts = (self._active, self._served)
         self._notify(counts)
 
+    @property
+    def draining(self) -> bool:
+        """Whether the server is stopping (new requests get 503)."""
+        with self._lock:
+            return self._draining
+
     def drain(self) -> None:
         """Refuse every new request from now on (503)."""
         with self._lock:

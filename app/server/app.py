@@ -207,6 +207,12 @@ class HearthApi:
                     if isinstance(item, Done):
                         done = item
                     elif isinstance(item, GenerationChunk):
+                        if item.finish_reason == "cancelled" and self.admission.draining:
+                            # cut short by the server stopping: say so, never a normal end
+                            item = GenerationChunk(item.text, reasoning=item.reasoning)
+                            events.extend(responses.sse(e) for e in reply.chunk(item))
+                            events.append(responses.sse(SHUTTING_DOWN.body()))
+                            continue
                         events.extend(responses.sse(e) for e in reply.chunk(item))
                         if item.finish_reason is not None:
                             events.append(responses.sse("[DONE]"))
@@ -225,6 +231,12 @@ class HearthApi:
         error = future.exception()
         self.admission.leave(ticket, _record(ticket, channel, error))
         channel.finish(error)
+
+
+SHUTTING_DOWN = ApiError(
+    503, "The server is shutting down, so this reply was cut short.", type="server_error",
+    code="server_shutting_down",
+)
 
 
 class _Reply:
