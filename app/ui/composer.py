@@ -23,10 +23,11 @@ from app.ui.theme import colors_for, edit_banner_stylesheet
 
 
 class ComposerEdit(QPlainTextEdit):
-    """Text box. Signals: send_pressed(), stop_pressed()."""
+    """Text box. Signals: send_pressed(), stop_pressed(), up_in_empty()."""
 
     send_pressed = Signal()
     stop_pressed = Signal()
+    up_in_empty = Signal()  # Up with nothing written: edit the last message
     #: The "send_key" setting: "enter" (Shift+Enter adds a line) or "ctrl+enter" (Enter does).
     send_key = "enter"
 
@@ -41,6 +42,9 @@ class ComposerEdit(QPlainTextEdit):
                 self.send_pressed.emit()
             else:
                 self.insertPlainText("\n")
+            return
+        if key == Qt.Key.Key_Up and not self.toPlainText():
+            self.up_in_empty.emit()
             return
         if key == Qt.Key.Key_Escape:
             self.stop_pressed.emit()

@@ -348,6 +348,12 @@ class ChatController(QObject):
             return self.switch_variant(row, self.chat_model.message(row).variant_index + step)
         return False
 
+    def last_row(self, role: str) -> int | None:
+        """The row of the last message by ``role`` on screen, or None."""
+        messages = self.chat_model.messages()
+        return next((i for i in range(len(messages) - 1, -1, -1)
+                     if messages[i].role == role), None)
+
     def regenerate(self, row: int) -> bool:
         """Ask again for the reply at ``row``: a new variant beside it (the old one stays)."""
         if not self._can_change(row) or self.chat_model.message(row).role != "assistant":

@@ -173,6 +173,12 @@ class MainWindow(QMainWindow):
         self.find_action = self._action("Find chats", QKeySequence.StandardKey.Find,
                                         self.on_focus_search)
         edit.addAction(self.copy_reply_action)
+        self.regenerate_action = self._action("Regenerate last reply", "Ctrl+R",
+                                              self.on_regenerate_last)
+        self.edit_last_action = self._action("Edit last message", None, self.on_edit_last)
+        self.edit_last_action.setToolTip("Edit last message (Up in an empty message box)")
+        edit.addAction(self.regenerate_action)
+        edit.addAction(self.edit_last_action)
         edit.addAction(self.find_action)
         edit.addSeparator()
         preferences = QKeySequence(QKeySequence.StandardKey.Preferences)
@@ -262,6 +268,7 @@ class MainWindow(QMainWindow):
     def _connect(self) -> None:
         c = self.controller
         self.composer.submitted.connect(self.on_submitted)
+        self.composer.edit.up_in_empty.connect(self.on_edit_last)
         self.composer.stop_requested.connect(c.stop)
         self.conversation_list.selected.connect(c.open_conversation)
         self.conversation_list.new_requested.connect(c.new_conversation)
@@ -587,6 +594,16 @@ class MainWindow(QMainWindow):
         settings.set("last_chat", self.controller.current_id or "")
         with contextlib.suppress(OSError):  # a read-only or full disk: not worth an error
             settings.save()
+
+    def on_regenerate_last(self) -> None:
+        row = self.controller.last_row("assistant")
+        if row is not None:
+            self.controller.perform("regenerate", row)
+
+    def on_edit_last(self) -> None:
+        row = self.controller.last_row("user")
+        if row is not None:
+            self.controller.perform("edit", row)
 
     def on_new_chat(self) -> None:
         self.controller.new_conversation()

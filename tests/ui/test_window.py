@@ -321,3 +321,22 @@ def test_the_provider_menu_offers_only_what_runs_here_and_reloads_on_the_choice(
         actions["cpu"].trigger()
     assert len(app.loader.engines) == loads + 1  # the same model again, now on the CPU
     assert app.settings.get("provider") == "cpu"
+
+
+def test_ctrl_r_regenerates_the_last_reply_and_up_in_an_empty_composer_edits_the_last_message(
+    app,
+):
+    app.send("first question")
+    first_reply = app.rows()[-1][1]
+    window = app.window
+    window.regenerate_action.trigger()
+    app.wait_idle()
+    assert app.controller.chat_model.message(1).variant_count == 2  # the old reply is kept
+    assert app.rows()[0][1] == "first question" and len(app.rows()) == 2
+    edit = window.composer.edit
+    edit.setFocus()
+    edit.clear()
+    app.qtbot.keyClick(edit, Qt.Key.Key_Up)
+    assert app.controller.editing
+    assert edit.toPlainText() == "first question"
+    assert first_reply  # the reply streamed before
