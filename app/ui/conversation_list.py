@@ -235,6 +235,10 @@ class ConversationList(QWidget):
         )
         self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.view.setUniformItemSizes(False)
+        # long titles end in "…" (the full title is the tooltip) instead of a sideways scroll
+        self.view.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.view.setWordWrap(False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(self.new_button)
