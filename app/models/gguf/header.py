@@ -128,14 +128,14 @@ def read_header(path: Path) -> Header:
     with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         if buf[:4] != b"GGUF":
             raise HeaderError("it does not start with 'GGUF'")
-        order = "<"
-        version = struct.unpack_from("<I", buf, 4)[0]
+        cur = _Cursor(buf, "<")
+        cur.pos = 4
+        version = cur.unpack("I")
         if version & 0xFFFF == 0:  # written on a big-endian machine
-            order, version = ">", struct.unpack_from(">I", buf, 4)[0]
+            cur.order, cur.pos = ">", 4
+            version = cur.unpack("I")
         if version not in (2, 3):
             raise HeaderError(f"GGUF version {version} is not supported")
-        cur = _Cursor(buf, order)
-        cur.pos = 8
         n_tensors, n_fields = cur.unpack("Q"), cur.unpack("Q")
         if n_tensors > len(buf) or n_fields > len(buf):
             raise HeaderError("its counts are larger than the file")
@@ -170,4 +170,6 @@ def _tensor(path: Path, start: int, name: str, dims: tuple[int, ...], raw_type: 
     n = 1
     for d in dims:
         n *= d
+    if n >= 2**62:
+        raise HeaderError(f"tensor {name} has the impossible shape {list(dims)}")
     return TensorInfo(path, name, dims, qtype, n, start + offset, n * type_size // block)
