@@ -83,6 +83,10 @@ class GGUFImportDialog(QDialog):
             for precision in PRECISIONS:
                 self._add_precision(layout, precision)
         self.import_button.setEnabled(self.preview is not None)
+        if self.preview is None:
+            cancel = self.buttons.button(QDialogButtonBox.StandardButton.Cancel)
+            cancel.setDefault(True)
+            cancel.setFocus()
         layout.addWidget(self.buttons)
         self.setMinimumWidth(520)
 
@@ -114,12 +118,11 @@ class GGUFImportDialog(QDialog):
 
     def _add_precision(self, layout: QVBoxLayout, precision: str) -> None:
         assert self.preview is not None
-        button = QRadioButton(PRECISION_LABELS[precision], self)
-        button.setAccessibleName(f"Precision {precision}")
         size = self.preview.output_bytes.get(precision)
+        label = PRECISION_LABELS[precision]
+        button = QRadioButton(f"{label} · about {format_bytes(size)}" if size else label, self)
+        button.setAccessibleName(f"Precision {precision}")
         note_text = PRECISION_HELP[precision]
-        if size:
-            note_text += f" About {format_bytes(size)}."
         note = QLabel(note_text, self)
         note.setObjectName("statusNote")
         note.setWordWrap(True)

@@ -134,6 +134,7 @@ class DownloadRow(QWidget):
         else:
             self.bar.setRange(0, 1000)
             self.bar.setValue(int(1000 * p.fraction))
+        self.bar.setTextVisible(not p.message.endswith("%"))  # the message says it already
         self.detail.setText(p.message)
 
     def on_failed(self, message: str) -> None:

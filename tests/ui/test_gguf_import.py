@@ -68,9 +68,9 @@ def test_dialog_shows_the_header_facts_and_the_readable_name(make_app, tmp_path)
     assert dialog.name_edit.text() == "Tiny Llama 1B (Q8_0)"
     assert dialog.precision() == "native" and dialog.precision_buttons["native"].isChecked()
     for precision in PRECISIONS:
-        note = dialog.precision_notes[precision].text()
-        assert note.startswith(PRECISION_HELP[precision]) and " About " in note
-        assert dialog.precision_buttons[precision].isVisible()
+        assert dialog.precision_notes[precision].text() == PRECISION_HELP[precision]
+        button = dialog.precision_buttons[precision]
+        assert button.isVisible() and " · about " in button.text() and "B" in button.text()
     assert dialog.import_button.isEnabled() and not dialog.error_label.isVisible()
     app.qtbot.mouseClick(dialog.buttons.button(dialog.buttons.StandardButton.Cancel),
                          Qt.MouseButton.LeftButton)
