@@ -369,29 +369,53 @@ class ModelLibrary:
         check: Callable[[], None] | None = None,
     ) -> InstalledModel:
         """Convert a GGUF file into an ONNX model folder and install it; ``check`` (raises to
-        cancel) runs between the conversion's layers."""
-        from app.models.gguf.convert import convert_gguf  # the GGUF importer, loaded lazily
+        cancel) runs between the conversion's layers and while the file is hashed.
+
+        Raises ``AlreadyInstalledError`` (with the installed model) when a model converted
+        from the same bytes at the same precision is installed."""
+        from app.models.gguf import duplicates  # the GGUF importer, loaded lazily
+        from app.models.gguf.convert import convert_gguf
 
         src = Path(path).expanduser().resolve()
         if not src.is_file():
             raise HearthError(f"{src} is not a file.", hint="Choose a .gguf file.")
+        report = progress or (lambda *_a: None)
+        size = src.stat().st_size
+        step = max(64 << 20, size // 50)  # at most ~50 reports while hashing
+        next_report = [step]
+
+        def hashing(done: int) -> None:
+            if check is not None:
+                check()
+            if done >= next_report[0]:
+                next_report[0] += step
+                report(done / max(size, 1), f"Checking whether {src.name} is already installed")
+
+        twin, sha = duplicates.find_installed(self.list_models(), src, precision,
+                                              on_block=hashing)
+        if twin is not None:
+            raise duplicates.AlreadyInstalledError(src, twin, precision)
         model_id = self.unique_id(name or src.stem)
         work = paths.staging_dir() / f"gguf-{uuid.uuid4().hex[:12]}"
         work.mkdir(parents=True)
         try:
             dest = work / model_id
             convert_gguf(src, dest, precision=precision, name=name, progress=progress,
-                         check=check)
+                         check=check, source_sha256=sha)
             manifest = Manifest.read(dest) or Manifest(model_id, name or src.stem)
             if not manifest.files:
                 manifest.files = describe_files(dest)
             manifest.id = model_id
             manifest.name = name or manifest.name or src.stem
             manifest.source = {
-                **source("gguf", variant=precision, path=str(src)),
+                **source("gguf", path=str(src)),
                 **manifest.source,
                 "kind": "gguf",
+                "variant": precision,
+                "size": size,
+                "quick_sha256": duplicates.quick_fingerprint(src),
             }
+            manifest.extra.setdefault("precision", precision)
             manifest.format = manifest.format or "genai"
             manifest.installed_at = now_iso()
             return self.install_from_staging(dest, manifest)

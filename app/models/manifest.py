@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,19 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    """The hex sha256 of a file, read in ``chunk``-byte blocks."""
+def sha256_file(
+    path: Path, chunk: int = 1 << 20, on_block: Callable[[int], None] | None = None
+) -> str:
+    """The hex sha256 of a file, read in ``chunk``-byte blocks; ``on_block(bytes_done)``
+    runs after each block (it may raise to stop, e.g. a job's checkpoint)."""
     digest = hashlib.sha256()
+    done = 0
     with open(path, "rb") as handle:
         while block := handle.read(chunk):
             digest.update(block)
+            done += len(block)
+            if on_block is not None:
+                on_block(done)
     return digest.hexdigest()
 
 

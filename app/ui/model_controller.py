@@ -15,6 +15,7 @@ of a folder to import, runs on the job thread.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from app.errors import HearthError
 from app.jobs import Job, JobControl, Progress, ProgressReport
 from app.models.catalog import Catalog, CatalogEntry, MachineInfo
 from app.models.downloader import DownloadProgress
+from app.models.gguf.duplicates import AlreadyInstalledError
 from app.models.hub import HubClient
 from app.models.library import CatalogChoice, InstalledModel, ModelLibrary, slugify
 from app.network import feature
@@ -46,6 +48,21 @@ _STATE_LABELS = {
     "installing": "Installing",
     "done": "Installed",
 }
+
+
+@dataclass(frozen=True)
+class AlreadyInstalled:
+    """The outcome of a GGUF import whose file is installed already."""
+
+    model: InstalledModel
+    sentence: str
+
+
+def conversion_progress(fraction: float | None, message: str) -> Progress:
+    """A converter report as the row shows it: "Converting layer 12 of 30 · 40 %"."""
+    if fraction is None:
+        return Progress(None, message)
+    return Progress(fraction, f"{message} · {max(0, min(100, int(fraction * 100)))} %")
 
 
 def download_progress(p: DownloadProgress) -> Progress:
@@ -77,6 +94,7 @@ class ModelController(QObject):
         each listing has ``models`` of ``RemoteModel``s whose ``target`` goes to ``use``, and
         ``error`` / ``note`` saying what failed or what the server lacks).
     remote_tested(ConnectionTest): the answer to ``test_remote``.
+    already_installed(InstalledModel, str sentence): a GGUF import found its file installed.
     """
 
     models_changed = Signal()
@@ -87,6 +105,7 @@ class ModelController(QObject):
     remote_sources_changed = Signal()
     remotes_listed = Signal(object)
     remote_tested = Signal(object)
+    already_installed = Signal(object, str)
 
     def __init__(
         self,
@@ -220,19 +239,26 @@ class ModelController(QObject):
                   lambda report, control: library.import_folder(path))
         return self._submit(job)
 
-    def import_gguf(self, file: str | Path, precision: str = "native") -> bool:
+    def import_gguf(self, file: str | Path, precision: str = "native",
+                    name: str | None = None) -> bool:
+        """Convert a GGUF file (a job): the duplicate check (hashing) and the conversion run
+        on the job thread; a file already installed ends with ``already_installed``."""
         path = Path(file)
         library = self.library()
 
-        def work(report: ProgressReport, control: JobControl) -> InstalledModel:
-            return library.import_gguf(
-                path, precision=precision,
-                progress=lambda fraction, message="": report(Progress(fraction, str(message))),
-                check=control.checkpoint,
-            )
+        def work(report: ProgressReport, control: JobControl) -> object:
+            try:
+                return library.import_gguf(
+                    path, precision=precision, name=name or None,
+                    progress=lambda fraction, message="": report(
+                        conversion_progress(fraction, str(message))),
+                    check=control.checkpoint,
+                )
+            except AlreadyInstalledError as exc:
+                return AlreadyInstalled(exc.model, str(exc))
 
         job = Job(f"import:{path.name}", f"Import {path.name}", work)
-        self._retry_factories[job.job_id] = lambda: self.import_gguf(path, precision)
+        self._retry_factories[job.job_id] = lambda: self.import_gguf(path, precision, name)
         return self._submit(job)
 
     def setup_starter(self) -> bool:
@@ -338,6 +364,9 @@ class ModelController(QObject):
             self.models_changed.emit()
             self.starter_ready.emit(str(result))
             self.chat.load_model(str(result))
+            return
+        if isinstance(result, AlreadyInstalled):
+            self.already_installed.emit(result.model, result.sentence)
             return
         if job_id == "move-models":
             self.settings.set("models_folder", str(result))

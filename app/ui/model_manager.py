@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 from app.errors import HearthError
 from app.jobs import Progress
 from app.models.library import InstalledModel
+from app.ui.gguf_import_dialog import GGUFImportDialog
 from app.ui.model_controller import ModelController
 from app.ui.model_manager_model import (
     CatalogModel,
@@ -133,6 +134,7 @@ class DownloadRow(QWidget):
         else:
             self.bar.setRange(0, 1000)
             self.bar.setValue(int(1000 * p.fraction))
+        self.bar.setTextVisible(not p.message.endswith("%"))  # the message says it already
         self.detail.setText(p.message)
 
     def on_failed(self, message: str) -> None:
@@ -155,6 +157,7 @@ class ModelManagerPanel(QDialog):
         self.controller = controller
         self.bridge = controller.bridge
         self.download_rows: dict[str, DownloadRow] = {}
+        self.gguf_dialog: GGUFImportDialog | None = None
         self.catalog_model = CatalogModel(self)
         self.hub_model = HubResultsModel(self)
         self.installed_model = InstalledModelsModel(self)
@@ -272,6 +275,7 @@ class ModelManagerPanel(QDialog):
         c.search_finished.connect(self.on_search_results)
         c.search_failed.connect(self.on_search_failed)
         c.models_changed.connect(self.refresh)
+        c.already_installed.connect(self.on_already_installed)
         c.chat.model_loaded.connect(self.on_model_state)
         c.chat.model_load_failed.connect(self.on_model_state)
         c.jobs.queued.connect(self.on_queued)
@@ -410,7 +414,29 @@ class ModelManagerPanel(QDialog):
     def on_import_gguf(self) -> None:
         path = self.ask_gguf_file()
         if path:
-            self.controller.import_gguf(path)
+            self.open_gguf_dialog(path)
+
+    def open_gguf_dialog(self, path: str) -> GGUFImportDialog:
+        """The header facts, name and precision for ``path`` (window-modal, not blocking);
+        its Import starts the job."""
+        dialog = GGUFImportDialog(path, self)
+        dialog.import_requested.connect(self.on_gguf_import_requested)
+        dialog.finished.connect(dialog.deleteLater)
+        self.gguf_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def on_gguf_import_requested(self, path: str, precision: str, name: str) -> None:
+        self.controller.import_gguf(path, precision, name or None)
+
+    def on_already_installed(self, model: object, sentence: str) -> None:
+        """A GGUF import found its file installed: offer the installed model instead."""
+        if not isinstance(model, InstalledModel) or not self.ask_open_installed(sentence):
+            return
+        self.refresh()
+        self.tabs.setCurrentIndex(2)
+        self.select_installed(model.id)
+        self.controller.use(model)
 
     # questions (tests replace these) ------------------------------------------------------
 
@@ -421,6 +447,14 @@ class ModelManagerPanel(QDialog):
 
     def ask_folder(self) -> str:
         return QFileDialog.getExistingDirectory(self, "Import a model folder")
+
+    def ask_open_installed(self, sentence: str) -> bool:
+        box = QMessageBox(QMessageBox.Icon.Information, "Already installed", sentence,
+                          QMessageBox.StandardButton.Cancel, self)
+        open_button = box.addButton("Open it", QMessageBox.ButtonRole.AcceptRole)
+        box.setDefaultButton(open_button)
+        box.exec()
+        return box.clickedButton() is open_button
 
     def ask_gguf_file(self) -> str:
         path, _ = QFileDialog.getOpenFileName(self, "Import a GGUF file", "", "GGUF (*.gguf)")

@@ -282,14 +282,51 @@ def test_cancel_between_layers_stops_the_conversion_and_leaves_nothing(tmp_path)
 
     def progress(fraction: float, message: str) -> None:
         messages.append(message)
-        if message == f"layer 1/{LAYERS}":
-            control.cancel()  # as Cancel or quitting does, while the first layer is done
+        if message == f"Converting layer 1 of {LAYERS}":
+            control.cancel()  # as Cancel or quitting does, while the first layer converts
 
     dest = tmp_path / "out" / "model"
     with pytest.raises(JobCancelled):
         convert_gguf(src, dest, progress=progress, check=control.checkpoint)
-    assert messages[-1] == f"layer 1/{LAYERS}"  # no further layer was built
+    assert messages[-1] == f"Converting layer 1 of {LAYERS}"  # no further layer was built
     assert not dest.exists()
     assert list((tmp_path / "out").iterdir()) == []  # the partial folder is gone
     # not cancelled: the same call converts fully
     assert convert_gguf(src, dest, check=JobControl().checkpoint) == dest
+
+
+def test_progress_names_each_layer_and_phase_in_order(tmp_path):
+    src = tmp_path / "tiny.gguf"
+    write_tiny_gguf(src)
+    reports: list[tuple[float, str]] = []
+    convert_gguf(src, tmp_path / "model", progress=lambda f, m: reports.append((f, m)))
+    messages = [m for _f, m in reports]
+    assert messages == [
+        "Reading tiny.gguf",
+        *(f"Converting layer {i} of {LAYERS}" for i in range(1, LAYERS + 1)),
+        "Converting the output layer",
+        "Writing model.onnx",
+        "Hashing tiny.gguf",
+        "Hashing the converted files",
+        "Converted",
+    ]
+    fractions = [f for f, _m in reports]
+    assert fractions == sorted(fractions) and fractions[0] == 0.0 and fractions[-1] == 1.0
+
+
+def test_a_known_source_hash_is_not_computed_again(tmp_path, monkeypatch):
+    import app.models.gguf.convert as convert_mod
+    from app.models.manifest import Manifest
+
+    src = tmp_path / "tiny.gguf"
+    write_tiny_gguf(src)
+
+    def no_hashing(path):
+        raise AssertionError(f"{path} was hashed")
+
+    monkeypatch.setattr(convert_mod, "sha256_file", no_hashing)
+    messages: list[str] = []
+    dest = convert_gguf(src, tmp_path / "model", source_sha256="ab" * 32,
+                        progress=lambda f, m: messages.append(m))
+    assert Manifest.read(dest).source["sha256"] == "ab" * 32
+    assert "Hashing tiny.gguf" not in messages

@@ -164,7 +164,8 @@ def test_import_gguf_installs_what_the_converter_writes(tmp_path, monkeypatch):
     gguf.write_bytes(b"GGUF")
     seen = {}
 
-    def fake_convert(src, dest, *, precision, name=None, progress=None, check=None):
+    def fake_convert(src, dest, *, precision, name=None, progress=None, check=None,
+                     source_sha256=None):
         seen.update(src=src, precision=precision)
         assert not dest.exists()
         build_gqa_model(dest)
@@ -192,7 +193,7 @@ def test_import_gguf_installs_what_the_converter_writes(tmp_path, monkeypatch):
     assert seen == {"src": gguf.resolve(), "precision": "int4"}
     assert model.id == "my-smol" and model.name == "My Smol"
     assert model.source["kind"] == "gguf"
-    assert model.source["sha256"] == "ab"
+    assert model.source["sha256"] == "ab" and model.source["variant"] == "int4"
     assert model.manifest.parameters == 7 and (model.path / "model.onnx").is_file()
     assert reports == [(1.0, "done")]
     assert list(paths.staging_dir().iterdir()) == []

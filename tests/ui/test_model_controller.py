@@ -211,3 +211,12 @@ def test_a_hub_repo_outside_the_catalog_gets_the_variant_for_this_machine(
     assert model.source["variant"] == "model_q4"
     assert not (model.path / "onnx" / "model_fp16.onnx").exists()
     assert read_model_folder(model.path).variant == "model_q4"
+
+
+def test_conversion_progress_adds_the_percent():
+    from app.ui.model_controller import conversion_progress
+
+    p = conversion_progress(0.4, "Converting layer 12 of 30")
+    assert (p.fraction, p.message, p.state) == (0.4, "Converting layer 12 of 30 · 40 %", "running")
+    assert conversion_progress(1.2, "Converted").message == "Converted · 100 %"
+    assert conversion_progress(None, "Reading m.gguf") == Progress(None, "Reading m.gguf")

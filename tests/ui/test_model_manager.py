@@ -377,8 +377,10 @@ def test_import_gguf_converts_on_the_download_thread_and_installs(make_app, hub,
     write_tiny_gguf(gguf)
     panel.ask_gguf_file = lambda: str(gguf)
     panel.tabs.setCurrentIndex(2)
+    app.qtbot.mouseClick(panel.import_gguf_button, Qt.MouseButton.LeftButton)
+    dialog = panel.gguf_dialog  # the header facts, name and precision (tests/ui/test_gguf_import)
     with app.qtbot.waitSignal(app.models.models_changed, timeout=20000):
-        app.qtbot.mouseClick(panel.import_gguf_button, Qt.MouseButton.LeftButton)
+        app.qtbot.mouseClick(dialog.import_button, Qt.MouseButton.LeftButton)
         row = panel.download_rows["import:tiny-llama.gguf"]
         assert not row.pause_button.isVisible()
     model = ModelLibrary().require("tiny-llama")
@@ -389,5 +391,7 @@ def test_import_gguf_converts_on_the_download_thread_and_installs(make_app, hub,
     bad.write_bytes(b"not a gguf file")
     panel.ask_gguf_file = lambda: str(bad)
     app.qtbot.mouseClick(panel.import_gguf_button, Qt.MouseButton.LeftButton)
-    app.qtbot.waitUntil(lambda: app.window.banner.level == "error", timeout=5000)
+    assert panel.gguf_dialog.error_label.text().startswith("broken.gguf is not a GGUF file")
+    assert not panel.gguf_dialog.import_button.isEnabled()
+    panel.gguf_dialog.reject()
     assert [m.id for m in ModelLibrary().list_models()] == ["tiny-llama"]

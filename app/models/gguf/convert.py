@@ -76,6 +76,7 @@ def convert_gguf(
     accuracy_level: int = 4,
     exact_offsets: bool = False,
     check: Check | None = None,
+    source_sha256: str | None = None,
 ) -> Path:
     """Convert ``src`` (a .gguf file) into a complete model folder at ``dest``.
 
@@ -95,6 +96,12 @@ def convert_gguf(
         check: called between layers and phases; whatever it raises (JobCancelled when the
             user cancels or the app quits) stops the conversion and removes its partial
             folder.
+        source_sha256: the source's sha256 when the caller has hashed it already (the
+            library's duplicate check); else it is hashed here.
+
+    Progress messages name the phase: "Reading <file>", "Converting layer 3 of 30",
+    "Converting the output layer", "Writing model.onnx", "Hashing the converted files",
+    "Hashing <file>".
 
     Returns ``dest``. Raises ConversionError or DiskFullError with a sentence for the user.
     """
@@ -107,7 +114,7 @@ def convert_gguf(
         )
     if dest.exists():
         raise ConversionError(f"{dest} already exists; remove it or choose another name.")
-    report(0.0, "reading GGUF")
+    report(0.0, f"Reading {src.name}")
     g = GGUFFile(src)
     weights = WeightSource(g, precision, exact_offsets=exact_offsets)
     tokenizer = build_tokenizer_json(g)  # fails early on missing tokenizer metadata
@@ -133,7 +140,10 @@ def convert_gguf(
         _write_folder(g, weights, tmp, tokenizer, tok_config, accuracy_level, report,
                       checkpoint)
         checkpoint()
-        source_sha = sha256_file(src)
+        if source_sha256 is None:
+            report(0.97, f"Hashing {src.name}")
+        source_sha = source_sha256 or sha256_file(src)
+        report(0.98, "Hashing the converted files")
         conversion = {
             "weights": weights.stats.forms,
             "max_error_per_step": round(weights.stats.inexact_max_error_per_step, 6),
@@ -169,7 +179,7 @@ def convert_gguf(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    report(1.0, "done")
+    report(1.0, "Converted")
     return dest
 
 
@@ -204,7 +214,7 @@ def _write_folder(
     finally:
         data.close()
     checkpoint()
-    report(0.93, "writing model.onnx")
+    report(0.93, "Writing model.onnx")
     onnx.save_model(model, str(folder / "model.onnx"))
     write_json(folder / "tokenizer.json", tokenizer)
     write_json(folder / "tokenizer_config.json", tok_config)
@@ -229,7 +239,6 @@ def _write_folder(
             pad_id=token_id("tokenizer.ggml.padding_token_id"),
         ),
     )
-    report(0.97, "hashing files")
 
 
 def _eos_ids_with_end_of_turn(g: GGUFFile, eos: int | None, text: str) -> list[int]:

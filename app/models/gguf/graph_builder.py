@@ -352,8 +352,9 @@ class GraphBuilder(LayerBuilder):
             (x,) = self._node("Mul", [x, scale], ["embed/scaled"], "embed/scale")
         residual, delta = x, None
         for i in range(p.n_layers):
+            self.progress(i / (p.n_layers + 1), f"Converting layer {i + 1} of {p.n_layers}")
             residual, delta = self._layer(i, residual, delta)
-            self.progress((i + 1) / (p.n_layers + 1), f"layer {i + 1}/{p.n_layers}")
+        self.progress(p.n_layers / (p.n_layers + 1), "Converting the output layer")
         normed, _ = self._norm(residual, delta, self.w.vector("output_norm.weight"), "final_norm")
         head = "output" if "output.weight" in self.w.g.tensors else "token_embd"
         head_out = self._matmul(normed, self.w.linear(head + ".weight"), "lm_head")
@@ -372,7 +373,6 @@ class GraphBuilder(LayerBuilder):
                 "const.logits_shape", np.array([-1, 1, p.vocab_size], np.int64)
             )
         self._node("Reshape", [head_out, logits_shape], ["logits"], "logits")
-        self.progress(1.0, "output layer")
         graph = helper.make_graph(self.nodes, "hearth-decoder", inputs, outputs, self.inits)
         model = helper.make_model(
             graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(MS, 1)]

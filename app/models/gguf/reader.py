@@ -12,6 +12,7 @@ from gguf import GGMLQuantizationType, GGUFReader, ReaderTensor
 from gguf import quants as gguf_quants
 
 from app.errors import ConversionError
+from app.models.gguf.header import HeaderError, read_header
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_ARCHITECTURES = ("llama", "qwen2", "gemma3", "qwen3", "phi3", "mistral")
@@ -81,22 +82,22 @@ class ModelParams:
         return self.rope_dim or self.head_dim
 
 
-class GGUFFile:
-    """A parsed GGUF file: metadata, tensors by name, and the model's hyper-parameters."""
+class _GGUFModel:
+    """What a GGUF's metadata and tensor index say about its model (shared by ``GGUFFile``,
+    which the converter reads tensors from, and ``GGUFHeader``, the cheap look at the header).
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        _check_header(self.path)
-        try:
-            self._reader = GGUFReader(self.path)
-        except (ValueError, IndexError, OSError, KeyError, TypeError) as exc:
-            raise ConversionError(
-                f"{self.path.name} is truncated or corrupt and cannot be read ({exc}).",
-                hint="Download the file again.",
-            ) from exc
-        size = self.path.stat().st_size
-        self.tensors: dict[str, ReaderTensor] = {}
-        for t in self._reader.tensors:
+    Subclasses set ``path`` and ``tensors`` and implement ``get``; ``_index`` checks each
+    tensor against the file's size and fills ``tensors``."""
+
+    path: Path
+    tensors: dict[str, Any]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        raise NotImplementedError
+
+    def _index(self, tensors: Any, size: int) -> None:
+        self.tensors = {}
+        for t in tensors:
             if t.data_offset + t.n_bytes > size:
                 raise ConversionError(
                     f"{self.path.name} is truncated: tensor {t.name} ends past the end of "
@@ -111,15 +112,8 @@ class GGUFFile:
                     hint="Download the file again.",
                 )
             self.tensors[t.name] = t
-        self.params = self._read_params()
 
     # -- metadata --------------------------------------------------------------------------
-    def get(self, key: str, default: Any = None) -> Any:
-        field = self._reader.fields.get(key)
-        if field is None or not field.types:
-            return default
-        return field.contents()
-
     @property
     def architecture(self) -> str:
         return str(self.get("general.architecture", ""))
@@ -313,6 +307,56 @@ class GGUFFile:
         for t in self.tensors.values():
             counts[t.tensor_type.name] = counts.get(t.tensor_type.name, 0) + 1
         return counts
+
+
+class GGUFFile(_GGUFModel):
+    """A parsed GGUF file: metadata, tensors by name, and the model's hyper-parameters."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        _check_header(self.path)
+        try:
+            self._reader = GGUFReader(self.path)
+        except (ValueError, IndexError, OSError, KeyError, TypeError) as exc:
+            raise ConversionError(
+                f"{self.path.name} is truncated or corrupt and cannot be read ({exc}).",
+                hint="Download the file again.",
+            ) from exc
+        self._index(self._reader.tensors, self.path.stat().st_size)
+        self.params = self._read_params()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        field = self._reader.fields.get(key)
+        if field is None or not field.types:
+            return default
+        return field.contents()
+
+
+class GGUFHeader(_GGUFModel):
+    """The cheap look at a GGUF (``header.read_header``): metadata, tensor index and the
+    model's hyper-parameters, checked as the converter checks them, without reading the
+    tensors or the tokenizer's long arrays (``get`` answers those with a ``SkippedArray``
+    that knows only its length). Raises ConversionError with a sentence naming the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        _check_header(self.path)
+        try:
+            header = read_header(self.path)
+        except HeaderError as exc:
+            raise ConversionError(
+                f"{self.path.name} is truncated or corrupt and cannot be read ({exc}).",
+                hint="Download the file again.",
+            ) from exc
+        except OSError as exc:
+            raise ConversionError(f"{self.path} cannot be read: {exc.strerror}.") from exc
+        self.fields = header.fields
+        self.file_bytes = self.path.stat().st_size
+        self._index(header.tensors, self.file_bytes)
+        self.params = self._read_params()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.fields.get(key, default)
 
 
 def matrix_shape(t: ReaderTensor) -> tuple[int, int]:
