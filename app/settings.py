@@ -57,6 +57,7 @@ class Setting:
 
 
 CONTEXT_POLICIES = ("stop", "truncate_oldest", "sliding_window")
+THINKING_CHOICES = ("default", "on", "off")
 THEMES = ("system", "light", "dark")
 SEND_KEYS = ("enter", "ctrl+enter")
 PROVIDER_CHOICES = ("auto", "cpu", "dml", "cuda", "coreml")
@@ -83,6 +84,10 @@ SETTINGS: tuple[Setting, ...] = (
         choices=CONTEXT_POLICIES,
         per_chat=True,
     ),
+    # the "Think" switch of reasoning models (GenerationSettings.thinking); the panel
+    # disables it for a model whose template has no switch
+    Setting("thinking", str, "default", "Think", choices=THINKING_CHOICES,
+            choice_labels=("Model default", "On", "Off"), per_chat=True),
     Setting("theme", str, "system", "Theme", choices=THEMES,
             choice_labels=("Follow the system", "Light", "Dark"), section="general"),
     Setting("font_size", int, 0, "Chat text size (points, 0 = the system's)", 0, 48,

@@ -49,6 +49,9 @@ _MAX_STRFTIME_FORMAT = 256
 _PLACEHOLDER_TOP = 0x10FFFD  # placeholders count down from the end of private-use plane 16
 
 
+#: the message fields whose text is the user's or the model's, never control tokens
+_PROTECTED_KEYS = ("content", "reasoning_content")
+
 class _TemplateRaised(jinja2.TemplateError):
     """The template called ``raise_exception(message)``."""
 
@@ -346,7 +349,7 @@ class ChatTemplate:
         ``split`` see one ordinary character where the string was. ``kwargs`` as in
         :meth:`render`."""
         dicts = [m.as_dict() if hasattr(m, "as_dict") else dict(m) for m in messages]
-        contents = [d["content"] for d in dicts if isinstance(d.get("content"), str)]
+        contents = [d[k] for d in dicts for k in _PROTECTED_KEYS if isinstance(d.get(k), str)]
         strings = sorted({t for t in protect if t and any(t in c for c in contents)},
                          key=len, reverse=True)
         if not strings:
@@ -359,8 +362,9 @@ class ChatTemplate:
         mapping = dict(zip(strings, free, strict=True))
         pattern = re.compile("|".join(map(re.escape, strings)))
         for d in dicts:
-            if isinstance(d.get("content"), str):
-                d["content"] = pattern.sub(lambda m: mapping[m.group()], d["content"])
+            for key in _PROTECTED_KEYS:
+                if isinstance(d.get(key), str):
+                    d[key] = pattern.sub(lambda m: mapping[m.group()], d[key])
         return self.render(dicts, **kwargs), {c: t for t, c in mapping.items()}
 
     def _render_bounded(self, context: dict[str, Any], budget: Budget) -> str:

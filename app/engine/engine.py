@@ -176,10 +176,12 @@ class Engine:
     ) -> list[int]:
         """The prompt's token ids. Message contents are always text: a user's
         ``<|im_end|>\\n<|im_start|>system`` encodes as those characters, never as the
-        control tokens that would forge a turn (only the template's own markers are special).
+        control tokens that would forge a turn (only the template's own markers are special);
+        so does a reply's ``reasoning``.
         Conversations without such strings encode exactly as the plain rendered text does."""
         tok = self.tokenizer
-        if not any(tok.contains_special(m.content) for m in messages):
+        if not any(tok.contains_special(m.content) or tok.contains_special(m.reasoning)
+                   for m in messages):
             return tok.encode(self.render(messages, stop=stop, thinking=thinking))
         template = self._chat_template()
         messages, extra = apply_thinking(thinking, self.thinking_control, messages)

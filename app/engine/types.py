@@ -18,12 +18,19 @@ ThinkingMode = Literal["default", "on", "off"]
 
 @dataclass(frozen=True)
 class Message:
-    """One chat message: role is "system", "user" or "assistant"."""
+    """One chat message: role is "system", "user" or "assistant". ``reasoning`` is an
+    assistant reply's thinking, kept apart from its answer; templates that use it read it as
+    ``reasoning_content`` (Qwen3 drops earlier turns' reasoning itself)."""
 
     role: str
     content: str
+    reasoning: str = ""
 
     def as_dict(self) -> dict[str, str]:
+        """The message as chat templates read it: ``reasoning_content`` only when set."""
+        if self.reasoning:
+            return {"role": self.role, "content": self.content,
+                    "reasoning_content": self.reasoning}
         return {"role": self.role, "content": self.content}
 
 

@@ -293,8 +293,8 @@ class RemoteEngine:
         if self._can_tokenize is not False:
             try:
                 data = self.client.post_json(
-                    "/tokenize", {"model": self.model_id,
-                                  "messages": [m.as_dict() for m in messages]}, timeout_s=5)
+                    "/tokenize", {"model": self.model_id, "messages": [
+                        {"role": m.role, "content": m.content} for m in messages]}, timeout_s=5)
                 count = data.get("count") if isinstance(data, dict) else None
                 if isinstance(count, int):
                     self._can_tokenize = True

@@ -27,7 +27,8 @@ def build_payload(model: str, messages: Sequence[Message], settings: GenerationS
     s = settings.sampling
     body: dict[str, Any] = {
         "model": model,
-        "messages": [m.as_dict() for m in messages],
+        # earlier thinking stays home: servers such as DeepSeek's refuse reasoning_content
+        "messages": [{"role": m.role, "content": m.content} for m in messages],
         "max_tokens": settings.max_new_tokens,
         "temperature": s.temperature,
         "stream": stream,

@@ -98,6 +98,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
         """,
     ),
+    (
+        # A reasoning model's thinking, kept apart from its answer, and how long it thought
+        # (milliseconds; 0 = not measured). Each variant (row) keeps its own.
+        "m006_message_reasoning",
+        """
+        ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT '';
+        ALTER TABLE messages ADD COLUMN reasoning_ms REAL NOT NULL DEFAULT 0;
+        """,
+    ),
 ]
 
 

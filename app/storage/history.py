@@ -279,6 +279,8 @@ class History:
         provenance: dict | None = None,
         created_at: float | None = None,
         after: int | None = None,
+        reasoning: str = "",
+        reasoning_ms: float = 0.0,
     ) -> StoredMessage:
         """Add a message below ``after`` (default: the end of the active path) and show it.
 
@@ -294,6 +296,7 @@ class History:
             new_id = self.insert_message(
                 conversation_id, role, content, parent, status=status,
                 provenance=provenance, created_at=created_at,
+                reasoning=reasoning, reasoning_ms=reasoning_ms,
             )
         message = self.get_message(new_id)
         assert message is not None
@@ -351,12 +354,20 @@ class History:
         content: str | None = None,
         status: str | None = None,
         provenance: dict | None = None,
+        reasoning: str | None = None,
+        reasoning_ms: float | None = None,
     ) -> None:
         sets: list[str] = []
         args: list[Any] = []
         if content is not None:
             sets.append("content = ?")
             args.append(clean_text(content))
+        if reasoning is not None:
+            sets.append("reasoning = ?")
+            args.append(clean_text(reasoning))
+        if reasoning_ms is not None:
+            sets.append("reasoning_ms = ?")
+            args.append(max(0.0, float(reasoning_ms)))
         if status is not None:
             if status not in STATUSES:
                 raise ValueError(f"unknown message status {status!r}")
@@ -536,6 +547,8 @@ class History:
         provenance: dict | None = None,
         created_at: float | None = None,
         active: bool = True,
+        reasoning: str = "",
+        reasoning_ms: float = 0.0,
     ) -> int:
         """Low level, for importers: insert one message below ``parent_id`` (None: a new first
         turn) without touching the other branches; ``active`` makes it its parent's shown
@@ -555,8 +568,10 @@ class History:
             rank = self._next_rank(conversation_id) if active else 0
             cur = self._conn.execute(
                 "INSERT INTO messages (conversation_id, seq, parent_id, active_rank, role, "
-                "content, status, provenance, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (conversation_id, seq, parent_id, rank, role, content, status, prov, now),
+                "content, status, provenance, created_at, reasoning, reasoning_ms) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, seq, parent_id, rank, role, content, status, prov, now,
+                 clean_text(reasoning), max(0.0, float(reasoning_ms))),
             )
             self._conn.execute(
                 "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
@@ -592,9 +607,10 @@ class History:
 class ReplyWriter:
     """Saves a streaming reply to the database at most once per ``interval`` seconds.
 
-    The row is created by the caller with status 'streaming'; ``append`` accumulates text
-    and writes it when the interval has passed, so a crash loses at most ``interval``
-    seconds; ``finish`` writes the final text, status and provenance.
+    The row is created by the caller with status 'streaming'; ``append`` accumulates the
+    answer's text and ``append_reasoning`` the model's thinking (kept apart), and either
+    writes both when the interval has passed, so a crash loses at most ``interval``
+    seconds; ``finish`` writes the final text, reasoning, status and provenance.
     """
 
     def __init__(
@@ -605,33 +621,47 @@ class ReplyWriter:
         interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         text: str = "",
+        reasoning: str = "",
     ) -> None:
         self._history = history
         self.message_id = message_id
         self._interval = interval
         self._clock = clock
         self.text = text
-        self._saved = text
+        self.reasoning = reasoning
+        self._saved = (text, reasoning)
         self._last_write = clock()
         self.writes = 0
 
     def append(self, delta: str) -> None:
         self.text += delta
+        self._maybe_flush()
+
+    def append_reasoning(self, delta: str) -> None:
+        self.reasoning += delta
+        self._maybe_flush()
+
+    def _maybe_flush(self) -> None:
         if self._clock() - self._last_write >= self._interval:
             self.flush()
 
     def flush(self) -> None:
-        if self.text != self._saved:
-            self._history.update_message(self.message_id, content=self.text)
-            self._saved = self.text
+        if (self.text, self.reasoning) != self._saved:
+            self._history.update_message(self.message_id, content=self.text,
+                                         reasoning=self.reasoning)
+            self._saved = (self.text, self.reasoning)
             self.writes += 1
         self._last_write = self._clock()
 
-    def finish(self, status: str, provenance: dict | None = None) -> None:
+    def finish(self, status: str, provenance: dict | None = None, *,
+               reasoning_ms: float | None = None) -> None:
+        """Write the final text and reasoning with ``status``, ``provenance`` and how long
+        the model thought (``reasoning_ms``; None leaves it as stored)."""
         self._history.update_message(
-            self.message_id, content=self.text, status=status, provenance=provenance
+            self.message_id, content=self.text, status=status, provenance=provenance,
+            reasoning=self.reasoning, reasoning_ms=reasoning_ms,
         )
-        self._saved = self.text
+        self._saved = (self.text, self.reasoning)
         self.writes += 1
 
 

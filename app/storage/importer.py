@@ -8,7 +8,8 @@ transaction, so an import is either complete or has changed nothing.
 Formats: a single conversation (``"format": "hearth-conversation"``) or several
 (``"format": "hearth-history"``, ``"conversations": [...]``). Version 1 lists one chat's
 messages in order; version 2 gives each message an ``id``, its ``parent`` (an earlier id or
-null) and whether it is the ``active`` variant, so every branch survives a round trip.
+null) and whether it is the ``active`` variant, so every branch survives a round trip. A
+message may carry ``reasoning`` (a reasoning model's thinking) and ``reasoning_ms``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class ImportedMessage:
     created_at: float | None = None
     provenance: dict = field(default_factory=dict)
     active: bool = True
+    reasoning: str = ""
+    reasoning_ms: float = 0.0
 
 
 @dataclass
@@ -127,6 +130,8 @@ def write_chats(history: History, chats: list[ImportedChat]) -> list[Conversatio
                     provenance=m.provenance,
                     created_at=m.created_at,
                     active=m.active,
+                    reasoning=m.reasoning,
+                    reasoning_ms=m.reasoning_ms,
                 )
             if chat.updated_at is not None:
                 history.touch(conv.id, chat.updated_at)
@@ -238,6 +243,8 @@ class _Checker:
             created_at=self.time(data, "created_at", where),
             provenance=self.obj(data, "provenance", where),
             active=active,
+            reasoning=self.text(data, "reasoning", where),
+            reasoning_ms=self.duration(data, "reasoning_ms", where),
         )
 
     def text(self, data: dict, key: str, where: str, *, optional: bool = False) -> Any:
@@ -255,6 +262,15 @@ class _Checker:
         if not isinstance(value, dict):
             raise self.fail(where, f"'{key}' must be an object")
         return clean_value(value)
+
+    def duration(self, data: dict, key: str, where: str) -> float:
+        value = data.get(key)
+        if value is None:
+            return 0.0
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not math.isfinite(value) or value < 0):
+            raise self.fail(where, f"'{key}' must be a duration in milliseconds")
+        return float(value)
 
     def time(self, data: dict, key: str, where: str) -> float | None:
         value = data.get(key)

@@ -55,6 +55,8 @@ class StoredMessage:
     variant_ids: tuple[int, ...] = ()
     active: bool = True
     damaged: bool = False
+    reasoning: str = ""  # a reasoning model's thinking, never part of ``content``
+    reasoning_ms: float = 0.0  # how long it thought (0 = not measured)
 
 
 class DamagedText(str):
@@ -152,6 +154,8 @@ def message_from_row(row: sqlite3.Row, **tree_fields: Any) -> StoredMessage:
         status=r.text("status", "complete"),
         provenance=r.json_object("provenance"),
         created_at=r.number("created_at"),
+        reasoning=r.text("reasoning"),
+        reasoning_ms=r.number("reasoning_ms"),
         **tree_fields,
     )
     msg.damaged = r.damaged

@@ -1,8 +1,10 @@
 """Export a conversation to Markdown or JSON (with provenance); import JSON back.
 
 JSON keeps every branch: each message has an export-local ``id``, its ``parent`` and whether
-it is the ``active`` variant (format version 2, read by ``app.storage.importer``). Markdown is
-for reading: it holds the chat as it is on screen, the active branch.
+it is the ``active`` variant (format version 2, read by ``app.storage.importer``); a reasoning
+model's thinking is its own field (``reasoning``, with ``reasoning_ms``), never part of
+``content``. Markdown is for reading: it holds the chat as it is on screen, the active branch,
+with each reply's thinking folded in a ``<details>`` block.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from app.storage.importer import BUNDLE_FORMAT, FORMAT, FORMAT_VERSION, import_t
 
 __all__ = [
     "BUNDLE_FORMAT", "FORMAT", "FORMAT_VERSION", "export_all_json", "export_json",
-    "export_markdown", "import_json", "provenance_line", "to_json", "to_json_dict",
-    "to_markdown",
+    "export_markdown", "import_json", "provenance_line", "thought_summary", "to_json",
+    "to_json_dict", "to_markdown",
 ]
 
 
@@ -30,18 +32,20 @@ def to_json_dict(conv: Conversation, messages: list[StoredMessage]) -> dict:
     items = []
     for m in messages:
         local[m.id] = len(local) + 1
-        items.append(
-            {
-                "id": local[m.id],
-                "parent": local.get(m.parent_id) if m.parent_id is not None else None,
-                "active": m.active,
-                "role": m.role,
-                "content": m.content,
-                "status": m.status,
-                "created_at": m.created_at,
-                "provenance": m.provenance,
-            }
-        )
+        item = {
+            "id": local[m.id],
+            "parent": local.get(m.parent_id) if m.parent_id is not None else None,
+            "active": m.active,
+            "role": m.role,
+            "content": m.content,
+            "status": m.status,
+            "created_at": m.created_at,
+            "provenance": m.provenance,
+        }
+        if m.reasoning:
+            item["reasoning"] = m.reasoning
+            item["reasoning_ms"] = m.reasoning_ms
+        items.append(item)
     return {
         "format": FORMAT,
         "version": FORMAT_VERSION,
@@ -97,10 +101,35 @@ def to_markdown(conv: Conversation, messages: list[StoredMessage]) -> str:
         if m.variant_count > 1:
             notes.append(f"version {m.variant_index + 1} of {m.variant_count}")
         suffix = f" ({', '.join(notes)})" if notes else ""
-        lines += [f"## {who}{suffix}", "", m.content, ""]
+        lines += [f"## {who}{suffix}", ""]
+        if m.reasoning:
+            lines += [f"<details><summary>{thought_summary(m.reasoning_ms)}</summary>", "",
+                      _quote_reasoning(m.reasoning), "", "</details>", ""]
+        lines += [m.content, ""]
         if m.role == "assistant" and m.provenance:
             lines += [f"<sub>{provenance_line(m.provenance)}</sub>", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def thought_summary(reasoning_ms: float) -> str:
+    """The folded thinking block's title: "Thought for 12 s" (the one wording the chat view
+    and the Markdown export share); "Thoughts" when the time was not measured."""
+    if reasoning_ms <= 0:
+        return "Thoughts"
+    seconds = round(reasoning_ms / 1000)
+    if seconds < 1:
+        return "Thought for less than a second"
+    if seconds < 60:
+        return f"Thought for {seconds} s"
+    minutes, rest = divmod(seconds, 60)
+    return f"Thought for {minutes} min {rest} s" if rest else f"Thought for {minutes} min"
+
+
+def _quote_reasoning(text: str) -> str:
+    """The thinking as a Markdown quote that stays inside its ``<details>`` block (a
+    ``</details>`` in it would otherwise close the block early)."""
+    text = text.strip().replace("</details", "&lt;/details")
+    return "\n".join(f"> {line}" if line.strip() else ">" for line in text.split("\n"))
 
 
 def provenance_line(p: dict) -> str:

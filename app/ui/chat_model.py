@@ -18,7 +18,7 @@ class ChatModel(QAbstractListModel):
     """Rows are ``StoredMessage`` values. Change it only on the UI thread.
 
     Signals: the standard QAbstractItemModel ones; streaming text arrives as ``dataChanged``
-    on the last row with the ``ContentRole``.
+    on the last row with the ``ContentRole``, streaming thinking with the ``ReasoningRole``.
     """
 
     MessageRole = Qt.ItemDataRole.UserRole + 1
@@ -27,6 +27,7 @@ class ChatModel(QAbstractListModel):
     StatusRole = Qt.ItemDataRole.UserRole + 4
     ProvenanceRole = Qt.ItemDataRole.UserRole + 5
     IdRole = Qt.ItemDataRole.UserRole + 6
+    ReasoningRole = Qt.ItemDataRole.UserRole + 7
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -55,6 +56,8 @@ class ChatModel(QAbstractListModel):
             return msg.provenance
         if role == self.IdRole:
             return msg.id
+        if role == self.ReasoningRole:
+            return msg.reasoning
         return None
 
     def roleNames(self) -> dict[int, bytes]:
@@ -67,6 +70,7 @@ class ChatModel(QAbstractListModel):
                 self.StatusRole: b"status",
                 self.ProvenanceRole: b"provenance",
                 self.IdRole: b"messageId",
+                self.ReasoningRole: b"reasoning",
             }
         )
         return names
@@ -101,6 +105,11 @@ class ChatModel(QAbstractListModel):
         msg = self._rows[row]
         self._rows[row] = replace(msg, content=msg.content + delta)
         self._changed(row, [self.ContentRole, Qt.ItemDataRole.DisplayRole])
+
+    def append_reasoning(self, row: int, delta: str) -> None:
+        msg = self._rows[row]
+        self._rows[row] = replace(msg, reasoning=msg.reasoning + delta)
+        self._changed(row, [self.ReasoningRole])
 
     def update_message(self, row: int, **changes: Any) -> None:
         self._rows[row] = replace(self._rows[row], **changes)

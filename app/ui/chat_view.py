@@ -244,7 +244,7 @@ class ChatView(QWidget):
     def on_data_changed(self, top_left: QModelIndex, bottom_right: QModelIndex, roles) -> None:
         last = self._model.rowCount() - 1
         if top_left.row() == last == bottom_right.row() and roles and (
-            ChatModel.ContentRole in roles
+            ChatModel.ContentRole in roles or ChatModel.ReasoningRole in roles
         ):
             if not self._stream_timer.isActive():
                 self._stream_timer.start()

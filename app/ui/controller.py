@@ -3,7 +3,10 @@
 Lives on the UI thread. Owns the history, the two item models and the worker host; the
 widgets only call its methods and listen to its signals. Every user message is saved before
 generation starts; the reply is saved as it streams (ReplyWriter, at most 1 s behind) and
-marked complete / stopped / failed at the end.
+marked complete / stopped / failed at the end. A reasoning model's thinking streams on its
+own signal into the reply's ``reasoning`` (saved with the answer, never mixed into it); how
+long it thought is measured here until the answer starts, and the engine's own figure
+(``GenerationStats.reasoning_ms``) replaces it at the end.
 
 Nothing is lost by a change: editing a message adds a new variant beside it
 (``History.edit_message``), regenerating adds a new reply beside the old one
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +53,16 @@ class ActiveReply:
     writer: ReplyWriter
     settings: GenerationSettings
     row: int | None  # row in the chat model while its conversation is open
+    thinking_since: float | None = None  # monotonic time of the first thinking chunk
+    thinking_ms: float | None = None  # how long it thought, once the answer started
+
+    def measured_thinking_ms(self) -> float | None:
+        """How long the model has thought (None: it has not thought)."""
+        if self.thinking_since is None:
+            return None
+        if self.thinking_ms is not None:
+            return self.thinking_ms
+        return (time.monotonic() - self.thinking_since) * 1000
 
 
 class ChatController(QObject):
@@ -117,6 +131,7 @@ class ChatController(QObject):
         w.unloaded.connect(self.on_unloaded)
         w.prefill_progress.connect(self.on_prefill_progress)
         w.chunk.connect(self.on_chunk)
+        w.reasoning_chunk.connect(self.on_reasoning_chunk)
         w.finished.connect(self.on_finished)
         w.failed.connect(self.on_failed)
         w.crashed.connect(self.bridge.crash)
@@ -237,7 +252,9 @@ class ChatController(QObject):
             if active.conversation_id == conversation_id:
                 for row, msg in enumerate(messages):
                     if msg.id == active.message_id:
-                        messages[row] = dataclasses.replace(msg, content=active.writer.text)
+                        messages[row] = dataclasses.replace(
+                            msg, content=active.writer.text, reasoning=active.writer.reasoning,
+                            reasoning_ms=active.thinking_ms or 0.0)
                         active.row = row
         self.chat_model.set_messages(messages)
         self.conversation_opened.emit(conversation_id, self.chat_values())
@@ -519,9 +536,26 @@ class ChatController(QObject):
             return
         if self._reading:
             self._done_reading()
+        shown = active.row is not None and conversation_id == self.current_id
+        if active.thinking_since is not None and active.thinking_ms is None:
+            active.thinking_ms = active.measured_thinking_ms()  # the answer starts
+            if shown:
+                self.chat_model.update_message(active.row, reasoning_ms=active.thinking_ms)
         active.writer.append(text)
-        if active.row is not None and conversation_id == self.current_id:
+        if shown:
             self.chat_model.append_text(active.row, text)
+
+    def on_reasoning_chunk(self, conversation_id: str, text: str) -> None:
+        active = self._active
+        if active is None or active.conversation_id != conversation_id:
+            return
+        if self._reading:
+            self._done_reading()
+        if active.thinking_since is None:
+            active.thinking_since = time.monotonic()
+        active.writer.append_reasoning(text)
+        if active.row is not None and conversation_id == self.current_id:
+            self.chat_model.append_reasoning(active.row, text)
 
     def on_finished(self, conversation_id: str, result: GenerationResult) -> None:
         active = self._active
@@ -531,6 +565,8 @@ class ChatController(QObject):
         provenance = self._provenance(active, result.stats, result.finish_reason)
         provenance["provider"] = result.provider
         provenance["model"] = result.model
+        if result.stats.reasoning_ms > 0:  # the engine's figure, from token to token
+            active.thinking_ms = result.stats.reasoning_ms
         self.last_stats = result.stats
         self.stats_changed.emit(result.stats)
         self._end_reply(status, provenance)
@@ -540,7 +576,7 @@ class ChatController(QObject):
         if active is None or active.conversation_id != conversation_id:
             return
         self.bridge.error(message)  # first, so listeners to generating_changed can read it
-        if active.writer.text:
+        if active.writer.text or active.writer.reasoning:
             provenance = self._provenance(active, None, None)
             provenance["error"] = message
             self._end_reply("failed", provenance)
@@ -561,7 +597,8 @@ class ChatController(QObject):
         self.worker.stop()
         self._queued = None  # its message is saved; nothing was sent yet
         if self._active is not None:
-            self._active.writer.finish("stopped", self._provenance(self._active, None, None))
+            self._active.writer.finish("stopped", self._provenance(self._active, None, None),
+                                       reasoning_ms=self._active.measured_thinking_ms())
             self._active = None
         if not self.host.shutdown(5000):
             return False
@@ -602,19 +639,23 @@ class ChatController(QObject):
                 break
             if msg.role == "assistant" and (msg.status == "failed" or not msg.content):
                 continue
-            messages.append(Message(msg.role, msg.content))
+            # each template decides what it does with earlier thinking (Qwen3's drops it)
+            reasoning = msg.reasoning if msg.role == "assistant" else ""
+            messages.append(Message(msg.role, msg.content, reasoning))
         return messages
 
     def _end_reply(self, status: str, provenance: dict) -> None:
         active = self._active
         assert active is not None
+        thinking_ms = active.measured_thinking_ms()
         try:
-            active.writer.finish(status, provenance)
+            active.writer.finish(status, provenance, reasoning_ms=thinking_ms)
         except StorageError as exc:
             self.bridge.report(exc)
         if active.row is not None and active.conversation_id == self.current_id:
             self.chat_model.update_message(
-                active.row, content=active.writer.text, status=status, provenance=provenance
+                active.row, content=active.writer.text, status=status, provenance=provenance,
+                reasoning=active.writer.reasoning, reasoning_ms=thinking_ms or 0.0,
             )
         self._active = None
         if self._reading:

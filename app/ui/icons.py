@@ -27,6 +27,8 @@ ICONS = {
     "search": "mdi6.magnify",
     "undo": "mdi6.undo",
     "close": "mdi6.close",
+    "collapsed": "mdi6.chevron-right",  # a folded block (the thinking above a reply)
+    "expanded": "mdi6.chevron-down",
 }
 
 

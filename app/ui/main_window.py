@@ -389,6 +389,7 @@ class MainWindow(QMainWindow):
         self.status.set_model(info, self.model_picker.currentText())
         self.chat_view.set_model_name(self.model_picker.currentText() or info.name)
         self.settings_panel.set_model_defaults(info.generation_defaults)
+        self.settings_panel.set_thinking_control(info.thinking_control)
         self.status.showMessage(f"Loaded {info.name} in {info.load_ms / 1000:.1f} s", 4000)
         self._update_page()
 

@@ -1,7 +1,8 @@
 """One message of the conversation as a widget: a card with the text, and its actions.
 
 The user's turn sits in a tinted card; the assistant's answer is set on the page like a
-document. Below each card: the ``‹ i / n ›`` branch control (shown whenever the turn has
+document, with the model's thinking (if any) folded in a ``ThinkingBlock`` above it. Below
+each card: the ``‹ i / n ›`` branch control (shown whenever the turn has
 variants) and the action icons (copy, edit or regenerate, delete, and an info button that
 holds the reply's provenance), which appear while the pointer is over the message or focus
 is inside it. Every click is reported as a ``hearth:`` URL, the same words the Markdown's
@@ -11,17 +12,13 @@ code-copy links use, so the view has one place that acts on them.
 from __future__ import annotations
 
 import itertools
-import math
 
-from PySide6.QtCore import QPoint, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
-    QAbstractScrollArea,
     QFrame,
     QHBoxLayout,
     QLabel,
-    QSizePolicy,
-    QTextBrowser,
     QToolButton,
     QToolTip,
     QVBoxLayout,
@@ -32,7 +29,11 @@ from app.storage.records import StoredMessage
 from app.storage.transfer import provenance_line
 from app.ui.icons import icon
 from app.ui.markdown_render import Rendered, render_markdown
+from app.ui.message_body import MessageBody
 from app.ui.theme import Colors
+from app.ui.thinking_block import ThinkingBlock
+
+__all__ = ["MessageBody", "MessageWidget"]
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 TYPING_FRAMES = ("•", "• •", "• • •")
@@ -51,59 +52,6 @@ def _retain_size(widget: QWidget) -> None:
     policy = widget.sizePolicy()
     policy.setRetainSizeWhenHidden(True)
     widget.setSizePolicy(policy)
-
-
-class MessageBody(QTextBrowser):
-    """The message text: one QTextDocument laid out once per change at the widget's width,
-    its height fixed to the document's (no height-for-width: a column of those made every
-    relayout ask all messages again, ~250 ms per streamed update in a 100-message chat).
-
-    Signals:
-        link_activated(str url)
-    """
-
-    link_activated = Signal(str)
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("messageBody")
-        self.setFrameShape(QFrame.Shape.NoFrame)
-        self.setReadOnly(True)
-        self.setOpenLinks(False)
-        self.setOpenExternalLinks(False)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setSizeAdjustPolicy(QAbstractScrollArea.SizeAdjustPolicy.AdjustIgnored)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
-        self.setContextMenuPolicy(Qt.ContextMenuPolicy.DefaultContextMenu)
-        self.viewport().setAutoFillBackground(False)
-        self.document().setDocumentMargin(0)
-        self.anchorClicked.connect(self.on_anchor_clicked)
-        self.setFixedHeight(0)
-
-    def set_html(self, html: str) -> None:
-        self.document().setHtml(html)
-        self._fit()
-
-    def on_anchor_clicked(self, url: QUrl) -> None:
-        self.link_activated.emit(url.toString())
-
-    def _fit(self) -> None:
-        width = self.viewport().width()
-        if width > 0:
-            self.document().setTextWidth(width)
-        height = math.ceil(self.document().size().height())
-        if height != self.height():
-            self.setFixedHeight(height)
-
-    def resizeEvent(self, event) -> None:
-        super().resizeEvent(event)
-        if event.size().width() != event.oldSize().width():
-            self._fit()
-
-    def wheelEvent(self, event) -> None:
-        event.ignore()  # the conversation scrolls, not the message
 
 
 class MessageWidget(QWidget):
@@ -140,6 +88,7 @@ class MessageWidget(QWidget):
         self.typing = QLabel(self.card)
         self.typing.setObjectName("typingIndicator")
         self.typing.setAccessibleName("The assistant is writing")
+        self.thinking = ThinkingBlock(colors, self.card)
         self.body = MessageBody(self.card)
         self.body.link_activated.connect(self.link_activated)
 
@@ -154,6 +103,7 @@ class MessageWidget(QWidget):
         card_layout.setContentsMargins(pad, 10, pad, 6)
         card_layout.setSpacing(4)
         card_layout.addLayout(header)
+        card_layout.addWidget(self.thinking)
         card_layout.addWidget(self.typing)
         card_layout.addWidget(self.body)
 
@@ -225,6 +175,8 @@ class MessageWidget(QWidget):
         self.status_note.setProperty("level", level)
         self.status_note.setVisible(bool(note) and not self.is_typing)
         self.style().polish(self.status_note)
+        self.thinking.set_reasoning(message.reasoning, message.reasoning_ms,
+                                    thinking=self.is_thinking)
         self._render_body()
         self._update_typing()
         self._update_variants()
@@ -242,12 +194,20 @@ class MessageWidget(QWidget):
         self._shown_html = None
         for name, button in self._all_buttons():
             button.setIcon(icon(name, colors))
+        self.thinking.set_colors(colors)
         self._render_body()
 
     @property
     def is_typing(self) -> bool:
         """A reply whose first token is still pending."""
-        return self.message.status == "streaming" and not self.message.content
+        m = self.message
+        return m.status == "streaming" and not m.content and not m.reasoning
+
+    @property
+    def is_thinking(self) -> bool:
+        """A reply whose model is thinking and has not started its answer."""
+        m = self.message
+        return m.status == "streaming" and not m.content and bool(m.reasoning)
 
     def rendered(self) -> Rendered:
         if self._rendered is None or self._rendered_text != self.message.content:
@@ -259,10 +219,13 @@ class MessageWidget(QWidget):
         return self.rendered().html
 
     def plain_text(self) -> str:
-        """What the card shows, as text (role, status note, body)."""
+        """What the card shows, as text (role, status note, thinking block, body)."""
         head = self.role_label.text()
         if self.status_note.text() and self.status_note.isVisibleTo(self):
             head += f" · {self.status_note.text()}"
+        thinking = self.thinking.plain_text()
+        if thinking:
+            head += f"\n{thinking}"
         body = self.body.toPlainText() if self.message.content else ""
         return f"{head}\n{body}"
 
@@ -330,7 +293,8 @@ class MessageWidget(QWidget):
             button.clicked.connect(self.on_button_clicked)
             buttons[name] = button
         # Tab order: the message, its branch arrows, then its actions
-        chain = [self, self.previous_button, self.next_button, *buttons.values()]
+        chain = [self, self.thinking.toggle, self.previous_button, self.next_button,
+                 *buttons.values()]
         for first, second in itertools.pairwise(chain):
             QWidget.setTabOrder(first, second)
         return buttons

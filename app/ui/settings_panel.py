@@ -37,7 +37,13 @@ SETTING_FIELDS = {
     "frequency_penalty": "frequency_penalty",
     "max_tokens": "max_new_tokens",
     "context_policy": "context_policy",
+    "thinking": "thinking",
 }
+#: why the Think switch is off, by the loaded model's ``ModelInfo.thinking_control``
+THINK_UNAVAILABLE = "This model has no switch for thinking: its chat template does not offer one."
+THINK_NO_MODEL = "Load a model to see whether it can switch its thinking on and off."
+THINK_AVAILABLE = ("Whether the model thinks before it answers: on, off, or as the model "
+                   "does by default.")
 _SUGGESTED = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_tokens")
 
 
@@ -99,6 +105,8 @@ class SettingsPanel(QWidget):
             label = QLabel(setting.label, self)
             label.setBuddy(editor)
             form.addRow(label, editor)
+        self.think_label = form.labelForField(self.editors["thinking"])
+        self.set_thinking_control(None, loaded=False)
         self.reset_button = QPushButton("Reset to model defaults", self)
         self.reset_button.setAccessibleName("Reset to model defaults")
         self.reset_button.setAccessibleDescription(
@@ -126,8 +134,10 @@ class SettingsPanel(QWidget):
             return edit
         if setting.choices:
             combo = QComboBox(self)
-            for choice in setting.choices:
-                combo.addItem(POLICY_LABELS.get(choice, choice), choice)
+            labels = setting.choice_labels or tuple(POLICY_LABELS.get(c, c)
+                                                    for c in setting.choices)
+            for choice, label in zip(setting.choices, labels, strict=True):
+                combo.addItem(label, choice)
             combo.currentIndexChanged.connect(self.on_edited)
             return combo
         if setting.type is float:
@@ -174,6 +184,19 @@ class SettingsPanel(QWidget):
 
     def set_model_defaults(self, generation_defaults: dict) -> None:
         self._model_defaults = model_chat_values(generation_defaults)
+
+    def set_thinking_control(self, control: str | None, *, loaded: bool = True) -> None:
+        """Enable the Think switch for a model whose template has one (``control`` as in
+        ``ModelInfo.thinking_control``); otherwise disable it, with a tooltip saying why."""
+        editor = self.editors["thinking"]
+        editor.setEnabled(control is not None)
+        why = THINK_AVAILABLE if control is not None else (
+            THINK_UNAVAILABLE if loaded else THINK_NO_MODEL)
+        editor.setToolTip(why)
+        editor.setAccessibleDescription(why)
+        if self.think_label is not None:
+            self.think_label.setEnabled(control is not None)
+            self.think_label.setToolTip(why)
 
     def defaults(self) -> dict[str, Any]:
         """App defaults with the model's suggestions on top (the system prompt is kept)."""

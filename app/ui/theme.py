@@ -152,9 +152,9 @@ def contrast_ratio(foreground: str, background: str) -> float:
 
 
 def chat_stylesheet(c: Colors) -> str:
-    """The chat area's one stylesheet: the page, the user's card, the icon buttons, the
-    welcome page, the edit banner and the Undo toast. Widgets carry object names and
-    properties; no widget sets its own colours."""
+    """The chat area's one stylesheet: the page, the user's card, the icon buttons, a
+    reply's folded thinking, the welcome page, the edit banner and the Undo toast. Widgets
+    carry object names and properties; no widget sets its own colours."""
     return f"""
     #chatPage, #chatColumn, #welcomePage {{ background: {c.assistant_bg}; }}
     QScrollArea#chatScroll {{ background: {c.assistant_bg}; border: none; }}
@@ -166,6 +166,16 @@ def chat_stylesheet(c: Colors) -> str:
     #statusNote[level="warning"] {{ color: {c.warning}; }}
     #statusNote[level="error"] {{ color: {c.error}; }}
     #typingIndicator {{ color: {c.muted}; }}
+    QToolButton#thinkingToggle {{
+        border: none; border-radius: 6px; padding: 3px 8px 3px 2px; background: transparent;
+        color: {c.muted}; font-weight: 600;
+    }}
+    QToolButton#thinkingToggle:hover, QToolButton#thinkingToggle:focus {{
+        background: {c.hover_bg}; color: {c.text};
+    }}
+    QToolButton#thinkingToggle:focus {{ border: 1px solid {c.link}; }}
+    #thinkingFrame {{ border: none; border-left: 2px solid {c.border}; background: transparent; }}
+    #thinkingBody {{ color: {c.muted}; background: transparent; }}
     #variantLabel {{ color: {c.muted}; }}
     #message:focus {{ outline: none; }}
     #messageCard[focused="true"] {{ border: 2px solid {c.link}; }}

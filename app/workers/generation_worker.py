@@ -119,6 +119,8 @@ class ModelInfo:
     context_length: int
     generation_defaults: dict
     load_ms: float
+    # how the template switches thinking ("enable_thinking" / "flags"); None: no switch
+    thinking_control: str | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,7 @@ class GenerationResult:
     stats: GenerationStats
     model: str
     provider: str
+    reasoning: str = ""  # the model's thinking, apart from ``text``
 
 
 class GenerationWorker(QObject):
@@ -148,7 +151,10 @@ class GenerationWorker(QObject):
         prefill_progress(str conversation_id, int done, int total): the prompt is being read
             (tokens in the cache of the prompt's total); at most ~10 a second, only for
             prompts with at least PREFILL_PROGRESS_MIN_TOKENS tokens to read.
-        chunk(str conversation_id, str text): a streamed text delta.
+        chunk(str conversation_id, str text): a streamed delta of the answer.
+        reasoning_chunk(str conversation_id, str text): a streamed delta of the model's
+            thinking (never part of the answer); a chunk's thinking is emitted before its
+            answer.
         finished(str conversation_id, GenerationResult): the reply ended (any finish reason,
             including "cancelled").
         failed(str conversation_id, str message): the reply could not start or broke off.
@@ -160,6 +166,7 @@ class GenerationWorker(QObject):
     unloaded = Signal()
     prefill_progress = Signal(str, int, int)
     chunk = Signal(str, str)
+    reasoning_chunk = Signal(str, str)
     finished = Signal(str, object)
     failed = Signal(str, str)
     crashed = Signal(str)
@@ -211,6 +218,7 @@ class GenerationWorker(QObject):
             return
         self.cancel.clear()
         text: list[str] = []
+        thought: list[str] = []
         try:
             for piece in engine.chat(
                 list(request.messages),
@@ -220,6 +228,9 @@ class GenerationWorker(QObject):
                 conversation_id=conv,
                 on_prefill=PrefillThrottle(conv, self.prefill_progress.emit),
             ):
+                if piece.reasoning:
+                    thought.append(piece.reasoning)
+                    self.reasoning_chunk.emit(conv, piece.reasoning)
                 if piece.text:
                     text.append(piece.text)
                     self.chunk.emit(conv, piece.text)
@@ -234,6 +245,7 @@ class GenerationWorker(QObject):
                             stats=stats,
                             model=self._info.name,
                             provider=stats.provider or self._info.provider,
+                            reasoning="".join(thought),
                         ),
                     )
                     return
@@ -315,4 +327,6 @@ def _model_info(engine: EngineLike, path: str, seconds: float) -> ModelInfo:
         context_length=spec.context_length,
         generation_defaults=dict(spec.generation_defaults),
         load_ms=seconds * 1000.0,
+        # remote engines and stand-ins have no template switch
+        thinking_control=getattr(engine, "thinking_control", None),
     )

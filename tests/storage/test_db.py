@@ -39,7 +39,8 @@ EXPECTED_SCHEMA = [
         "NULL DEFAULT '', status TEXT NOT NULL DEFAULT 'complete' CHECK (status IN "
         "('complete', 'streaming', 'stopped', 'failed')), provenance TEXT NOT NULL DEFAULT "
         "'{}', created_at REAL NOT NULL, parent_id INTEGER REFERENCES messages (id), "
-        "active_rank INTEGER NOT NULL DEFAULT 0, deleted_at REAL, UNIQUE (conversation_id, seq) )",
+        "active_rank INTEGER NOT NULL DEFAULT 0, deleted_at REAL, reasoning TEXT NOT NULL DEFAULT "
+        "'', reasoning_ms REAL NOT NULL DEFAULT 0, UNIQUE (conversation_id, seq) )",
     ),
 ]
 
@@ -90,3 +91,44 @@ def test_partial_migration_rolls_back(tmp_path, monkeypatch):
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert "x" not in tables
     assert "m999_broken" not in {r[0] for r in conn.execute("SELECT name FROM _migrations")}
+
+
+def test_m006_adds_reasoning_to_a_database_with_messages(tmp_path):
+    """A history written before reasoning was stored migrates with every message intact."""
+    path = tmp_path / "old.sqlite3"
+    old = sqlite3.connect(path, isolation_level=None)
+    old.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+    names = [name for name, _ in db.MIGRATIONS]
+    upto = names.index("m006_message_reasoning")
+    for name, sql in db.MIGRATIONS[:upto]:
+        for statement in db._statements(sql):
+            old.execute(statement)
+        old.execute("INSERT INTO _migrations VALUES (?, 0)", (name,))
+    old.execute("INSERT INTO _meta VALUES ('schema_major', '2')")
+    old.execute("INSERT INTO conversations (id, title, created_at, updated_at) "
+                "VALUES ('c1', 'Old chat', 1, 2)")
+    old.execute("INSERT INTO messages (conversation_id, seq, role, content, created_at) "
+                "VALUES ('c1', 0, 'user', 'Hello', 1)")
+    old.execute("INSERT INTO messages (conversation_id, seq, parent_id, role, content, "
+                "provenance, created_at) VALUES ('c1', 1, 1, 'assistant', 'Hi!', "
+                "'{\"model\": \"m\"}', 2)")
+    old.close()
+
+    conn = db.connect(path)
+    assert db.applied_migrations(conn)[-1] == "m006_message_reasoning"
+    assert db.schema_snapshot(conn) == EXPECTED_SCHEMA
+    rows = conn.execute("SELECT role, content, provenance, parent_id, reasoning, reasoning_ms "
+                        "FROM messages ORDER BY seq").fetchall()
+    assert [tuple(r) for r in rows] == [
+        ("user", "Hello", "{}", None, "", 0),
+        ("assistant", "Hi!", '{"model": "m"}', 1, "", 0),
+    ]
+    conn.close()
+
+    from app.storage.history import History
+
+    history = History(path)
+    reply = history.active_path("c1")[1]
+    assert (reply.content, reply.reasoning, reply.reasoning_ms, reply.damaged) == (
+        "Hi!", "", 0.0, False)
+    history.close()

@@ -104,6 +104,35 @@ def test_reply_saved_while_streaming_at_most_every_second(tmp_path):
     assert final.provenance == {"finish_reason": "eos"}
 
 
+def test_reasoning_is_saved_apart_from_the_answer_while_streaming(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    h = History(path)
+    conv = h.create_conversation()
+    h.add_message(conv.id, "user", "hi")
+    row = h.add_message(conv.id, "assistant", "", status="streaming")
+    clock = FakeClock()
+    writer = ReplyWriter(h, row.id, clock=clock)
+    for i in range(30):  # 1.45 s of thinking, then the answer
+        clock.now = i * 0.05
+        writer.append_reasoning(f"r{i} ")
+    other = History(path)  # a crash now keeps the thinking up to the last second
+    saved = other.get_message(row.id)
+    assert saved is not None
+    assert (saved.content, saved.reasoning) == ("", "".join(f"r{i} " for i in range(21)))
+    clock.now = 2.0
+    writer.append("The answer.")
+    saved = other.get_message(row.id)
+    assert saved is not None
+    assert saved.reasoning == writer.reasoning and saved.content == "The answer."
+    other.close()
+    writer.finish("complete", {}, reasoning_ms=1450.0)
+    final = h.get_message(row.id)
+    assert final is not None
+    assert (final.content, final.reasoning, final.reasoning_ms) == (
+        "The answer.", writer.reasoning, 1450.0)
+    h.close()
+
+
 def test_interrupted_reply_is_marked_failed_on_reopen(tmp_path):
     path = tmp_path / "h.sqlite3"
     h = History(path)

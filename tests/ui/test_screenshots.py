@@ -97,3 +97,34 @@ def test_screenshots_welcome_reply_with_branches_dark(app, loader, tmp_path):
         assert _count(image, LIGHT.assistant_bg) < 50  # no white patches left over
     finally:
         QApplication.setPalette(QApplication.style().standardPalette())
+
+
+def test_screenshots_reply_with_thinking_light_and_dark(make_app, model_dir, tmp_path):
+    from tests.workers.fake_engine import FakeLoader
+
+    folder = _folder(tmp_path)
+    app = make_app(FakeLoader(think=["The user wants a greeting function. ",
+                                     "A one-liner with an f-string is enough; ",
+                                     "I will keep the explanation short."]))
+    app.load(model_dir)
+    app.window.resize(800, 600)
+    app.loader.last.script = [REPLY]
+    app.send("Show me a tiny Python example")
+    view = app.window.chat_view
+    block = view.message_widget(1).thinking
+    assert block.isVisible() and not block.expanded
+    folded = _grab(app, folder, "thinking-folded-light-800x600.png")
+    block.set_expanded(True)
+    image = _grab(app, folder, "thinking-open-light-800x600.png")
+    assert block.frame.isVisible() and block.body.height() > 0
+    assert _count(image, LIGHT.border) > _count(folded, LIGHT.border) + 5  # the block's rule
+
+    QApplication.setPalette(_dark_palette())
+    try:
+        app.qtbot.waitUntil(lambda: view._colors is DARK)
+        image = _grab(app, folder, "thinking-open-dark-800x600.png")
+        assert _count(image, DARK.assistant_bg) > 2000
+        assert _count(image, DARK.border) > 20
+        assert _count(image, LIGHT.assistant_bg) < 50
+    finally:
+        QApplication.setPalette(QApplication.style().standardPalette())

@@ -81,3 +81,49 @@ def test_stored_chat_values_win_and_fill_from_the_model():
     assert settings.sampling.repetition_penalty == pytest.approx(1.2)  # an older chat
     assert (settings.max_new_tokens, settings.context_policy) == (7, "truncate_oldest")
     assert settings.sampling.seed == 11
+
+
+@pytest.fixture
+def thinking_app(make_app, model_dir):
+    app = make_app(FakeLoader(thinking_control="enable_thinking", think=["Hmm."]))
+    app.load(model_dir)
+    return app
+
+
+def test_the_think_switch_reaches_the_engine_and_stays_with_the_chat(thinking_app):
+    app = thinking_app
+    panel = app.window.settings_panel
+    think = panel.editors["thinking"]
+    assert think.isEnabled() and panel.think_label.isEnabled()
+    assert [think.itemText(i) for i in range(think.count())] == ["Model default", "On", "Off"]
+    assert panel.values()["thinking"] == "default"
+    app.send("hi")
+    assert app.loader.last.settings[-1].thinking == "default"
+    think.setCurrentIndex(think.findData("off"))
+    app.send("again")
+    assert app.loader.last.settings[-1].thinking == "off"
+    stored = app.history.get_conversation(app.controller.current_id)
+    assert stored.settings["thinking"] == "off"
+    # another chat starts from the model's default; reopening the first shows "Off" again
+    first = app.controller.current_id
+    app.controller.new_conversation()
+    assert panel.values()["thinking"] == "default"
+    app.controller.open_conversation(first)
+    assert panel.values()["thinking"] == "off"
+
+
+def test_the_think_switch_is_disabled_with_a_reason_for_a_model_without_one(make_app,
+                                                                            model_dir):
+    app = make_app()
+    think = app.window.settings_panel.editors["thinking"]
+    assert not think.isEnabled() and "Load a model" in think.toolTip()
+    app.load(model_dir)  # the fake's template has no switch
+    assert not think.isEnabled()
+    assert think.toolTip() == think.accessibleDescription()
+    assert "no switch for thinking" in think.toolTip()
+    assert not app.window.settings_panel.think_label.isEnabled()
+
+
+def test_thinking_goes_through_generation_settings():
+    assert generation_settings({"thinking": "on"}, {}).thinking == "on"
+    assert generation_settings({}, {}).thinking == "default"

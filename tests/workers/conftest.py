@@ -21,6 +21,7 @@ class EngineThread(QObject):
     load_failed = Signal(str)
     prefill_progress = Signal(str, int, int)
     chunk = Signal(str, str)
+    reasoning_chunk = Signal(str, str)
     finished = Signal(str, object)
     failed = Signal(str, str)
     crashed = Signal(str)
@@ -31,8 +32,8 @@ class EngineThread(QObject):
         self._host = ThreadHost(self.worker, "hearth-generation", stop=self.worker.stop)
         self.thread = self._host.thread
         w = self.worker
-        for name in ("loaded", "load_failed", "prefill_progress", "chunk", "finished", "failed",
-                     "crashed"):
+        for name in ("loaded", "load_failed", "prefill_progress", "chunk", "reasoning_chunk",
+                     "finished", "failed", "crashed"):
             getattr(w, name).connect(getattr(self, f"_on_{name}"))
 
     def _on_loaded(self, info) -> None:
@@ -46,6 +47,9 @@ class EngineThread(QObject):
 
     def _on_chunk(self, conv: str, text: str) -> None:
         self.chunk.emit(conv, text)
+
+    def _on_reasoning_chunk(self, conv: str, text: str) -> None:
+        self.reasoning_chunk.emit(conv, text)
 
     def _on_finished(self, conv: str, result) -> None:
         self.finished.emit(conv, result)
@@ -97,6 +101,8 @@ class Recorder:
         host.prefill_progress.connect(
             lambda conv, done, total: self.events.append(("prefill", conv, done, total)))
         host.chunk.connect(lambda conv, text: self.events.append(("chunk", conv, text)))
+        host.reasoning_chunk.connect(
+            lambda conv, text: self.events.append(("reasoning", conv, text)))
         host.finished.connect(lambda conv, res: self.events.append(("finished", conv, res)))
         host.failed.connect(lambda conv, msg: self.events.append(("failed", conv, msg)))
         host.crashed.connect(lambda details: self.events.append(("crashed", details)))

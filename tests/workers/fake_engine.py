@@ -4,7 +4,9 @@ It implements ``app.workers.generation_worker.EngineLike`` with the real engine'
 (tests/workers/test_generation_worker.py checks), a real ``ModelSpec`` and real
 ``ConversationCaches`` (of token-only caches: the fake runs no graph).
 
-Replies are scripted token lists (or computed from the last user message), with a per-token
+Replies are scripted token lists (or computed from the last user message), optionally preceded
+by scripted thinking (``think``: tokens streamed as ``GenerationChunk.reasoning``, as the real
+engine's reasoning splitter does), with a per-token
 delay, an optional error raised after N tokens, and an optional gate that holds the reply
 after N tokens until released. Every call records the calling thread so tests can prove the
 engine is only used from its owner thread.
@@ -69,6 +71,8 @@ class FakeEngine:
         prefill_delay: float = 0.0,
         context_length: int = 2048,
         generation_defaults: dict | None = None,
+        think: Callable[[list[Message]], list[str]] | list[str] | None = None,
+        thinking_control: str | None = None,
     ) -> None:
         self.spec = fake_spec(Path(root), name, context_length=context_length,
                               generation_defaults=generation_defaults)
@@ -80,6 +84,8 @@ class FakeEngine:
             reasons={"dml": "not available on this machine"},
         )
         self.script = script if script is not None else echo_script
+        self.think = think  # thinking streamed before the answer (None: no thinking)
+        self.thinking_control = thinking_control  # as Engine.thinking_control
         self.delay = delay
         self.error_after = error_after
         self.error = error or RuntimeError("scripted engine failure")
@@ -101,6 +107,11 @@ class FakeEngine:
 
     def _tokens(self, messages: list[Message]) -> list[str]:
         return list(self.script(messages) if callable(self.script) else self.script)
+
+    def _thoughts(self, messages: list[Message]) -> list[str]:
+        if self.think is None:
+            return []
+        return list(self.think(messages) if callable(self.think) else self.think)
 
     def chat(
         self,
@@ -146,12 +157,15 @@ class FakeEngine:
                 prompt_tokens=self.prefill_tokens, provider="cpu",
                 context_max=self.spec.context_length))
             return
-        tokens = self._tokens(messages)[: settings.max_new_tokens]
+        thoughts = self._thoughts(messages)
+        steps = [(t, True) for t in thoughts] + [(t, False) for t in self._tokens(messages)]
+        steps = steps[: settings.max_new_tokens]
         prompt = self.count_tokens(messages)
         ttft = 0.0
         reason = "eos"
         produced = 0
-        for i, tok in enumerate(tokens):
+        thinking_started = thinking_ended = None
+        for i, (tok, thinking) in enumerate(steps):
             if cancel is not None and cancel.is_set():
                 reason = "cancelled"
                 break
@@ -170,9 +184,15 @@ class FakeEngine:
             if i == 0:
                 ttft = (time.perf_counter() - started) * 1000
             produced += 1
+            if thinking:
+                thinking_started = thinking_started or time.perf_counter()
+                yield GenerationChunk(text="", token_id=i, reasoning=tok)
+                continue
+            if thinking_started is not None and thinking_ended is None:
+                thinking_ended = time.perf_counter()
             yield GenerationChunk(text=tok, token_id=i)
         else:
-            if len(tokens) == settings.max_new_tokens:
+            if len(steps) == settings.max_new_tokens:
                 reason = "max_tokens"
         total = (time.perf_counter() - started) * 1000
         stats = GenerationStats(
@@ -185,7 +205,10 @@ class FakeEngine:
             provider="cpu",
             context_used=prompt + produced,
             context_max=self.spec.context_length,
+            reasoning_tokens=min(produced, len(thoughts)),
         )
+        if thinking_started is not None:
+            stats.reasoning_ms = ((thinking_ended or time.perf_counter()) - thinking_started) * 1000
         yield GenerationChunk(text="", finish_reason=reason, stats=stats)
 
     def count_tokens(self, messages: Sequence[Message]) -> int:

@@ -58,6 +58,24 @@ def test_strict_signal_order(qtbot, host, recorder, loader):
     assert threading.get_ident() not in loader.last.threads
 
 
+def test_thinking_streams_on_its_own_signal_before_the_answer(qtbot, host, recorder, loader):
+    loader.engine_kwargs = {"think": ["Let me", " think."], "thinking_control": "flags"}
+    info = load(qtbot, host)
+    assert info.thinking_control == "flags"
+    with qtbot.waitSignal(host.finished, timeout=5000):
+        host.generate(request(text="a"))
+    assert recorder.kinds() == ["loaded", "reasoning", "reasoning", "chunk", "chunk", "chunk",
+                                "finished"]
+    assert [e[2] for e in recorder.events if e[0] == "reasoning"] == ["Let me", " think."]
+    result: GenerationResult = recorder.events[-1][2]
+    assert (result.text, result.reasoning) == ("You said: a", "Let me think.")
+    assert result.stats.reasoning_tokens == 2 and result.stats.reasoning_ms > 0
+
+
+def test_a_model_without_a_switch_says_so(qtbot, host):
+    assert load(qtbot, host).thinking_control is None
+
+
 def test_stop_during_long_reply_is_not_a_queued_slot(qtbot, host, recorder, loader):
     loader.engine_kwargs = {"script": [f" t{i}" for i in range(5000)], "delay": 0.002}
     load(qtbot, host)
