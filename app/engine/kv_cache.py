@@ -501,6 +501,10 @@ class RecurrentCache(_LayeredCache):
         return values
 
     @property
+    def exportable(self) -> bool:
+        return False  # snapshots hold positions on a sequence axis; states have none
+
+    @property
     def checkpoints(self) -> list[int]:
         """The lengths this cache can rewind to besides 0 and its own, oldest first."""
         return list(self._checkpoints)
