@@ -509,6 +509,8 @@ def make_speculator(
         return None  # this graph's verify steps round differently: "auto" stays exact
     if draft is not None and draft.vocab_size != decoder.graph.vocab_size:
         draft = None  # a different tokenizer cannot propose for this model
+    if draft is not None and not draft.cache.rewinds_anywhere:
+        draft = None  # a recurrent draft would prefill from scratch after every rejection
     proposer = make_proposer(mode, sampler.settings, draft=draft)
     if proposer is None:
         return None

@@ -10,6 +10,8 @@ import pytest
 from app.engine.engine import Engine
 from app.engine.graph_info import describe_session
 from app.engine.kv_cache import CacheRewindError, RecurrentCache
+from app.engine.sampling import make_sampler
+from app.engine.speculative import DraftModel, make_speculator
 from app.engine.types import GenerationSettings, Message, SamplingSettings
 from tests.fixtures.tiny_models import build_hybrid_model
 
@@ -185,3 +187,12 @@ def test_a_tight_budget_drops_parked_caches_and_answers_stay_exact(engines, tmp_
             assert tokens == expected
             assert caches.parked_ids == []
             chats[cid] += [Message("assistant", answer), Message("user", TURNS[2])]
+
+
+def test_a_recurrent_draft_model_is_not_used_for_proposals(engines, plain_model_dir):
+    hybrid, _ = engines
+    target = Engine.load(plain_model_dir, provider="cpu", threads=1, huge_pages=False)
+    draft = DraftModel(hybrid.decoder)
+    sampler = make_sampler(SamplingSettings(temperature=0.0))
+    spec = make_speculator("draft", target.decoder, target.new_cache(), sampler, draft=draft)
+    assert spec is not None and spec.proposer.name == "lookup"
