@@ -67,10 +67,12 @@ class ConversationCaches:
     def best_prefix(self, prompt_ids: Sequence[int]) -> tuple[str | None, int]:
         """The cached conversation (active or parked in memory) sharing the longest token
         prefix with ``prompt_ids``, and that prefix's length; ``(None, 0)`` when none
-        shares even the first token. Ties go to the most recently used."""
+        shares even the first token. Ties go to the most recently used. The prefix is what
+        the cache can really be rewound to (a recurrent cache: its checkpoint at or before the
+        shared tokens)."""
         best_id, best = None, 0
         for conversation_id, cache in self._by_recency():
-            common = cache.common_prefix(prompt_ids)
+            common = cache.rewind_point(cache.common_prefix(prompt_ids))
             if common > best:
                 best_id, best = conversation_id, common
         return best_id, best

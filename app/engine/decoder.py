@@ -18,10 +18,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnxruntime as ort
 
+from app.engine.embedder import Embedder
 from app.engine.kv_binder import kv_binder, output_reader
 from app.engine.kv_cache import (
     KVCache,
     RebindCache,
+    RecurrentCache,
     SharedBufferCache,
     SlidingWindowCache,
     TokenOnlyCache,
@@ -64,8 +66,15 @@ class Decoder:
         context_length: int,
         device: str = "cpu",
         prefill_chunk: int | None = None,
+        embedder: Embedder | None = None,
+        max_checkpoints: int = 4,
     ) -> None:
+        """``embedder``: the split layout's embedding graph, whose outputs the decoder takes
+        instead of ``input_ids``. ``max_checkpoints``: turn-boundary checkpoints a recurrent
+        cache keeps."""
         self.session = session
+        self.embedder = embedder
+        self.max_checkpoints = max_checkpoints
         self.graph = graph
         self.context_length = context_length
         self.device = device
@@ -149,6 +158,9 @@ class Decoder:
             )
         if path == "rebind":
             return RebindCache(self.graph.kv_layers, self._ops, self.device)
+        if path == "recurrent":
+            return RecurrentCache(self.graph.kv_layers, self.graph.state_tensors, self._ops,
+                                  self.device, max_checkpoints=self.max_checkpoints)
         return TokenOnlyCache()
 
     @property
@@ -261,7 +273,10 @@ class Decoder:
         # One IOBinding lives as long as the decoder: per step only the small inputs are
         # rebound; the KV bindings change only when the cache's tensors do.
         io = self._io
-        if count == 1:
+        if self.embedder is not None:  # split layout: the embedding graph's outputs, on device
+            for name, value in self.embedder.embed(feed_ids):
+                io.bind_ortvalue_input(name, value)
+        elif count == 1:
             self._step_id[0, 0] = feed_ids[0]
             if not self._step_id_bound:
                 io.bind_ortvalue_input(graph.input_ids, self._step_id_value)
@@ -301,7 +316,7 @@ class Decoder:
         outputs = self._read_outputs() if (rebinds or target is None) else ()
         cache.commit(outputs[1:] if rebinds else (), new)
         if (count == 1 and target is not None and graph.attention_mask is not None
-                and cache.steady_step):
+                and cache.steady_step and self.embedder is None):
             self._steady_tensors = tensors
             self._steady_limit = min(cache.capacity, self._mask.shape[1])
         if all_rows:

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from app.engine.chat_template import ChatTemplate
 from app.engine.conversation_caches import ConversationCaches
 from app.engine.decoder import Decoder
+from app.engine.embedder import Embedder
 from app.engine.generation import PrefillProgress, stream_generate
 from app.engine.graph_info import describe_session
 from app.engine.huge_pages import HugePageReport, back_with_huge_pages
@@ -57,22 +59,32 @@ class Engine:
     """A model loaded on one execution provider."""
 
     def __init__(
-        self, spec: ModelSpec, session, report: ProviderReport, tokenizer: Tokenizer
+        self, spec: ModelSpec, session, report: ProviderReport, tokenizer: Tokenizer,
+        *, embed_session=None,
     ) -> None:
+        """``embed_session``: the split layout's embedding graph (``spec.embed_path``) on the
+        same provider; it is used when the decoder takes its outputs."""
         self.spec = spec
         self.provider_report = report
         self.tokenizer = tokenizer
+        device = _DEVICES.get(report.chosen, "cpu")
+        if embed_session is not None:
+            wanted = {i.name for i in session.get_inputs()}
+            if not wanted & {o.name for o in embed_session.get_outputs()}:
+                embed_session = None  # a decoder fed token ids: the embedding graph is unused
         self.graph = describe_session(
             session,
             spec.model_path,
             name_overrides=spec.io_names,
             kv_geometry_hint=spec.kv_geometry,
+            embed_session=embed_session,
         )
         self.decoder = Decoder(
             session,
             self.graph,
             context_length=spec.context_length,
-            device=_DEVICES.get(report.chosen, "cpu"),
+            device=device,
+            embedder=None if embed_session is None else Embedder(embed_session, device),
         )
         self._template: ChatTemplate | None = None
         self._template_error: TemplateError | None = None
@@ -122,7 +134,11 @@ class Engine:
             add_bos_token=spec.add_bos_token,
         )
         session, report = create_session(spec, provider=provider, threads=threads)
-        engine = cls(spec, session, report, tokenizer)
+        embed_session = None
+        if spec.embed_path is not None:  # the split layout: same provider as the decoder
+            embed_session, _ = create_session(replace(spec, model_path=spec.embed_path),
+                                              provider=report.chosen, threads=threads)
+        engine = cls(spec, session, report, tokenizer, embed_session=embed_session)
         if huge_pages and report.chosen == "cpu":
             engine.huge_pages = back_with_huge_pages()
         elif huge_pages:

@@ -38,10 +38,13 @@ def reuse_prefix(
         cache.reset()
         return 0, "reuse disabled"
     held = len(cache)
-    common = min(cache.common_prefix(prompt_ids), len(prompt_ids) - 1)
+    shared = min(cache.common_prefix(prompt_ids), len(prompt_ids) - 1)
+    common = cache.rewind_point(shared)  # a recurrent cache: its checkpoint at or before
     reason = None
-    if held and common == 0:
+    if held and shared == 0:
         reason = "the conversation differs from the first token on"
+    elif common < shared:
+        reason = f"rewound to the checkpoint at {common} of {shared} shared tokens"
     try:
         cache.trim_to(common)
     except CacheRewindError as exc:
@@ -78,10 +81,13 @@ def prefill(
             on_prefill(reused + done, total)
 
     stop = cancel.is_set if cancel is not None else None
+    cache.checkpoint()  # turn boundaries: where the previous turn ended, where this prompt does
     try:
-        return decoder.feed(cache, prompt_ids[reused:], stop=stop, progress=progress)
+        logits = decoder.feed(cache, prompt_ids[reused:], stop=stop, progress=progress)
     except PrefillStopped:
         return None
+    cache.checkpoint()
+    return logits
 
 
 def stream_generate(

@@ -4,6 +4,15 @@ The KV cache geometry comes from the graph itself, as onnxruntime-genai's refere
 does: ``present.*`` outputs are paired with ``past_key_values.*`` inputs by name, each layer's
 KV heads and head size are read from the tensor shapes (head size is the last axis), and the KV
 dtype from the past input. Layers may differ in geometry.
+
+Hybrid recurrent models (LFM2, Qwen3.5 / Qwen3-Next text) also carry fixed-size states for their
+convolution and linear-attention layers; transformers.js / optimum exports name them
+``past_conv.N`` → ``present_conv.N`` and ``past_recurrent.N`` → ``present_recurrent.N`` (the
+``past_key_values.N.conv_state`` → ``present.N.conv_state`` spelling is read too). Their
+decode path is "recurrent": the state cannot be cut back (see ``kv_cache.RecurrentCache``).
+
+Split exports (Gemma 3 4B+, Gemma 4) feed the decoder ``inputs_embeds`` computed by a separate
+``embed_tokens`` graph; ``embed_outputs`` names what that graph returns.
 """
 
 from __future__ import annotations
@@ -12,7 +21,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from app.engine.types import DecodePath, GraphInfo, KVLayer
+from app.engine.types import DecodePath, GraphInfo, KVLayer, StateTensor
 from app.errors import ModelLoadError
 
 _ORT_TYPES = {
@@ -27,6 +36,15 @@ _KV_NAME_PATTERNS = (
     (re.compile(r"^past_key_values_(\d+)_(key|value)$"), "present_{i}_{kind}"),
     (re.compile(r"^past_(key|value)_(\d+)$"), "present_{kind}_{i}"),
     (re.compile(r"^past\.(\d+)\.(key|value)$"), "present.{i}.{kind}"),
+)
+
+# (past pattern, present template, kind) for recurrent states: the group is the layer index.
+_STATE_NAME_PATTERNS = (
+    (re.compile(r"^past_conv\.(\d+)$"), "present_conv.{i}", "conv"),
+    (re.compile(r"^past_recurrent\.(\d+)$"), "present_recurrent.{i}", "recurrent"),
+    (re.compile(r"^past_key_values\.(\d+)\.conv_state$"), "present.{i}.conv_state", "conv"),
+    (re.compile(r"^past_key_values\.(\d+)\.recurrent_state$"), "present.{i}.recurrent_state",
+     "recurrent"),
 )
 
 _KNOWN_INPUTS = {"input_ids", "attention_mask", "position_ids"}
@@ -58,6 +76,16 @@ def _split_kv_name(name: str) -> tuple[int, str, str] | None:
     return None
 
 
+def _split_state_name(name: str) -> tuple[int, str, str] | None:
+    """``past_conv.3`` -> (3, "conv", "present_conv.3")."""
+    for pattern, template, kind in _STATE_NAME_PATTERNS:
+        match = pattern.match(name)
+        if match:
+            index = int(match.group(1))
+            return index, kind, template.format(i=index)
+    return None
+
+
 def _dim(value: object) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
@@ -70,8 +98,12 @@ def inspect_graph(
     model_path: Path,
     name_overrides: dict[str, str] | None = None,
     kv_geometry_hint: tuple[int, int] | None = None,
+    embed_outputs: Sequence[str] = (),
 ) -> GraphInfo:
     """Describe a decoder graph from its I/O and the set of op types it uses.
+
+    ``embed_outputs``: the outputs of the split layout's embedding graph (``inputs_embeds``
+    …); the decoder inputs among them are fed from it instead of ``input_ids``.
 
     ``name_overrides`` maps our role names (``input_ids``, ``attention_mask``,
     ``position_ids``, ``logits``) to the graph's names (genai_config.json may rename them).
@@ -89,7 +121,18 @@ def inspect_graph(
     by_output = {o.name: o for o in outputs}
     where = f"{model_path}"
 
-    if names["input_ids"] not in by_input:
+    embedded = tuple(name for name in by_input if name in set(embed_outputs))
+    if embed_outputs and not embedded:
+        raise ModelLoadError(
+            f"{where} takes none of its embedding graph's outputs "
+            f"({', '.join(embed_outputs)}), so the two graphs do not belong together."
+        )
+    if not embedded and "inputs_embeds" in by_input and names["input_ids"] not in by_input:
+        raise ModelLoadError(
+            f"{where} takes 'inputs_embeds' instead of token ids, and the folder has no "
+            "embedding graph (onnx/embed_tokens*.onnx) to compute them.",
+        )
+    if not embedded and names["input_ids"] not in by_input:
         raise ModelLoadError(
             f"{where} has no '{names['input_ids']}' input, so it is not a text decoder Hearth "
             f"can run (its inputs are: {', '.join(sorted(by_input))})."
@@ -101,9 +144,19 @@ def inspect_graph(
         )
 
     layers: dict[int, dict[str, tuple[IOSpec, IOSpec]]] = {}
+    states: dict[int, list[StateTensor]] = {}
     unknown: list[str] = []
     for spec in by_input.values():
         if spec.name in (names["input_ids"], names["attention_mask"], names["position_ids"]):
+            continue
+        if spec.name in embedded:
+            continue
+        state = _split_state_name(spec.name)
+        if state is not None:
+            index, kind, present_name = state
+            states.setdefault(index, []).append(
+                _state_tensor(spec, by_output.get(present_name), present_name, kind, where)
+            )
             continue
         parsed = _split_kv_name(spec.name)
         if parsed is None:
@@ -155,11 +208,19 @@ def inspect_graph(
                 dtype=dtype,
             )
         )
-    if kv_layers and sorted(layers) != list(range(len(kv_layers))):
-        raise ModelLoadError(f"{where}: KV layers are not numbered 0..{len(kv_layers) - 1}.")
+    numbered = sorted({*layers, *states})
+    if numbered and numbered != list(range(len(numbered))):
+        raise ModelLoadError(f"{where}: cache layers are not numbered 0..{len(numbered) - 1}.")
+    state_tensors = tuple(t for index in sorted(states) for t in states[index])
 
     uses_gqa = "GroupQueryAttention" in op_types
-    path: DecodePath = "none" if not kv_layers else ("shared" if uses_gqa else "rebind")
+    path: DecodePath
+    if state_tensors:
+        path = "recurrent"  # KV layers grow as on the rebind path; the states cannot be cut
+    elif not kv_layers:
+        path = "none"
+    else:
+        path = "shared" if uses_gqa else "rebind"
     logits = by_output[names["logits"]]
     logits_dtype = _ORT_TYPES.get(logits.type, "float32")
     return GraphInfo(
@@ -173,7 +234,31 @@ def inspect_graph(
         logits_dtype=logits_dtype,
         vocab_size=_dim(logits.shape[-1]) if logits.shape else None,
         logits_last_only=len(logits.shape) == 3 and logits.shape[1] == 1,
+        state_tensors=state_tensors,
+        embedded_inputs=embedded,
     )
+
+
+def _state_tensor(past: IOSpec, present: IOSpec | None, present_name: str, kind: str,
+                  where: str) -> StateTensor:
+    """A recurrent state from its past input and present output (fixed shape, batch 1)."""
+    if present is None:
+        raise ModelLoadError(
+            f"{where}: state input '{past.name}' has no matching output '{present_name}', so "
+            "the state cannot be carried from one step to the next; re-export the model with "
+            "its cache outputs."
+        )
+    dtype = _ORT_TYPES.get(past.type)
+    if dtype is None:
+        raise ModelLoadError(f"{where}: state type {past.type} of '{past.name}' is not supported.")
+    dims = [_dim(d) for d in past.shape[1:]]
+    if not past.shape or any(d is None for d in dims):
+        raise ModelLoadError(
+            f"{where}: the state '{past.name}' has no fixed size (shape {past.shape}); Hearth "
+            "needs every dimension but the batch to be a number."
+        )
+    return StateTensor(past=past.name, present=present.name, shape=(1, *dims), dtype=dtype,
+                       kind=kind)
 
 
 def graph_op_types(model_path: Path) -> set[str]:
@@ -189,8 +274,10 @@ def describe_session(
     *,
     name_overrides: dict[str, str] | None = None,
     kv_geometry_hint: tuple[int, int] | None = None,
+    embed_session=None,
 ) -> GraphInfo:
-    """GraphInfo for a live ``onnxruntime.InferenceSession``."""
+    """GraphInfo for a live ``onnxruntime.InferenceSession`` (and the split layout's
+    embedding session, whose outputs feed the decoder)."""
     inputs = [IOSpec(i.name, i.shape, i.type) for i in session.get_inputs()]
     outputs = [IOSpec(o.name, o.shape, o.type) for o in session.get_outputs()]
     return inspect_graph(
@@ -200,4 +287,6 @@ def describe_session(
         model_path=spec_model_path,
         name_overrides=name_overrides,
         kv_geometry_hint=kv_geometry_hint,
+        embed_outputs=() if embed_session is None
+        else tuple(o.name for o in embed_session.get_outputs()),
     )

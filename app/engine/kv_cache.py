@@ -19,6 +19,8 @@ between the decode paths is declared as capabilities the decoder asks, never as 
 - ``rebinds_each_step``: a step's outputs are new tensors, bound again for the next step.
 - ``steady_step``: the graph writes the KV in place, so right after a one-token step the same
   binding serves the next one, up to ``capacity`` positions (see ``Decoder.step``).
+- ``rewinds_anywhere``: ``trim_to`` works for any length the cache covers (what speculation's
+  rejected guesses need); ``rewind_point(length)`` says where a cut to ``length`` may land.
 
 ``tensors`` is the list of KV tensors; it is replaced, never changed in place, whenever the
 tensors change, so its identity tells a binder whether what it bound is still current.
@@ -29,6 +31,9 @@ tensors change, so its identity tells a binder whether what it bound is still cu
   past input and the present output; the attention mask covers only the valid length, so a
   rewind just moves the cursor. Capacity grows in buckets.
 - ``SlidingWindowCache``: attention sinks plus a sliding window over a rebind graph.
+- ``RecurrentCache``: hybrid recurrent models: growing KV for the attention layers plus fixed
+  states for the conv / linear-attention layers. States cannot be cut back, so the cache keeps
+  a few checkpoints taken at turn boundaries (``checkpoint()``) and rewinds only to those.
 - ``TokenOnlyCache``: graphs without KV I/O; the whole sequence is fed every step.
 """
 
@@ -42,7 +47,7 @@ import onnxruntime as ort
 
 from app.engine.kv_binder import BindInput, BindOutput, as_ortvalue
 from app.engine.kv_ops import KVOps, empty_kv
-from app.engine.types import KVLayer
+from app.engine.types import KVLayer, StateTensor
 
 _BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
@@ -76,6 +81,7 @@ class KVCache(ABC):
     rebinds_each_step = False
     steady_step = False
     window: int | None = None
+    rewinds_anywhere = True
     #: Positions the tensors hold before they must grow or evict (0: not fixed).
     capacity = 0
 
@@ -118,6 +124,16 @@ class KVCache(ABC):
 
     def can_trim_to(self, length: int) -> bool:
         return 0 <= length <= len(self._tokens)
+
+    def rewind_point(self, length: int) -> int:
+        """The length a rewind to ``length`` should cut to: ``length`` itself for caches that
+        cut anywhere (``trim_to`` then says whether it can), the nearest checkpoint at or
+        before it for those that cannot."""
+        return length
+
+    def checkpoint(self) -> None:  # noqa: B027 - optional hook
+        """A turn boundary is here (called around a prompt's prefill): a cache that cannot be
+        cut back keeps its state at this length to rewind to later; others ignore it."""
 
     def trim_to(self, length: int) -> None:
         """Drop everything after the first ``length`` tokens."""
@@ -435,3 +451,113 @@ class SlidingWindowCache(RebindCache):
     def commit(self, outputs: Sequence, new_tokens: Sequence[int]) -> None:
         super().commit(outputs, new_tokens)
         self._held += len(new_tokens)
+
+
+def _zeros(shape: Sequence[int], dtype: str, device: str) -> ort.OrtValue:
+    """An ORT-owned all-zero tensor (bfloat16 zero has the same bits as uint16 zero)."""
+    host = np.zeros(tuple(shape), dtype=np.float16 if dtype == "float16" else
+                    np.float32 if dtype == "float32" else np.uint16)
+    if dtype == "bfloat16":
+        value = empty_kv(list(shape), dtype, device)
+        value.update_inplace(host)  # raw bits: zero
+        return value
+    return _host_value(host, device)
+
+
+class RecurrentCache(_LayeredCache):
+    """Hybrid recurrent models: rebind-style KV for the attention layers plus fixed-size
+    conv / recurrent states (``past_conv.N``, ``past_recurrent.N``), all rebound each step.
+
+    A state summarises every position fed, so it cannot be cut back. At each ``checkpoint()``
+    (a turn boundary) the cache keeps a reference to its state tensors at that length (a
+    step's outputs are new tensors, so this copies nothing); at most ``max_checkpoints`` are
+    kept, the most recent. ``trim_to`` works for the current length, 0, and a checkpoint's
+    length (its states come back, the KV is cut with ``kv_ops``); anything else raises
+    ``CacheRewindError`` and the caller prefills from scratch. ``rewinds_anywhere`` is False,
+    so speculation stays off. Not exportable: snapshots to disk are not written for it.
+    """
+
+    rebinds_each_step = True
+    rewinds_anywhere = False
+
+    def __init__(self, layers: Sequence[KVLayer], states: Sequence[StateTensor], ops: KVOps,
+                 device: str, *, max_checkpoints: int = 4) -> None:
+        super().__init__(layers, ops, device)
+        if max_checkpoints < 1:
+            raise ValueError("keep at least one checkpoint")
+        self._states = tuple(states)
+        self.max_checkpoints = max_checkpoints
+        #: length -> the state tensors at that length, oldest checkpoint first
+        self._checkpoints: dict[int, list] = {}
+        self.tensors = self._empty()
+
+    def _empty(self) -> list:
+        values = []
+        for layer in self._layers:
+            shape = [1, layer.kv_heads, 0, layer.head_dim]
+            values.append(empty_kv(shape, layer.dtype, self._device))
+            values.append(empty_kv(shape, layer.dtype, self._device))
+        values += [_zeros(state.shape, state.dtype, self._device) for state in self._states]
+        return values
+
+    @property
+    def exportable(self) -> bool:
+        return False  # snapshots hold positions on a sequence axis; states have none
+
+    @property
+    def checkpoints(self) -> list[int]:
+        """The lengths this cache can rewind to besides 0 and its own, oldest first."""
+        return list(self._checkpoints)
+
+    def checkpoint(self) -> None:
+        length = len(self._tokens)
+        if length == 0:
+            return  # a reset gives the empty state
+        self._checkpoints.pop(length, None)
+        self._checkpoints[length] = self.tensors[2 * len(self._layers):]
+        while len(self._checkpoints) > self.max_checkpoints:
+            del self._checkpoints[next(iter(self._checkpoints))]
+
+    def can_trim_to(self, length: int) -> bool:
+        return length in (0, len(self._tokens)) or (
+            0 < length < len(self._tokens) and length in self._checkpoints)
+
+    def rewind_point(self, length: int) -> int:
+        if length >= len(self._tokens):
+            return length
+        return max((n for n in self._checkpoints if n <= length), default=0)
+
+    def _trim_tensors(self, length: int) -> None:
+        for kept in [n for n in self._checkpoints if n > length]:
+            del self._checkpoints[kept]
+        if length == 0:
+            self.tensors = self._empty()
+            return
+        kv = self.tensors[: 2 * len(self._layers)]
+        self.tensors = [
+            *(self._ops.truncate(as_ortvalue(value), dtype, length)
+              for value, dtype in zip(kv, self._dtypes(), strict=True)),
+            *self._checkpoints[length],
+        ]
+
+    @property
+    def nbytes(self) -> int:
+        per_state = sum(int(np.prod(s.shape)) * _BYTES[s.dtype] for s in self._states)
+        return self._bytes_per_position() * self.kv_length + per_state * (
+            1 + len(self._checkpoints))
+
+    def bind(self, io: ort.IOBinding, bind_input: BindInput, bind_output: BindOutput) -> None:
+        past = self.tensors
+        for i, layer in enumerate(self._layers):
+            bind_input(layer.past_key, past[2 * i])
+            bind_input(layer.past_value, past[2 * i + 1])
+            bind_output(layer.present_key)
+            bind_output(layer.present_value)
+        offset = 2 * len(self._layers)
+        for j, state in enumerate(self._states):
+            bind_input(state.past, past[offset + j])
+            bind_output(state.present)
+
+    def commit(self, outputs: Sequence, new_tokens: Sequence[int]) -> None:
+        self.tensors = list(outputs)
+        super().commit(outputs, new_tokens)

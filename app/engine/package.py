@@ -9,6 +9,9 @@ Two layouts are recognised:
   ``onnx/model*.onnx`` (fp32, fp16, q4, q4f16, int8, quantized, uint8, bnb4 …) as in the
   onnx-community repos, or ``model.onnx`` at the root as ``optimum-cli export onnx`` writes it.
   The variant is chosen for the execution provider and can be overridden.
+  The split layout (``onnx/embed_tokens*.onnx`` + ``onnx/decoder_model_merged*.onnx``, the
+  decoder fed ``inputs_embeds``) records the embedding graph of the matching precision in
+  ``ModelSpec.embed_path``; vision / audio encoders beside it are noted, not run.
 - **model package**: ``manifest.json`` with one genai folder per hardware variant under
   ``models/<component>/`` (:mod:`app.models.package_manifest`); the variant for the provider is
   :func:`app.models.policy.best_package_variant`'s choice, and it is read as a genai folder
@@ -26,6 +29,7 @@ missing / short external data file is reported before ONNX Runtime sees it.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
@@ -386,6 +390,47 @@ def _optimum_candidates(root: Path) -> dict[str, Path]:
     return found
 
 
+# The split layout (Gemma 3 4B+, Gemma 4 text exports): a token embedding graph beside
+# ``decoder_model_merged*``, and encoders for other modalities.
+EMBED_GRAPH_RE = re.compile(r"^embed_tokens(?:_([A-Za-z0-9]+))?$")
+_ENCODER_GRAPHS = {"vision_encoder": "images", "audio_encoder": "audio",
+                   "speech_encoder": "audio"}
+
+
+def _onnx_stems(root: Path, pattern: re.Pattern[str]) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for folder in (root, root / "onnx"):
+        if folder.is_dir():
+            for file in sorted(folder.glob("*.onnx")):
+                if pattern.match(file.stem) and file.is_file():
+                    found[file.stem] = file
+    return found
+
+
+def choose_embed_graph(stems: list[str], decoder_stem: str, provider: str) -> str:
+    """The embedding graph to run with ``decoder_stem``: the one of the same precision, else
+    the best for ``provider`` by the one policy (``best_graph``, read as decoder stems)."""
+    precision = graph_precision(decoder_stem)
+    as_decoder = {}
+    for stem in stems:
+        suffix = EMBED_GRAPH_RE.match(stem).group(1)
+        as_decoder[stem] = "decoder_model_merged" + (f"_{suffix}" if suffix else "")
+        if graph_precision(as_decoder[stem]) == precision:
+            return stem
+    best = best_graph(as_decoder.values(), provider)
+    return next(stem for stem, name in as_decoder.items() if name == best)
+
+
+def _unused_encoders(root: Path) -> tuple[str, ...]:
+    """A note naming the other modalities' encoders in the folder (Hearth runs text only)."""
+    kinds = sorted({kind for base, kind in _ENCODER_GRAPHS.items()
+                    if _onnx_stems(root, re.compile(rf"^{base}(?:_[A-Za-z0-9]+)?$"))})
+    if not kinds:
+        return ()
+    return (f"the model also understands {' and '.join(kinds)}, but Hearth runs only its text "
+            "decoder for now (its encoders are not loaded)",)
+
+
 def choose_variant(stems: list[str], provider: str, requested: str | None = None) -> str:
     """Pick the Optimum graph stem for ``provider`` (or the one ``requested``).
 
@@ -418,6 +463,11 @@ def _read_optimum(root: Path, variant: str | None, provider: str) -> ModelSpec:
         ) from None
     model_path = candidates[stem]
     check_onnx_file(model_path)
+    embed_path = None
+    embeds = _onnx_stems(root, EMBED_GRAPH_RE)
+    if embeds and stem.startswith("decoder_model_merged"):
+        embed_path = embeds[choose_embed_graph(sorted(embeds), stem, provider)]
+        check_onnx_file(embed_path)
 
     text_config = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
     context = _first_positive(config, _CONTEXT_KEYS) or _first_positive(text_config, _CONTEXT_KEYS)
@@ -454,6 +504,8 @@ def _read_optimum(root: Path, variant: str | None, provider: str) -> ModelSpec:
         sliding_window=attention_window(_decoder_config(config, text_config), context),
         extra_special_tokens=tokens["extra_special_tokens"],
         kv_geometry=_hf_kv_geometry(config) or _hf_kv_geometry(text_config),
+        embed_path=embed_path,
+        notes=_unused_encoders(root),
     )
 
 

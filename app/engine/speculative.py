@@ -501,13 +501,16 @@ def make_speculator(
     policy: AdaptiveK | FixedK | None = None,
 ) -> Speculator | None:
     """A ``Speculator`` for one reply, or None when speculation is off or impossible (a
-    graph that returns only the last position's logits cannot verify)."""
-    if mode == "off" or not decoder.can_verify:
-        return None
+    graph that returns only the last position's logits cannot verify, a cache that cannot be
+    cut back at any length cannot drop rejected guesses)."""
+    if mode == "off" or not decoder.can_verify or not cache.rewinds_anywhere:
+        return None  # rejected guesses must be cut off again (a recurrent state cannot be)
     if mode == "auto" and decoder.verify_agrees is False:
         return None  # this graph's verify steps round differently: "auto" stays exact
     if draft is not None and draft.vocab_size != decoder.graph.vocab_size:
         draft = None  # a different tokenizer cannot propose for this model
+    if draft is not None and not draft.cache.rewinds_anywhere:
+        draft = None  # a recurrent draft would prefill from scratch after every rejection
     proposer = make_proposer(mode, sampler.settings, draft=draft)
     if proposer is None:
         return None

@@ -12,7 +12,7 @@ ContextPolicy = Literal["stop", "truncate_oldest", "sliding_window"]
 Speculation = Literal["auto", "off", "lookup", "draft"]
 SPECULATION_MODES: tuple[str, ...] = ("auto", "off", "lookup", "draft")
 Layout = Literal["genai", "optimum", "remote"]  # "remote": app.remote.engine
-DecodePath = Literal["rebind", "shared", "none"]
+DecodePath = Literal["rebind", "shared", "recurrent", "none"]
 ThinkingMode = Literal["default", "on", "off"]
 
 
@@ -191,6 +191,19 @@ class KVLayer:
 
 
 @dataclass(frozen=True)
+class StateTensor:
+    """A fixed-size recurrent state the graph carries from step to step (a hybrid model's
+    ``past_conv.N`` / ``past_recurrent.N`` and its ``present_*`` twin): it summarises every
+    position fed so far, so unlike KV it cannot be cut back to an earlier length."""
+
+    past: str
+    present: str
+    shape: tuple[int, ...]  # batch included (1)
+    dtype: str  # "float32" | "float16" | "bfloat16"
+    kind: str = "recurrent"  # "conv" | "recurrent"
+
+
+@dataclass(frozen=True)
 class GraphInfo:
     """What the decoder graph takes and returns, read from the ONNX session."""
 
@@ -204,6 +217,11 @@ class GraphInfo:
     logits_dtype: str = "float32"
     vocab_size: int | None = None
     logits_last_only: bool = False  # the graph returns logits for the last position only
+    #: Recurrent states beside the KV layers (hybrid models; decode path "recurrent").
+    state_tensors: tuple[StateTensor, ...] = ()
+    #: Split layout: the decoder inputs an embedding graph computes from ``input_ids``
+    #: (``inputs_embeds``, …); ``input_ids`` then names the embedding graph's input.
+    embedded_inputs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -231,6 +249,11 @@ class ModelSpec:
     io_names: dict = field(default_factory=dict)  # role -> graph name (genai_config renames)
     kv_geometry: tuple[int, int] | None = None  # (kv_heads, head_dim) from the config
     context_note: str | None = None  # why context_length is less than the metadata says
+    #: Split layout (Optimum / transformers.js multimodal exports): the token embedding graph
+    #: whose output the decoder takes as ``inputs_embeds`` (None: one graph).
+    embed_path: Path | None = None
+    #: What the model's details should say about it (e.g. encoders Hearth does not run yet).
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
