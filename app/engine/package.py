@@ -38,7 +38,14 @@ from app.engine.onnx_file import OnnxSummary, inspect_onnx
 from app.engine.types import ModelSpec
 from app.errors import ModelLoadError, ProviderError
 from app.models import package_manifest
-from app.models.policy import OPTIMUM_BASES, OPTIMUM_GRAPH_RE, best_graph, graph_precision
+from app.models.policy import (
+    EMBED_GRAPH_RE,
+    OPTIMUM_BASES,
+    OPTIMUM_GRAPH_RE,
+    best_graph,
+    choose_embed_graph,
+    graph_precision,
+)
 from app.units import format_bytes
 
 GENAI_CONFIG = "genai_config.json"
@@ -392,7 +399,6 @@ def _optimum_candidates(root: Path) -> dict[str, Path]:
 
 # The split layout (Gemma 3 4B+, Gemma 4 text exports): a token embedding graph beside
 # ``decoder_model_merged*``, and encoders for other modalities.
-EMBED_GRAPH_RE = re.compile(r"^embed_tokens(?:_([A-Za-z0-9]+))?$")
 _ENCODER_GRAPHS = {"vision_encoder": "images", "audio_encoder": "audio",
                    "speech_encoder": "audio"}
 
@@ -405,20 +411,6 @@ def _onnx_stems(root: Path, pattern: re.Pattern[str]) -> dict[str, Path]:
                 if pattern.match(file.stem) and file.is_file():
                     found[file.stem] = file
     return found
-
-
-def choose_embed_graph(stems: list[str], decoder_stem: str, provider: str) -> str:
-    """The embedding graph to run with ``decoder_stem``: the one of the same precision, else
-    the best for ``provider`` by the one policy (``best_graph``, read as decoder stems)."""
-    precision = graph_precision(decoder_stem)
-    as_decoder = {}
-    for stem in stems:
-        suffix = EMBED_GRAPH_RE.match(stem).group(1)
-        as_decoder[stem] = "decoder_model_merged" + (f"_{suffix}" if suffix else "")
-        if graph_precision(as_decoder[stem]) == precision:
-            return stem
-    best = best_graph(as_decoder.values(), provider)
-    return next(stem for stem, name in as_decoder.items() if name == best)
 
 
 def _unused_encoders(root: Path) -> tuple[str, ...]:

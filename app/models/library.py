@@ -632,11 +632,15 @@ def variant_for_repo(
         stems = stems or _no_such_variant(repo, requested, sorted(graphs))
     stem = policy.best_graph(stems, provider)
     graph = graphs[stem]
+    chosen = [graph]
+    embeds = {p.rsplit("/", 1)[-1][: -len(".onnx")]: p for p in paths_
+              if p.startswith("onnx/") and p.count("/") == 1 and p.endswith(".onnx")
+              and policy.EMBED_GRAPH_RE.match(p[len("onnx/"): -len(".onnx")])}
+    if embeds and stem.startswith("decoder_model_merged"):  # split layout: its embedding too
+        chosen.append(embeds[policy.choose_embed_graph(embeds, stem, provider)])
     include = (
         *(f"*{suffix}" for suffix in _ROOT_SUFFIXES),
-        graph,
-        f"{graph}_data*",
-        f"{graph}.data",
+        *(pattern for g in chosen for pattern in (g, f"{g}_data*", f"{g}.data")),
     )
     return _sized(Variant(stem, provider, include=include), files)
 

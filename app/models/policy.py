@@ -175,3 +175,21 @@ def best_package_variant(
             if runs_on == wanted:
                 return name
     return None
+
+
+EMBED_GRAPH_RE = re.compile(r"^embed_tokens(?:_([A-Za-z0-9]+))?$")
+
+
+def choose_embed_graph(stems: Iterable[str], decoder_stem: str, provider: str) -> str:
+    """The embedding graph (``embed_tokens[_<precision>]``, split transformers.js layouts) to
+    run with ``decoder_stem``: the one of the same precision, else the best for ``provider``
+    (``best_graph``, read as decoder stems)."""
+    precision = graph_precision(decoder_stem)
+    as_decoder = {}
+    for stem in sorted(stems):
+        suffix = EMBED_GRAPH_RE.match(stem).group(1)  # type: ignore[union-attr]
+        as_decoder[stem] = "decoder_model_merged" + (f"_{suffix}" if suffix else "")
+        if graph_precision(as_decoder[stem]) == precision:
+            return stem
+    best = best_graph(as_decoder.values(), provider)
+    return next(stem for stem, name in as_decoder.items() if name == best)

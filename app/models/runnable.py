@@ -90,11 +90,10 @@ def _layout_reason(paths: list[str]) -> str | None:
     onnx = [p for p in paths if p.endswith(".onnx")]
     if not onnx:
         return "no ONNX files (not an ONNX export)"
-    if any(_EMBED_GRAPH.search(p) for p in onnx):
-        return (
-            "unsupported layout: the decoder takes embeddings from separate graphs "
-            "(a vision / audio model split for transformers.js)"
-        )
+    if any(_EMBED_GRAPH.search(p) for p in onnx) and not any(
+        "decoder_model_merged" in p for p in onnx
+    ):
+        return "unsupported layout: embedding graphs without a merged text decoder"
     decoders = [
         p
         for p in onnx

@@ -391,6 +391,8 @@ class MainWindow(QMainWindow):
         self.settings_panel.set_model_defaults(info.generation_defaults)
         self.settings_panel.set_thinking_control(info.thinking_control)
         self.status.showMessage(f"Loaded {info.name} in {info.load_ms / 1000:.1f} s", 4000)
+        if info.notes:  # e.g. a context clamped to this machine's memory, unused encoders
+            self.bridge.info(f"{info.name}: " + " ".join(info.notes))
         self._update_page()
 
     def on_model_unloaded(self) -> None:

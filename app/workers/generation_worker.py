@@ -121,6 +121,8 @@ class ModelInfo:
     load_ms: float
     # how the template switches thinking ("enable_thinking" / "flags"); None: no switch
     thinking_control: str | None = None
+    # what the user should know about the model (a clamped context, unused encoders, …)
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -329,4 +331,5 @@ def _model_info(engine: EngineLike, path: str, seconds: float) -> ModelInfo:
         load_ms=seconds * 1000.0,
         # remote engines and stand-ins have no template switch
         thinking_control=getattr(engine, "thinking_control", None),
+        notes=tuple(n for n in (spec.context_note, *spec.notes) if n),
     )

@@ -507,3 +507,20 @@ def test_a_copy_to_another_disk_that_fills_up_keeps_the_download(hub, monkeypatc
     assert (model.path / "onnx/model.onnx").read_bytes() == data
     assert hub.served() == served  # nothing downloaded twice
     assert not staging.exists()
+
+
+def test_a_split_layout_repo_downloads_its_decoder_with_the_matching_embedding_graph():
+    listing = [
+        remote(p) for p in (
+            "config.json", "tokenizer.json", "onnx/decoder_model_merged_q4.onnx",
+            "onnx/decoder_model_merged_q4.onnx_data", "onnx/decoder_model_merged_fp16.onnx",
+            "onnx/embed_tokens_q4.onnx", "onnx/embed_tokens_fp16.onnx",
+            "onnx/vision_encoder_q4.onnx", "onnx/audio_encoder_q4.onnx",
+        )
+    ]
+    variant = variant_for_repo(listing, "cpu", repo="org/gemma-split")
+    chosen = sorted(f.path for f in listing if variant.selects(f.path))
+    assert chosen == [
+        "config.json", "onnx/decoder_model_merged_q4.onnx",
+        "onnx/decoder_model_merged_q4.onnx_data", "onnx/embed_tokens_q4.onnx", "tokenizer.json",
+    ]  # the encoders of other modalities are not fetched: Hearth runs the text decoder

@@ -24,9 +24,12 @@ LAYOUTS = {
     "old optimum split": (
         [*TOKENIZER, "onnx/decoder_model.onnx", "onnx/decoder_with_past_model.onnx"],
         "separate decoder and decoder-with-past"),
-    "transformers.js vision chat": (
+    "transformers.js vision chat (text runs; encoders unused)": (
         [*TOKENIZER, "onnx/vision_encoder_q4.onnx", "onnx/embed_tokens_q4.onnx",
-         "onnx/decoder_model_merged_q4.onnx"], "takes embeddings from separate graphs"),
+         "onnx/decoder_model_merged_q4.onnx"], None),
+    "embedding graphs without a decoder": (
+        [*TOKENIZER, "onnx/embed_tokens_q4.onnx", "onnx/vision_encoder_q4.onnx"],
+        "embedding graphs without a merged text decoder"),
     "graph without config": (["onnx/model.onnx", "tokenizer.json"], "no config.json"),
     "something else": ([*TOKENIZER, "onnx/unet.onnx"], "no ONNX decoder"),
 }

@@ -340,3 +340,25 @@ def test_ctrl_r_regenerates_the_last_reply_and_up_in_an_empty_composer_edits_the
     assert app.controller.editing
     assert edit.toPlainText() == "first question"
     assert first_reply  # the reply streamed before
+
+
+def test_what_the_user_should_know_about_a_model_is_said_on_load(make_app, loader):
+    import dataclasses
+
+    model = make_model_folder("noted", "Noted")
+    app = make_app()
+
+    original = loader.__call__
+
+    def noted(path):
+        engine = original(path)
+        engine.spec = dataclasses.replace(
+            engine.spec, context_note="The context was cut to 8192 tokens to fit this machine.",
+            notes=("Its vision encoder is not used: Hearth runs the text part.",))
+        return engine
+
+    app.controller.worker._loader = noted
+    app.load(model)
+    text = app.window.banner.text()
+    assert "cut to 8192 tokens" in text and "vision encoder is not used" in text
+    assert app.controller.model_info.notes[0].startswith("The context was cut")
