@@ -46,7 +46,6 @@ from app.models.catalog import (
     load_catalog,
     probe_machine,
 )
-from app.models.hub import RemoteFile
 from app.models.manifest import Manifest, describe_files, now_iso, source
 from app.models.revision_record import RevisionRecord
 
@@ -57,7 +56,7 @@ if TYPE_CHECKING:
         DownloadRequest,
         ProgressCallback,
     )
-    from app.models.hub import HubClient
+    from app.models.hub import HubClient, RemoteFile
     from app.settings import Settings
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")

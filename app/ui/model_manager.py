@@ -8,7 +8,7 @@ job worker's own signals (queued to the UI thread by Qt).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
@@ -34,7 +34,6 @@ from PySide6.QtWidgets import (
 from app.errors import HearthError
 from app.jobs import Progress
 from app.models.library import InstalledModel
-from app.ui.gguf_import_dialog import GGUFImportDialog
 from app.ui.model_controller import ModelController
 from app.ui.model_manager_model import (
     CatalogModel,
@@ -45,6 +44,9 @@ from app.ui.model_manager_model import (
     RowTableModel,
 )
 from app.units import format_bytes
+
+if TYPE_CHECKING:
+    from app.ui.gguf_import_dialog import GGUFImportDialog
 
 
 class DownloadRow(QWidget):
@@ -419,6 +421,8 @@ class ModelManagerPanel(QDialog):
     def open_gguf_dialog(self, path: str) -> GGUFImportDialog:
         """The header facts, name and precision for ``path`` (window-modal, not blocking);
         its Import starts the job."""
+        from app.ui.gguf_import_dialog import GGUFImportDialog  # the GGUF reader: when used
+
         dialog = GGUFImportDialog(path, self)
         dialog.import_requested.connect(self.on_gguf_import_requested)
         dialog.finished.connect(dialog.deleteLater)

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt
 
 from app.models.catalog import CatalogEntry, FitReport, Variant
-from app.models.hub import HubModel
 from app.models.library import InstalledModel
 from app.units import format_bytes
+
+if TYPE_CHECKING:  # huggingface_hub: loaded when the Hub is first searched
+    from app.models.hub import HubModel
 
 RowRole = Qt.ItemDataRole.UserRole + 1
 KeyRole = Qt.ItemDataRole.UserRole + 2

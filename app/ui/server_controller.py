@@ -7,15 +7,19 @@ replies. The settings window shows its switch, address and live counts.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.errors import HearthError
-from app.server.app import HearthApi
-from app.server.config import ServerConfig
-from app.server.runner import ServerRunner
 from app.workers.engine_executor import WorkerEngineExecutor
 from app.workers.generation_worker import GenerationWorker
 from app.workers.thread_host import ThreadHost
+
+if TYPE_CHECKING:  # Starlette and uvicorn: loaded when the server first starts
+    from app.server.app import HearthApi
+    from app.server.config import ServerConfig
+    from app.server.runner import ServerRunner
 
 
 class ServerController(QObject):
@@ -64,6 +68,9 @@ class ServerController(QObject):
     def start(self, config: ServerConfig) -> bool:
         """Start serving (stopping a running server first); False, with ``failed``, when it
         cannot."""
+        from app.server.app import HearthApi
+        from app.server.runner import ServerRunner
+
         self.stop()
         api = HearthApi(self._executor, config)
         api.admission.add_listener(self._counts.emit)

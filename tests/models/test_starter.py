@@ -95,7 +95,9 @@ def test_ensure_starter_converts_once(starter_gguf, monkeypatch, tmp_path):
     assert starter.find_starter_gguf() == starter_gguf
     folder = starter.ensure_starter()
     assert folder.name == starter.STARTER_ID and (folder / "model.onnx").is_file()
-    monkeypatch.setattr(starter, "convert_gguf", lambda *a, **k: pytest.fail("converted again"))
+    from app.models.gguf import convert
+
+    monkeypatch.setattr(convert, "convert_gguf", lambda *a, **k: pytest.fail("converted again"))
     assert starter.ensure_starter() == folder
 
 
