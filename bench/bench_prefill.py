@@ -14,14 +14,16 @@ Needs the starter wheel in resources/starter (see bench/bench_gguf.py). Each can
 * ``fp32``: everything dequantized (the reference).
 
 Every candidate runs in its own process (its peak RSS is its own) through Hearth's ``Engine``
-and ``Decoder`` (the app's chunked prefill, shared KV buffer and decode step). The rounds
-alternate the order of the candidates and the table shows medians over rounds: the machine is
-shared and noisy. Columns: TTFT at each prompt length (a fresh cache, prefill, first token),
-decode tokens/s (after a 32-token prompt), peak RSS, folder size, and two logit checks over
-three positions of a text: ``verify-steps``, the largest |logit difference| between one K=4
-verify step and the same 4 tokens fed as one-token steps (the speculative decoder needs it
-below 5e-4 to speculate), and ``vs fp32``, the largest difference of the one-token steps'
-logits from the fp32 conversion's at the same positions. Prints figures, asserts nothing.
+and ``Decoder`` (the app's chunked prefill, shared KV buffer and decode step). Within a round
+each measurement runs for every candidate back to back, the order rotating between rounds;
+the table shows the median over rounds and, in brackets, the best (the machine is shared and
+noisy), then paired ratios to fp32 within a round. Columns: TTFT at each prompt length (a
+fresh cache, prefill, first token), decode tokens/s (after a 32-token prompt), peak RSS,
+folder size, and two logit checks over three positions of a text: ``verify-steps``, the
+largest |logit difference| between one K=4 verify step and the same 4 tokens fed as
+one-token steps (the speculative decoder needs it below 5e-4 to speculate), and ``vs fp32``,
+the largest difference of the one-token steps' logits from the fp32 conversion's at the same
+positions. Prints figures, asserts nothing.
 """
 
 from __future__ import annotations
@@ -124,11 +126,10 @@ class Worker:
         for line in sys.stdin:
             req = json.loads(line)
             cmd = req["cmd"]
-            if cmd == "round":
-                reply = {
-                    "ttft": {str(n): self.ttft(n) for n in req["lengths"]},
-                    "decode": self.decode(req["decode"]),
-                }
+            if cmd == "ttft":
+                reply = {"seconds": self.ttft(req["tokens"])}
+            elif cmd == "decode":
+                reply = {"tok_s": self.decode(req["steps"])}
             elif cmd == "verify":
                 reply = {"verify": self.verify(Path(req["out"]))}
             elif cmd == "rss":
@@ -215,15 +216,23 @@ def run(args: argparse.Namespace) -> None:
             verify[name] = children[name].ask(cmd="verify", out=str(out))["verify"]
             steps[name] = np.load(out)
         vs_ref = {n: float(np.abs(steps[n] - steps[REFERENCE]).max()) for n in names}
+        # results[name][r]: {"ttft": {length: seconds}, "decode": tokens/s} of round r; within
+        # a round each measurement runs for every candidate back to back (the order rotating
+        # and reversing between rounds), so a change of load hits the candidates alike
         results: dict[str, list[dict]] = {n: [] for n in names}
         for r in range(args.rounds):
             order = names[r % len(names):] + names[: r % len(names)]
             if r % 2:
                 order.reverse()
+            got: dict[str, dict] = {n: {"ttft": {}} for n in names}
+            for n_tokens in lengths:
+                for name in order:
+                    got[name]["ttft"][str(n_tokens)] = children[name].ask(
+                        cmd="ttft", tokens=n_tokens)["seconds"]  # fmt: skip
             for name in order:
-                results[name].append(
-                    children[name].ask(cmd="round", lengths=lengths, decode=args.decode)
-                )
+                got[name]["decode"] = children[name].ask(cmd="decode", steps=args.decode)["tok_s"]
+            for name in names:
+                results[name].append(got[name])
             print(f"# round {r + 1}/{args.rounds} done", flush=True)
         rss = {n: children[n].ask(cmd="rss")["rss_mib"] for n in names}
     finally:
@@ -236,9 +245,12 @@ def run(args: argparse.Namespace) -> None:
     for name in names:
         res = results[name]
         row = [name]
-        row += [f"{1000 * statistics.median(x['ttft'][str(n)] for x in res):.0f}" for n in lengths]
+        for n in lengths:
+            ttfts = [x["ttft"][str(n)] for x in res]
+            row.append(f"{1000 * statistics.median(ttfts):.0f} ({1000 * min(ttfts):.0f})")
+        decodes = [x["decode"] for x in res]
         row += [
-            f"{statistics.median(x['decode'] for x in res):.1f}",
+            f"{statistics.median(decodes):.1f} ({max(decodes):.1f})",
             f"{rss[name]:.0f}",
             f"{folder_mib(folders[name]):.0f}",
             f"{verify[name]:.1e}",
@@ -246,21 +258,23 @@ def run(args: argparse.Namespace) -> None:
         ]
         rows.append(row)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    print(f"\nstarter SmolLM2-135M Q4_1, {args.threads} threads, median of {args.rounds} rounds, "
+    print(f"\nstarter SmolLM2-135M Q4_1, {args.threads} threads, median (best) of {args.rounds} "
+          "rounds, "
           f"onnxruntime {__import__('onnxruntime').__version__}, {os.cpu_count()} CPUs")
     print("  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)))
     for row in rows:
         print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
     # paired ratio to the reference within each round: least affected by load changes
-    print(f"\nTTFT / {REFERENCE}'s TTFT in the same round (median over rounds):")
+    print(f"\nPaired ratios to {REFERENCE} (median over rounds of the ratio within a round; "
+          "TTFT: < 1 is faster, decode: > 1 is faster):")
     for name in names:
-        ratios = [
-            statistics.median(x["ttft"][str(n)] / ref["ttft"][str(n)]
-                              for x, ref in zip(results[name], results[REFERENCE], strict=True))
-            for n in lengths
-        ]  # fmt: skip
-        print(f"  {name:12s} " + "  ".join(f"@{n}: {q:.2f}" for n, q in zip(lengths, ratios,
-                                                                              strict=True)))
+        pairs = list(zip(results[name], results[REFERENCE], strict=True))
+        ratios = [statistics.median(x["ttft"][str(n)] / ref["ttft"][str(n)] for x, ref in pairs)
+                  for n in lengths]  # fmt: skip
+        speed = statistics.median(x["decode"] / ref["decode"] for x, ref in pairs)
+        print(f"  {name:12s} TTFT " + "  ".join(f"@{n}: {q:.2f}" for n, q in zip(lengths, ratios,
+                                                                                   strict=True))
+              + f"   decode {speed:.2f}")
 
 
 def main() -> None:
