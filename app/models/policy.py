@@ -57,24 +57,10 @@ def machine_provider(
     CPU. The keyword arguments replace what would be asked of onnxruntime and the driver.
     """
     try:
-        from app.engine import providers  # imports onnxruntime
+        reasons = provider_choices(available=available, cuda_devices=cuda_devices, system=system)
     except Exception:  # a broken ORT install must not break the catalog view
         return "cpu"
-    if available is None:
-        available = providers.ort.get_available_providers()
-    available = set(available)
-    if cuda_devices is None:
-        cuda_devices = (
-            providers.cuda_device_count() if providers.ORT_NAMES["cuda"] in available else 0
-        )
-    system = system or platform.system()
-    for provider in ("dml", "cuda"):
-        reason = providers.unavailable_reason(
-            provider, system=system, available=available, cuda_devices=cuda_devices
-        )
-        if reason is None:
-            return provider
-    return "cpu"
+    return next((p for p in ("dml", "cuda") if reasons[p] is None), "cpu")
 
 
 def graph_precision(stem: str) -> str:
