@@ -242,13 +242,14 @@ class ChatTemplate:
         special_tokens: Mapping[str, Any] | None = None,
         origin: str = "",
         max_chars: int = DEFAULT_MAX_CHARS,
-        time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+        time_limit_s: float | None = None,
         max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
     ) -> None:
         self.source = source
         self.origin = origin
         self.max_chars = max_chars
-        self.time_limit_s = time_limit_s
+        # None: the module's default as it is now (a test hook may lengthen it)
+        self.time_limit_s = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
         self.max_memory_bytes = max_memory_bytes
         tokens = {k: v for k, v in (special_tokens or {}).items() if v is not None}
         if bos_token is not None:

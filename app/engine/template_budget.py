@@ -98,6 +98,9 @@ class Budget:
         self._lines += 1
         if self._lines % _LINES_PER_PROBE == 0:
             self._probe_memory()
+            # A traced loop hands the interpreter lock on too rarely (the UI thread waited
+            # 0.4 s for it behind a long render): let the other threads run now.
+            time.sleep(0)
 
     # -- memory --------------------------------------------------------------------------
 

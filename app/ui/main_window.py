@@ -697,14 +697,19 @@ class MainWindow(QMainWindow):
         dialog.show()
 
     def shutdown(self) -> bool:
-        """Everything stops in order: model jobs, the server (its generations run on the
-        engine's thread), then the engine's worker. Safe to call twice."""
+        """Everything stops in order: the reply being written first (a flag: the engine's
+        thread stops at its next token, prefill chunk or template line, and no longer
+        competes with this thread for the interpreter), then model jobs, the server (its
+        generations run on the engine's thread), then the engine's worker. Safe to call
+        twice."""
+        self.controller.worker.stop()
         models = self.models.shutdown()
         server = self.server.stop()
         chat = self.controller.shutdown()
         return models and server and chat
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        self.controller.worker.stop()  # first: a busy engine thread slows everything else
         self._save_state()
         self.shutdown()
         super().closeEvent(event)

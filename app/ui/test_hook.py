@@ -9,7 +9,8 @@ the user would see.
 
 Keys: ``send`` (text to send once a model is loaded, or at once with ``send_now``),
 ``import_gguf`` (a file), ``starter`` (true: set up the starter), ``quit_on`` (a phase: trigger
-the window's Quit action the first time it is reached).
+the window's Quit action the first time it is reached), ``template_time_limit_s`` (a longer
+chat-template deadline, so a slow template is still rendering when the test quits).
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ class TestHook(QObject):
         self.window = window
         self.script = script
         self.seen: set[str] = set()
+        if "template_time_limit_s" in script:  # keep a slow template rendering long enough
+            from app.engine import chat_template
+
+            chat_template.DEFAULT_TIME_LIMIT_S = float(script["template_time_limit_s"])
         c = window.controller
         c.model_loaded.connect(self.on_loaded)
         c.prefill_progress.connect(self.on_prefill)
