@@ -150,25 +150,35 @@ class ModelController(QObject):
 
     def hub_options(self) -> tuple[str | None, str | None, Path | None]:
         """(endpoint, token, models folder) from the settings (the token from the keyring),
-        then HF_ENDPOINT and huggingface_hub's saved token; None means the default."""
+        then HF_ENDPOINT and huggingface_hub's saved token; None means the default. Finding
+        the token can import huggingface_hub: jobs call this, not the window's start-up."""
+        endpoint, folder = self._endpoint_and_folder()
+        token = hub_token(legacy=self.settings.get("hub_token") or None)
+        return endpoint, token, folder
+
+    def _endpoint_and_folder(self) -> tuple[str | None, Path | None]:
         values = self.settings.as_dict()
         endpoint = values.get("hub_endpoint") or os.environ.get("HF_ENDPOINT") or None
-        token = hub_token(legacy=values.get("hub_token") or None)
         folder = values.get("models_folder") or None
-        return endpoint, token, Path(folder).expanduser() if folder else None
+        return endpoint, Path(folder).expanduser() if folder else None
 
     def library(self) -> ModelLibrary:
-        """The models folder as the settings name it now (they may change between calls)."""
-        endpoint, token, folder = self.hub_options()
+        """The models folder as the settings name it now (they may change between calls).
+        Its Hub token is found when a job needs it (``with_token``), not here."""
+        endpoint, folder = self._endpoint_and_folder()
         return ModelLibrary(
             folder,
             settings=self.settings,
             endpoint=endpoint,
-            token=token,
             staging_root=folder / ".staging" if folder is not None else None,
             catalog=self._catalog,
             downloader_options=self.downloader_options,
         )
+
+    def _with_token(self, library: ModelLibrary) -> ModelLibrary:
+        """``library`` with the Hub token set (call on the job thread)."""
+        library.token = self.hub_options()[1]
+        return library
 
     def machine(self) -> MachineInfo:
         return self.library().machine()
@@ -223,6 +233,7 @@ class ModelController(QObject):
 
         def work(report: ProgressReport, control: JobControl) -> InstalledModel:
             with feature("model download"):  # names these connections in the network log
+                self._with_token(library)
                 plan = library.plan_download(key, variant=variant)
                 control.checkpoint()
                 return library.download(
