@@ -208,6 +208,15 @@ class _LayeredCache(KVCache):
         self._ops = ops
         self._device = device
 
+
+    def _empty_kv(self) -> list:
+        """Empty K and V tensors per layer (length 0), in layer order."""
+        values = []
+        for layer in self._layers:
+            shape = [1, layer.kv_heads, 0, layer.head_dim]
+            values.append(empty_kv(shape, layer.dtype, self._device))
+            values.append(empty_kv(shape, layer.dtype, self._device))
+        return values
     def _dtypes(self) -> list[str]:
         return [layer.dtype for layer in self._layers for _ in (0, 1)]
 
@@ -235,12 +244,7 @@ class RebindCache(_LayeredCache):
         self.tensors = self._empty()
 
     def _empty(self) -> list:
-        values = []
-        for layer in self._layers:
-            shape = [1, layer.kv_heads, 0, layer.head_dim]
-            values.append(empty_kv(shape, layer.dtype, self._device))
-            values.append(empty_kv(shape, layer.dtype, self._device))
-        return values
+        return self._empty_kv()
 
     def _trim_tensors(self, length: int) -> None:
         if length == 0:
@@ -492,11 +496,7 @@ class RecurrentCache(_LayeredCache):
         self.tensors = self._empty()
 
     def _empty(self) -> list:
-        values = []
-        for layer in self._layers:
-            shape = [1, layer.kv_heads, 0, layer.head_dim]
-            values.append(empty_kv(shape, layer.dtype, self._device))
-            values.append(empty_kv(shape, layer.dtype, self._device))
+        values = self._empty_kv()
         values += [_zeros(state.shape, state.dtype, self._device) for state in self._states]
         return values
 
