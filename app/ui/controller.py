@@ -45,6 +45,11 @@ from app.workers.generation_worker import (
 )
 from app.workers.thread_host import ThreadHost
 
+#: on quit: how long to wait for the engine's thread to stop a reply or finish a model call
+WORKER_STOP_WAIT_MS = 5000
+#: on quit: how long a model being read is waited for before the process leaves without it
+LOAD_WAIT_ON_QUIT_MS = 150
+
 
 @dataclass
 class ActiveReply:
@@ -117,6 +122,7 @@ class ChatController(QObject):
         self.current_id: str | None = None
         self.model_info: ModelInfo | None = None
         self.loading_path: str | None = None
+        self.abandoned_load = False  # quit left a model load running (nothing to save)
         self.last_stats: GenerationStats | None = None
         self._active: ActiveReply | None = None
         self._queued: str | None = None  # the conversation whose message waits for the model
@@ -600,10 +606,29 @@ class ChatController(QObject):
             self._active.writer.finish("stopped", self._provenance(self._active, None, None),
                                        reasoning_ms=self._active.measured_thinking_ms())
             self._active = None
-        if not self.host.shutdown(5000):
+        if not self._wait_for_worker():
             return False
         self.worker.close_engine()  # no other thread runs it any more
         return True
+
+    def _wait_for_worker(self) -> bool:
+        """Stop the worker's thread: True once it has ended. A reply stops at its next token
+        and its model calls end within a chunk, so those are waited for (up to
+        WORKER_STOP_WAIT_MS); a model being read cannot be stopped part way and has nothing
+        to save, so it is left after LOAD_WAIT_ON_QUIT_MS (False: the process leaves without
+        destroying the running thread, see app/ui/launch.py)."""
+        if self.abandoned_load:
+            return False
+        if self.host.shutdown(LOAD_WAIT_ON_QUIT_MS):
+            return True
+        deadline = time.monotonic() + WORKER_STOP_WAIT_MS / 1000
+        while time.monotonic() < deadline:
+            if self.worker.loading.is_set():
+                self.abandoned_load = True
+                return False
+            if self.host.thread.wait(50):
+                return True
+        return False
 
     # helpers ------------------------------------------------------------------------------
 

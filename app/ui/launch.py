@@ -145,8 +145,12 @@ def run_app(smoke_test: str | None = None) -> int:
     if not stopped:
         # A worker thread did not end in time. Everything is saved; leave now rather than
         # let Python destroy a running QThread (which aborts the process).
-        print("hearth: a background task did not stop in time; exiting anyway.",
-              file=sys.stderr)
+        if controller.abandoned_load:
+            print("hearth: quit while a model was still loading; not waiting for it.",
+                  file=sys.stderr)
+        else:
+            print("hearth: a background task did not stop in time; exiting anyway.",
+                  file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(int(code))

@@ -182,6 +182,9 @@ class GenerationWorker(QObject):
         self._caches: ConversationCaches | None = None
         self._info: ModelInfo | None = None
         self.cancel = threading.Event()
+        # set while a model is being read (ORT cannot stop that part way); nothing else runs
+        # then and nothing is written, so a quit need not wait for it
+        self.loading = threading.Event()
 
     def stop(self) -> None:
         """Thread-safe: called directly from the UI thread."""
@@ -190,6 +193,7 @@ class GenerationWorker(QObject):
     @Slot(object)
     def on_load_requested(self, path: object) -> None:
         started = time.perf_counter()
+        self.loading.set()
         try:
             engine = self._loader(Path(str(path)))
             caches = self._make_caches(engine)
@@ -200,6 +204,8 @@ class GenerationWorker(QObject):
             self.load_failed.emit(f"The model at {path} could not be loaded: {exc}")
             self.crashed.emit(traceback.format_exc())
             return
+        finally:
+            self.loading.clear()
         self.close_engine()  # the previous model's long chats go to disk first
         self._engine, self._caches = engine, caches
         self._info = _model_info(engine, str(path), time.perf_counter() - started)

@@ -61,6 +61,41 @@ def test_load_failure_turns_the_queued_send_into_the_load_error(make_app):
     assert app.loader.engines == []
 
 
+def test_quit_during_a_load_does_not_wait_for_it(make_app):
+    """Reading a model cannot be stopped part way and saves nothing: shutdown leaves it after
+    LOAD_WAIT_ON_QUIT_MS instead of waiting the seconds it takes (launch.py then exits
+    without destroying the thread)."""
+    from app.ui.controller import LOAD_WAIT_ON_QUIT_MS
+
+    app = make_app()
+    _start_loading(app, make_model_folder("slow-model", "Slow"), 3.0)
+    app.send("hello while loading", wait=False)
+    app.qtbot.waitUntil(app.controller.worker.loading.is_set, timeout=2000)
+    started = time.monotonic()
+    assert app.controller.shutdown() is False
+    waited = time.monotonic() - started
+    assert app.controller.abandoned_load
+    assert waited < LOAD_WAIT_ON_QUIT_MS / 1000 + 0.5, waited
+    assert app.controller.shutdown() is False  # twice: no second wait
+    assert time.monotonic() - started < LOAD_WAIT_ON_QUIT_MS / 1000 + 0.6
+    stored = app.history.messages(app.controller.current_id)
+    assert [(m.role, m.content) for m in stored] == [("user", "hello while loading")]
+    # the test's own clean-up: let the load end so that no running thread is destroyed
+    assert app.controller.host.thread.wait(10_000)
+    app.controller.worker.close_engine()
+
+
+def test_quit_during_a_reply_waits_for_it_to_stop(app):
+    """A reply is not a load: shutdown waits until the thread has stopped it."""
+    app.loader.last.delay = 0.05
+    app.send("tell me a long story " * 5, wait=False)
+    app.qtbot.waitUntil(lambda: app.rows()[-1][1] != "", timeout=5000)
+    assert app.controller.shutdown() is True
+    assert not app.controller.abandoned_load
+    assert not app.controller.host.thread.isRunning()
+    assert app.history.messages(app.controller.current_id)[-1].status == "stopped"
+
+
 def test_stop_while_queued_drops_the_send_and_keeps_the_message(make_app):
     app = make_app()
     _start_loading(app, make_model_folder("slow-model"), 0.3)
