@@ -117,6 +117,19 @@ def gqa_model_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def gqa_int4_model_dir(tmp_path_factory):
+    """The GroupQueryAttention model with its weight matmuls as 4-bit MatMulNBits and int8
+    activations, as onnxruntime-genai's int4 builder writes them: one-row steps round
+    differently from several-row ones."""
+    from tests.fixtures.quantized import quantize_matmuls
+    from tests.fixtures.tiny_models import build_gqa_model
+
+    folder = build_gqa_model(tmp_path_factory.mktemp("gqa_int4_model"))
+    assert quantize_matmuls(folder / "model.onnx") > 0
+    return folder
+
+
+@pytest.fixture(scope="session")
 def gqa_fp16_model_dir(tmp_path_factory):
     """onnxruntime-genai layout, GroupQueryAttention computing in float16, float16 KV."""
     from tests.fixtures.tiny_models import build_gqa_model

@@ -118,9 +118,15 @@ class Decoder:
         self._bound_tensors: list | None = None
         self._steady_tensors: list | None = None
         self._steady_limit = 0
-        #: Whether a verify step's logits equal one-token steps' within rounding (measured
-        #: once by the speculative decoder; None until then).
+        #: Whether a verify step's logits equal one-token steps' within rounding, and
+        #: whether bit for bit (``calibrate`` measures both once; None until then).
         self.verify_agrees: bool | None = None
+        self.verify_exact = False
+        #: Rows a one-token step runs: 2 on graphs whose kernels round a one-row step
+        #: differently from a several-row one (``calibrate``): the token and a scratch copy
+        #: of it whose KV position is cut off again, so that every step takes the several-row
+        #: path and a speculative verify step decides exactly the tokens plain steps would.
+        self.step_rows = 1
 
     def _reserve(self, needed: int) -> None:
         """Make ``_mask`` and ``_positions`` cover at least ``needed`` positions (at most the
@@ -168,6 +174,59 @@ class Decoder:
         """Whether ``verify`` can return logits for every fed token in one step (graphs that
         return every position, or that take ``logits_to_keep``)."""
         return not self.graph.logits_last_only or self._keep_input is not None
+
+    # -- numerics ------------------------------------------------------------------------
+
+    def calibrate(self, *, tolerance: float) -> None:
+        """Once per decoder: do several-row steps (prefill chunks, verify steps) give the
+        logits a one-token step gives, bit for bit? Quantized matmuls (MatMulNBits) take a
+        one-row kernel that rounds differently, and with int8 activations 30 layers turn that
+        into logit differences near 1 (FACTS.md), so speculation would change the text. Where
+        one-row steps differ and two-row steps match several-row ones exactly, one-token
+        steps run as two rows (``step_rows``; the starter decodes ~8% slower per step, and
+        every guess that rides in the second row is free) and speculation is exact by
+        construction. Otherwise ``verify_agrees`` says whether the difference stays within
+        ``tolerance`` (the speculative decoder then treats near-ties as undecided).
+        Measured on a scratch cache with fixed probe tokens: no conversation is touched and
+        the choice does not depend on one."""
+        if self.verify_agrees is not None:
+            return
+        scratch = self.new_cache()
+        vocab = self.graph.vocab_size or 8
+        probe = [(17 + 31 * i) % vocab for i in range(4)]
+        if (not self.can_verify or not scratch.rewinds_anywhere
+                or self.context_length < len(probe) + 1):
+            self.verify_agrees = False
+            return
+        self.feed(scratch, probe[:2])
+        rows = self.verify(scratch, probe[2:])
+        scratch.trim_to(2)
+        single = float(np.abs(rows[0] - self._run(scratch, probe[2:3])).max())
+        scratch.trim_to(2)
+        paired = None
+        if single > tolerance and self._pairs_fit(scratch):
+            self.step_rows = 2
+            paired = float(np.abs(rows[0] - self._run(scratch, probe[2:3])).max())
+        pairs_pay = paired is not None and single > tolerance and paired <= tolerance
+        if pairs_pay:
+            difference = paired  # step_rows stays 2
+        else:
+            difference, self.step_rows = single, 1
+        self.verify_agrees = difference <= tolerance
+        self.verify_exact = difference == 0.0
+
+    def _pairs_fit(self, cache: KVCache) -> bool:
+        """Whether a one-token step on ``cache`` can run as two rows: the graph writes the KV
+        in place (cutting the scratch row off is free) and one more position fits."""
+        return (cache.steady_step and cache.window is None and not cache.feeds_whole_sequence
+                and cache.kv_length + 2 <= self.context_length)
+
+    def _run_pair(self, cache: KVCache, token: int, all_rows: bool) -> np.ndarray:
+        """A one-token step as two rows (``step_rows``): ``token`` and a scratch copy whose
+        position is cut off again (the next step overwrites it; the mask never shows it)."""
+        rows = self._run(cache, [token, token], all_rows=True)
+        cache.trim_to(len(cache) - 1)
+        return rows[:1] if all_rows else rows[0]
 
     # -- running -------------------------------------------------------------------------
 
@@ -254,6 +313,8 @@ class Decoder:
         return self._step_logits_value
 
     def _run(self, cache: KVCache, new: list[int], *, all_rows: bool = False) -> np.ndarray:
+        if len(new) == 1 and self.step_rows == 2 and self._pairs_fit(cache):
+            return self._run_pair(cache, new[0], all_rows)
         graph = self.graph
         self._steady_tensors = None  # whatever follows rebinds: no steady step until it ends
         if cache.feeds_whole_sequence:

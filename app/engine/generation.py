@@ -18,7 +18,14 @@ from app.engine.decoder import Decoder, PrefillStopped
 from app.engine.detokenizer import StreamingDetokenizer
 from app.engine.kv_cache import CacheRewindError, KVCache
 from app.engine.sampling import Sampler, make_sampler
-from app.engine.speculative import AdaptiveK, DraftModel, FixedK, Speculator, make_speculator
+from app.engine.speculative import (
+    AdaptiveK,
+    DraftModel,
+    FixedK,
+    Speculator,
+    make_speculator,
+    verify_tolerance,
+)
 from app.engine.tokenizer import Tokenizer
 from app.engine.types import FinishReason, GenerationChunk, GenerationSettings, GenerationStats
 
@@ -122,6 +129,7 @@ def stream_generate(
         raise ValueError("the prompt is empty")
     context = decoder.context_length
     stats = GenerationStats(prompt_tokens=len(prompt_ids), provider=provider, context_max=context)
+    decoder.calibrate(tolerance=verify_tolerance(decoder))  # once: how one-token steps run
     reused, stats.reuse_refused = reuse_prefix(cache, prompt_ids, reuse=reuse)
     stats.reused_tokens = reused
     stats.prefilled_tokens = len(prompt_ids) - reused

@@ -50,6 +50,9 @@ _STATE_NAME_PATTERNS = (
 _KNOWN_INPUTS = {"input_ids", "attention_mask", "position_ids"}
 # Inputs some exports carry that we can feed with a constant.
 _OPTIONAL_INPUTS = {"num_logits_to_keep", "use_cache_branch"}
+#: Operators that multiply by quantized weights (op types, any domain).
+QUANTIZED_MATMULS = frozenset({"MatMulNBits", "MatMulInteger", "DynamicQuantizeMatMul",
+                               "MatMulIntegerToFloat", "QLinearMatMul"})
 
 
 class IOSpec:
@@ -236,6 +239,7 @@ def inspect_graph(
         logits_last_only=len(logits.shape) == 3 and logits.shape[1] == 1,
         state_tensors=state_tensors,
         embedded_inputs=embedded,
+        quantized_matmuls=bool(QUANTIZED_MATMULS & op_types),
     )
 
 

@@ -292,8 +292,16 @@ class AdaptiveK:
         margin: float = 0.05,
         probe_every: int = 32,
         allow_off: bool = True,
+        plain_rows: int = 1,
+        timed: bool = True,
     ) -> None:
         self.max_k = max_k
+        #: rows a plain step runs (``Decoder.step_rows``): a verify step of that many
+        #: positions costs what a plain step costs, so one guess rides along for free
+        self.plain_rows = plain_rows
+        #: whether measured step times steer K; a seeded sampled reply must not depend on
+        #: them (K decides how many random draws a step takes), so it keeps the prior costs
+        self.timed = timed
         self._accepted = prior_acceptance * prior_weight
         self._rejected = (1 - prior_acceptance) * prior_weight
         self.decay = decay
@@ -309,15 +317,19 @@ class AdaptiveK:
         return self._accepted / max(self._accepted + self._rejected, 1e-9)
 
     def cost(self, positions: int) -> float:
-        """Relative cost of a step of ``positions`` tokens (measured where known)."""
-        one = self._seconds.get(1)
+        """Cost of a step of ``positions`` tokens relative to a plain step (measured where
+        known)."""
+        plain = self.plain_rows
+        if positions <= plain:
+            return 1.0
+        one = self._seconds.get(plain)
         seen = self._seconds.get(positions)
         if one and seen:
             return seen / one
-        return prior_cost(positions)
+        return prior_cost(positions) / prior_cost(plain)
 
     def draft_ratio(self) -> float:
-        one = self._seconds.get(1)
+        one = self._seconds.get(self.plain_rows)
         if self.draft_seconds is None or not one:
             return 0.0
         return self.draft_seconds / one
@@ -331,8 +343,9 @@ class AdaptiveK:
         draft = self.draft_ratio()
         best_k, best_gain = 0, 1.0 + self.margin
         for k in range(1, limit + 1):
-            gain = (1 - a ** (k + 1)) / (1 - a) / (self.cost(k + 1) + k * draft)
-            if gain > best_gain:
+            cost = self.cost(k + 1) + k * draft
+            gain = (1 - a ** (k + 1)) / (1 - a) / cost
+            if gain > best_gain or (cost == 1.0 and best_k == 0):  # free: in a plain step
                 best_k, best_gain = k, gain
         if best_k == 0:
             if not self.allow_off:
@@ -350,6 +363,8 @@ class AdaptiveK:
 
     def record_time(self, positions: int, seconds: float) -> None:
         """A target step of ``positions`` tokens took ``seconds``."""
+        if not self.timed:
+            return
         old = self._seconds.get(positions)
         self._seconds[positions] = seconds if old is None else 0.8 * old + 0.2 * seconds
 
@@ -427,13 +442,10 @@ class Speculator:
         start = time.perf_counter()
         if not guesses:
             logits = self.decoder.step(self.cache, pending)
-            self.policy.record_time(1, time.perf_counter() - start)
+            self.policy.record_time(self.decoder.step_rows, time.perf_counter() - start)
             self.target_steps += 1
             return [self.sampler(logits, history)]
         fed = len(self.cache)
-        if self.decoder.verify_agrees is None:
-            self._calibrate(pending, guesses)
-            start = time.perf_counter()
         if self.strict and not self.decoder.verify_agrees:
             self.policy = FixedK(0)  # speculation would change the output: off
             return self.advance(history, room)
@@ -457,17 +469,6 @@ class Speculator:
         self.policy.record(len(guesses), accepted)
         self.cache.trim_to(fed + 1 + accepted)  # drop the rejected guesses' KV
         return [*guesses[:accepted], token]
-
-    def _calibrate(self, pending: int, guesses: Sequence[int]) -> None:
-        """Once per decoder: does a verify step give the logits one-token steps give? (Some
-        kernels, e.g. quantized matmuls, take another path for several rows and round
-        differently.) Leaves the cache as it found it."""
-        fed = len(self.cache)
-        rows = self.decoder.verify(self.cache, [pending, *guesses])
-        self.cache.trim_to(fed)
-        step = self.decoder.step(self.cache, pending)
-        self.cache.trim_to(fed)
-        self.decoder.verify_agrees = bool(np.abs(rows[0] - step).max() <= self.tie_margin / 2)
 
     def settle(self, history_len: int) -> None:
         """After the reply: the cache covers at most ``history[:-1]`` (as after a plain run:
@@ -505,7 +506,7 @@ def make_speculator(
     cut back at any length cannot drop rejected guesses)."""
     if mode == "off" or not decoder.can_verify or not cache.rewinds_anywhere:
         return None  # rejected guesses must be cut off again (a recurrent state cannot be)
-    if mode == "auto" and decoder.verify_agrees is False:
+    if mode == "auto" and not decoder.verify_agrees:
         return None  # this graph's verify steps round differently: "auto" stays exact
     if draft is not None and draft.vocab_size != decoder.graph.vocab_size:
         draft = None  # a different tokenizer cannot propose for this model
@@ -515,10 +516,14 @@ def make_speculator(
     if proposer is None:
         return None
     if policy is None:
+        sampling = sampler.settings
         policy = AdaptiveK(allow_off=mode == "auto",
-                           max_k=MAX_K if proposer.name == "lookup" else 8)
+                           max_k=MAX_K if proposer.name == "lookup" else 8,
+                           plain_rows=decoder.step_rows,
+                           timed=sampling.greedy or sampling.seed is None)
+    margin = 0.0 if decoder.verify_exact else tie_margin(decoder)
     return Speculator(decoder, cache, proposer, sampler, policy,
-                      tie_margin=tie_margin(decoder), strict=mode == "auto")
+                      tie_margin=margin, strict=mode == "auto")
 
 
 def tie_margin(decoder: Decoder) -> float:
@@ -527,3 +532,12 @@ def tie_margin(decoder: Decoder) -> float:
     by GroupQueryAttention) round far more than float32."""
     halves = any(layer.dtype != "float32" for layer in decoder.graph.kv_layers)
     return 1e-2 if halves or decoder.graph.logits_dtype != "float32" else 1e-3
+
+
+def verify_tolerance(decoder: Decoder) -> float:
+    """How far a verify step's logits may be from one-token steps' for greedy speculation to
+    stay exact: half the tie margin (a closer call is re-decided by a plain step), but zero
+    on quantized matmuls, whose int8 activations turn a rounding difference at one position
+    into a different one at the next: at the probe it may be tiny, on the starter elsewhere
+    it reached 1 logit."""
+    return 0.0 if decoder.graph.quantized_matmuls else tie_margin(decoder) / 2

@@ -222,6 +222,9 @@ class GraphInfo:
     #: Split layout: the decoder inputs an embedding graph computes from ``input_ids``
     #: (``inputs_embeds``, …); ``input_ids`` then names the embedding graph's input.
     embedded_inputs: tuple[str, ...] = ()
+    #: Weight matmuls on quantized kernels (MatMulNBits, MatMulInteger, …): their
+    #: rounding depends on how many rows a step runs and grows over the layers.
+    quantized_matmuls: bool = False
 
 
 @dataclass(frozen=True)

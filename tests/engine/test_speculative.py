@@ -18,8 +18,10 @@ from app.engine.speculative import (
     PromptLookup,
     Proposal,
     dense,
+    make_speculator,
     prior_cost,
     verify_sampled,
+    verify_tolerance,
 )
 from app.engine.types import GenerationSettings, SamplingSettings
 from tests.fixtures.tiny_models import build_gqa_model, build_plain_kv_model
@@ -30,6 +32,7 @@ PATHS = {
     "plain_fp16": "plain_fp16_model_dir",
     "gqa": "gqa_model_dir",
     "gqa_fp16": "gqa_fp16_model_dir",
+    "gqa_int4": "gqa_int4_model_dir",
     "nokv": "nokv_model_dir",
 }
 
@@ -255,6 +258,56 @@ def test_verify_rows_match_one_token_steps(name, request):
         np.testing.assert_allclose(rows[i], decoder.step(step_cache, token), atol=1e-4, rtol=0)
 
 
+def test_a_quantized_graph_steps_in_pairs_so_verify_steps_match_bit_for_bit(gqa_int4_model_dir):
+    """MatMulNBits rounds a one-row step differently from a several-row one (the starter's
+    verify steps differed by ~1 logit). ``calibrate`` notices and runs one-token steps as two
+    rows: then a verify step's rows equal the steps' logits exactly, so speculation cannot
+    change a token, and the reply is the same with speculation on and off."""
+    engine = _load(gqa_int4_model_dir)
+    decoder = engine.decoder
+    prompt = _prompts(engine.graph.vocab_size, 2, seed=2)[1]
+    tokens = [5, 9, 17, 4, 33]
+
+    def rows_and_steps():
+        cache = engine.new_cache()
+        decoder.feed(cache, prompt)
+        rows = decoder.verify(cache, tokens)
+        step_cache = engine.new_cache()
+        decoder.feed(step_cache, prompt)
+        steps = [decoder.step(step_cache, t).copy() for t in tokens]
+        assert len(step_cache) == len(prompt) + len(tokens)  # the scratch rows are cut off
+        return rows, steps
+
+    rows, steps = rows_and_steps()  # before calibrating: one-row steps
+    assert decoder.step_rows == 1
+    assert not all(np.array_equal(r, s) for r, s in zip(rows, steps, strict=True))
+    assert decoder.graph.quantized_matmuls and verify_tolerance(decoder) == 0.0
+    decoder.calibrate(tolerance=verify_tolerance(decoder))
+    assert (decoder.step_rows, decoder.verify_agrees, decoder.verify_exact) == (2, True, True)
+    rows, steps = rows_and_steps()
+    for i, step in enumerate(steps):
+        assert np.array_equal(rows[i], step), f"row {i}"
+    # "auto" speculates on this graph and decides the tokens speculation off decides
+    proposed = accepted = 0
+    for prompt in _prompts(engine.graph.vocab_size, 4, seed=0):
+        auto, _, auto_final = _run(engine, engine.new_cache(), prompt, GREEDY)
+        off, _, _ = _run(engine, engine.new_cache(), prompt, replace(GREEDY, speculation="off"))
+        assert auto == off
+        assert auto_final.stats.speculation == "lookup"
+        proposed += auto_final.stats.proposed
+        accepted += auto_final.stats.accepted
+    assert proposed > accepted > 0
+
+
+def test_float_graphs_keep_one_row_steps(gqa_model_dir):
+    """Float graphs differ between one-row and several-row steps by rounding that does not
+    grow (GroupQueryAttention, ~1e-7): the tie margin covers it, no second row is paid for."""
+    engine = _load(gqa_model_dir)
+    decoder = engine.decoder
+    decoder.calibrate(tolerance=verify_tolerance(decoder))
+    assert (decoder.step_rows, decoder.verify_agrees) == (1, True)
+
+
 # -- sampling: the distribution is the target's ----------------------------------------------
 
 
@@ -381,6 +434,34 @@ def test_adaptive_k_follows_the_measured_verify_cost():
     assert cheap.cost(5) < prior_cost(5) < dear.cost(5)
     assert cheap.choose(16) > 4
     assert dear.choose(16) == 0
+
+
+def test_a_guess_rides_free_in_a_two_row_step():
+    """With two-row plain steps a one-guess verify step costs nothing extra: it is taken
+    even at an acceptance rate too low for a one-row decoder to speculate."""
+    one_row, two_rows = AdaptiveK(prior_acceptance=0.03), AdaptiveK(prior_acceptance=0.03,
+                                                                     plain_rows=2)
+    assert one_row.choose(8) == 0
+    assert two_rows.choose(8) == 1
+    assert two_rows.cost(2) == 1.0 and two_rows.cost(3) > 1.0
+
+
+def test_a_seeded_sampled_reply_does_not_depend_on_step_times(plain_model_dir):
+    """K decides how many random draws a step takes: a seeded sampled reply keeps the prior
+    costs, so the same seed gives the same reply however fast the machine was."""
+    untimed = AdaptiveK(timed=False)
+    before = [untimed.choose(8), untimed.cost(5)]
+    untimed.record_time(1, 0.001)
+    untimed.record_time(5, 1.0)  # verify steps look ruinously slow: a timed policy would stop
+    assert [untimed.choose(8), untimed.cost(5)] == before
+    engine = _load(plain_model_dir)
+    seeded = replace(GREEDY, sampling=SamplingSettings(temperature=0.9, seed=7))
+    cache = engine.new_cache()
+    engine.decoder.calibrate(tolerance=verify_tolerance(engine.decoder))
+    spec = make_speculator("auto", engine.decoder, cache, Sampler(seeded.sampling))
+    assert spec is not None and spec.policy.timed is False
+    greedy_spec = make_speculator("auto", engine.decoder, cache, Sampler(GREEDY.sampling))
+    assert greedy_spec.policy.timed is True
 
 
 def test_prior_cost_matches_the_measured_points():
