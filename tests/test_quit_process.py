@@ -240,7 +240,7 @@ DOWNLOAD_BLOB = "onnx/model_q4.onnx"
 
 @pytest.fixture(scope="module")
 def hub_model(tmp_path_factory) -> Path:
-    """A real Optimum-layout model (~1 MB graph) for the Hub stand-in to serve."""
+    """A real Optimum-layout model (a 1.5 MB graph) for the Hub stand-in to serve."""
     return build_plain_kv_model(tmp_path_factory.mktemp("hub") / "slow-download",
                                 variant_name="model_q4", hidden=128)
 
@@ -272,7 +272,7 @@ def test_quit_mid_download_keeps_it_resumable_and_the_next_start_completes_it(
         repo = hub.add(FakeRepo.from_folder(DOWNLOAD_REPO, hub_model))
         size = len(repo.files[DOWNLOAD_BLOB])
         (tmp_path / "settings.json").write_text(json.dumps({"hub_endpoint": hub.url}))
-        hub.faults.delay_per_chunk_s = 0.02  # 16 KiB every 20 ms: ~1.3 s for the graph
+        hub.faults.delay_per_chunk_s = 0.04  # 16 KiB every 40 ms: ~3.6 s for the 1.5 MB graph
 
         app = RunningApp(tmp_path, {"download": DOWNLOAD_REPO}, HUB_ENV)
         app.wait_phase("job")
