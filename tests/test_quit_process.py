@@ -1,6 +1,8 @@
 """Quitting the real app (``python -m app``, offscreen) at any moment: SIGTERM, SIGINT or the
 Quit action end it within 2 s with exit code 0, never with "QThread: Destroyed while thread is
-running", and the reply being written is saved as stopped with its partial text.
+running", and the reply being written is saved as stopped with its partial text. A download
+from a Hub stand-in (tests/models/hub_server.py) stopped by a quit stays resumable, installs
+nothing half-made, and the next start completes it from where it stopped.
 
 Each test starts the app with a HEARTH_HOME holding a tiny but not instant model and scripts
 it through ``HEARTH_TEST_HOOK`` (app/ui/test_hook.py), which prints the phases it reaches.
@@ -21,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.tiny_models import build_gqa_model
+from tests.fixtures.tiny_models import build_gqa_model, build_plain_kv_model
+from tests.models.hub_server import FakeHub, FakeRepo
 
 ROOT = Path(__file__).resolve().parents[1]
 QUIT_WITHIN_S = 2.0
@@ -61,12 +64,20 @@ def _install(home: Path, model: Path, template: str | None = None) -> None:
     settings.write_text(json.dumps({"max_tokens": 1000}))
 
 
-class RunningApp:
-    """``python -m app`` offscreen with a test script; its stdout read line by line."""
+# The app talks to the loopback Hub stand-in: huggingface_hub must not be offline (the test
+# session's conftest switches it off for this process) and nothing may point elsewhere.
+HUB_ENV: dict[str, str | None] = {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": None,
+                                  "HEARTH_OFFLINE": None}
 
-    def __init__(self, home: Path, script: dict) -> None:
+
+class RunningApp:
+    """``python -m app`` offscreen with a test script; its stdout read line by line.
+    ``env``: variables to set, or to remove where the value is None."""
+
+    def __init__(self, home: Path, script: dict, env: dict[str, str | None] | None = None) -> None:
         env = {**os.environ, "HEARTH_HOME": str(home), "QT_QPA_PLATFORM": "offscreen",
-               "HEARTH_TEST_HOOK": json.dumps(script), "PYTHONUNBUFFERED": "1"}
+               "HEARTH_TEST_HOOK": json.dumps(script), "PYTHONUNBUFFERED": "1", **(env or {})}
+        env = {key: value for key, value in env.items() if value is not None}
         self.home = home
         self.proc = subprocess.Popen([sys.executable, "-m", "app"], cwd=ROOT, env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -220,3 +231,78 @@ def test_quit_during_a_gguf_import_leaves_no_partial_model(tmp_path):
     _assert_clean_exit(app, code, seconds)
     models = home / "models"
     assert not models.exists() or [p.name for p in models.iterdir()] == []
+
+
+DOWNLOAD_REPO = "tiny/slow-download"
+DOWNLOAD_ID = "tiny--slow-download"  # the model id download_repo gives it (slugify)
+DOWNLOAD_BLOB = "onnx/model_q4.onnx"
+
+
+@pytest.fixture(scope="module")
+def hub_model(tmp_path_factory) -> Path:
+    """A real Optimum-layout model (a 1.5 MB graph) for the Hub stand-in to serve."""
+    return build_plain_kv_model(tmp_path_factory.mktemp("hub") / "slow-download",
+                                variant_name="model_q4", hidden=128)
+
+
+def _wait_for(condition, what: str, app: RunningApp, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline or app.proc.poll() is not None:
+            app.kill()
+            pytest.fail(f"{what} never happened; saw {app.seen}; stderr: {app.stderr()[-2000:]}")
+        time.sleep(0.02)
+
+
+def _blob_gets(hub: FakeHub) -> list[str | None]:
+    """The Range header of each GET of the model's graph, in order (None: from byte 0)."""
+    return [r for method, path, r in hub.file_requests()
+            if method == "GET" and path.endswith("/" + DOWNLOAD_BLOB)]
+
+
+def test_quit_mid_download_keeps_it_resumable_and_the_next_start_completes_it(
+    tmp_path, hub_model, monkeypatch
+):
+    from app.models.library import ModelLibrary
+
+    monkeypatch.setenv("HEARTH_HOME", str(tmp_path))  # ask the library where things are
+    library = ModelLibrary()
+    staging = library.downloader().staging_folder(DOWNLOAD_ID)
+    with FakeHub() as hub:
+        repo = hub.add(FakeRepo.from_folder(DOWNLOAD_REPO, hub_model))
+        size = len(repo.files[DOWNLOAD_BLOB])
+        (tmp_path / "settings.json").write_text(json.dumps({"hub_endpoint": hub.url}))
+        hub.faults.delay_per_chunk_s = 0.04  # 16 KiB every 40 ms: ~3.6 s for the 1.5 MB graph
+
+        app = RunningApp(tmp_path, {"download": DOWNLOAD_REPO}, HUB_ENV)
+        app.wait_phase("job")
+        _wait_for(lambda: hub.served(DOWNLOAD_BLOB) >= 160_000, "160 KB of the graph", app)
+        code, seconds = app.quit_with(signal.SIGTERM)
+        _assert_clean_exit(app, code, seconds)
+        served_first = hub.served(DOWNLOAD_BLOB)
+        assert "hearth-test: installed" not in app.seen
+        assert served_first < size  # it really was stopped mid-file
+
+        # What the app promises a quit leaves: the partial file, resumable; nothing installed.
+        part = staging / (DOWNLOAD_BLOB + ".part")
+        kept = part.stat().st_size
+        assert 0 < kept <= served_first
+        assert json.loads((staging / ".hearth-download.json").read_text())["files"]
+        assert list(library.root.iterdir()) == []
+        assert library.list_models() == []
+
+        hub.faults.delay_per_chunk_s = 0.0
+        again = RunningApp(tmp_path, {"download": DOWNLOAD_REPO}, HUB_ENV)
+        again.wait_phase("installed")
+        assert "hearth-test: models []" in again.seen  # the window listed no broken model
+        assert not any("message error" in line for line in again.seen), again.seen
+        code, seconds = again.quit_with(signal.SIGTERM)
+        _assert_clean_exit(again, code, seconds)
+
+    # The second start asked for the rest only, and installed the exact file.
+    assert _blob_gets(hub)[-1] == f"bytes={kept}-"
+    assert hub.served(DOWNLOAD_BLOB) - served_first == size - kept
+    [model] = library.list_models()
+    assert model.id == DOWNLOAD_ID
+    assert (model.path / DOWNLOAD_BLOB).read_bytes() == repo.files[DOWNLOAD_BLOB]
+    assert not staging.exists()

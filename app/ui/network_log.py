@@ -121,7 +121,7 @@ class NetworkLogDialog(QDialog):
         self.timer.timeout.connect(self.on_timer)
         self.timer.start()
         self._update_summary()
-        self.table.resizeColumnsToContents()
+        self._fit_columns()
 
     @classmethod
     def show_for(cls, parent: QWidget | None = None) -> NetworkLogDialog:
@@ -133,8 +133,18 @@ class NetworkLogDialog(QDialog):
 
     def on_timer(self) -> None:
         if self.model.refresh():
+            self._fit_columns()
             self.table.scrollToBottom()
         self._update_summary()
+
+    def _fit_columns(self) -> None:
+        """Widen each column (the last stretches) to what it holds, never narrow one: rows
+        that arrive after the dialog opened are read whole, not as "20…" and "bloc…"."""
+        for column in range(len(COLUMNS) - 1):
+            wanted = max(self.table.sizeHintForColumn(column),
+                         self.table.horizontalHeader().sectionSizeHint(column))
+            if wanted > self.table.columnWidth(column):
+                self.table.setColumnWidth(column, wanted)
 
     def on_copy_clicked(self) -> None:
         QGuiApplication.clipboard().setText(self.log.as_text())
@@ -146,7 +156,7 @@ class NetworkLogDialog(QDialog):
             mode = "Offline mode is on: connections off this computer are blocked."
         else:
             mode = "Offline mode is off: connections are allowed and recorded."
+        shown = f"{len(entries)} attempt{'' if len(entries) == 1 else 's'} shown"
         self.summary.setText(
-            f"{mode} {len(entries)} attempt(s) shown, {blocked} blocked "
-            f"(the last {self.log.capacity} are kept)."
+            f"{mode} {shown}, {blocked} blocked (the last {self.log.capacity} are kept)."
         )

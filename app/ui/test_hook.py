@@ -1,16 +1,18 @@
 """``HEARTH_TEST_HOOK``: a JSON script that drives the real app for process tests.
 
 tests/test_quit_process.py starts ``python -m app`` with it to put the app in a phase (a
-long prompt, a reply being written, a GGUF import, the starter setup) and then quits it.
-The app prints ``hearth-test: <phase>`` lines on stdout as it reaches each phase:
-``ready``, ``loaded``, ``sent``, ``prefill``, ``decode``, ``job`` (a job reported progress),
-``quitting`` (the scripted quit action fired); ``message <level>: <text>`` for each message
-the user would see.
+long prompt, a reply being written, a GGUF import, the starter setup, a download) and then
+quits it. The app prints ``hearth-test: <phase>`` lines on stdout as it reaches each phase:
+``ready``, ``loaded``, ``sent``, ``prefill``, ``decode``, ``job`` (a conversion reported a
+layer, or a download its first bytes), ``installed`` (a job finished), ``quitting`` (the
+scripted quit action fired); at ``ready`` also ``models <JSON list>``, the ids of the models
+the window lists; ``message <level>: <text>`` for each message the user would see.
 
 Keys: ``send`` (text to send once a model is loaded, or at once with ``send_now``),
-``import_gguf`` (a file), ``starter`` (true: set up the starter), ``quit_on`` (a phase: trigger
-the window's Quit action the first time it is reached), ``template_time_limit_s`` (a longer
-chat-template deadline, so a slow template is still rendering when the test quits).
+``import_gguf`` (a file), ``starter`` (true: set up the starter), ``download`` (a Hub repo id,
+fetched from the ``hub_endpoint`` setting), ``quit_on`` (a phase: trigger the window's Quit
+action the first time it is reached), ``template_time_limit_s`` (a longer chat-template
+deadline, so a slow template is still rendering when the test quits).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class TestHook(QObject):
         c.prefill_progress.connect(self.on_prefill)
         c.worker.chunk.connect(self.on_chunk)
         window.models.jobs.worker.progress.connect(self.on_job_progress)
+        window.models.jobs.worker.finished.connect(self.on_job_finished)
         window.bridge.message_shown.connect(self.on_message)
 
     def phase(self, name: str) -> None:
@@ -65,12 +68,17 @@ class TestHook(QObject):
 
     def start(self) -> None:
         self.phase("ready")
+        listed = [m.id for m in self.window.models.installed()]
+        sys.stdout.write(f"hearth-test: models {json.dumps(listed)}\n")
+        sys.stdout.flush()
         if self.script.get("send_now"):
             self._send()
         if path := self.script.get("import_gguf"):
             self.window.models.import_gguf(path)
         if self.script.get("starter"):
             self.window.models.setup_starter()
+        if repo := self.script.get("download"):
+            self.window.models.download_repo(repo)
 
     def _send(self) -> None:
         if self.window.controller.send(self.script["send"]):
@@ -93,5 +101,10 @@ class TestHook(QObject):
         self.phase("decode")
 
     def on_job_progress(self, _job_id: str, progress: object) -> None:
-        if "layer" in str(getattr(progress, "message", "")):
+        converting = "layer" in str(getattr(progress, "message", ""))
+        downloading = getattr(progress, "state", "") == "downloading"
+        if converting or downloading:
             self.phase("job")
+
+    def on_job_finished(self, _job_id: str, _result: object) -> None:
+        self.phase("installed")
