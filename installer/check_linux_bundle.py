@@ -395,7 +395,10 @@ def check_missing_library(
         env = {**user_env(display, Path(tempfile.mkdtemp(dir=work))), "QT_QPA_PLATFORM": "xcb"}
         result = run(["--smoke-test", str(out / "smoke-hidden.png")], env, display)
         report.check(result.rc == 0, "starts without the system library",
-                     f"exit code {result.rc}\n{result.stderr[-800:]}" if result.rc else "")
+                     f"exit code {result.rc}\n{result.stderr[-800:]}" if result.rc
+                     else f"{result.wall_s:.1f} s")
+        if shutil.which("xwininfo"):
+            report.check(result.window_s is not None, "its window is on the X server")
         return
 
     # The bundle declares it: the check and a plain start name it and the install command.
