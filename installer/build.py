@@ -14,6 +14,7 @@ Windows ``Hearth-Setup-<version>.exe`` (NSIS), macOS ``Hearth-<version>.dmg``, L
 from __future__ import annotations
 
 import argparse
+import ctypes.util
 import os
 import shutil
 import subprocess
@@ -25,6 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import project
+
+sys.path.insert(1, str(project.ROOT))  # this checkout's app package (xcb_install_hint)
 
 PACKAGES = {"win32": "windows", "darwin": "macos"}
 
@@ -54,8 +57,46 @@ def check_prerequisites(version: str, with_model: bool) -> None:
             f"The installed metadata says {installed} but pyproject.toml says {version}: "
             "run `pip install -e .` again so the bundle reports the right version."
         )
+    if sys.platform.startswith("linux"):
+        missing = missing_xcb_libraries()
+        if missing:
+            raise BuildError(
+                f"This machine lacks {', '.join(missing)}: the Linux bundle carries them (Qt's "
+                f"X11 plugin needs them and minimal installs lack them), so install them "
+                f"first with {xcb_install_hint(missing)}."
+            )
     if with_model and not any(project.STARTER_WHEEL_DIR.glob("*.whl")):
         raise BuildError(f"No starter wheel in {project.STARTER_WHEEL_DIR}.")
+
+
+def missing_xcb_libraries(find=ctypes.util.find_library) -> tuple[str, ...]:
+    """The sonames of ``project.CARRIED_XCB_LIBRARIES`` that this (Linux) machine lacks."""
+    missing = []
+    for soname in project.CARRIED_XCB_LIBRARIES:
+        name = soname.removeprefix("lib").split(".so")[0]
+        if find(name) != soname:
+            missing.append(soname)
+    return tuple(missing)
+
+
+def xcb_install_hint(sonames: tuple[str, ...]) -> str:
+    """The packages that provide ``sonames`` (app/desktop_libs.py owns the table)."""
+    from app.desktop_libs import DEBIAN, FEDORA, packages_for
+
+    debian = " ".join(packages_for(sonames, DEBIAN))
+    fedora = " ".join(packages_for(sonames, FEDORA))
+    return f"`sudo apt-get install -y {debian}` (Fedora: `sudo dnf install -y {fedora}`)"
+
+
+def check_bundle_carries_xcb(bundle: Path) -> None:
+    """Each library the bundle must carry is in it (PyInstaller only warns when it is not)."""
+    present = {path.name for path in bundle.rglob("*.so*")}
+    absent = tuple(s for s in project.CARRIED_XCB_LIBRARIES if s not in present)
+    if absent:
+        raise BuildError(
+            f"The bundle {bundle} lacks {', '.join(absent)}, which Qt's X11 plugin needs on "
+            f"minimal installs: install them with {xcb_install_hint(absent)} and build again."
+        )
 
 
 def convert_starter(home: Path) -> Path:
@@ -206,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
                 models = convert_starter(project.BUILD_DIR / "home")
             log(f"bundling Hearth {version} with PyInstaller (several minutes)")
             bundle = run_pyinstaller(models)
+            if sys.platform.startswith("linux"):
+                check_bundle_carries_xcb(bundle)
             log(
                 f"bundle: {bundle} ({du(bundle) / 2**20:.0f} MiB) after "
                 f"{time.monotonic() - started:.0f} s"

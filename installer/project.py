@@ -45,6 +45,22 @@ BUNDLED_RESOURCES = ("catalog.json", "icons")
 # app/resources.py, which seeds them into the user's models folder).
 BUNDLED_MODELS_SUBDIR = "models"
 
+# The X11 libraries of Qt's xcb platform plugin that the Linux bundle carries, so that it
+# starts on minimal installs that lack them (Debian 12: libxcb-icccm4, libxcb-keysyms1).
+# PyInstaller collects each one only when the build machine has it (otherwise it merely
+# warns), so build.py requires them before building and finds them in the bundle after.
+# Not carried, on purpose (PyInstaller's exclude list): glibc, libxcb.so.1 (tied to the
+# X server's client library) and the GL/EGL/GLX dispatch libraries (tied to the driver).
+CARRIED_XCB_LIBRARIES = (
+    "libxcb-icccm.so.4",
+    "libxcb-keysyms.so.1",
+    "libxcb-cursor.so.0",
+    "libxcb-image.so.0",
+    "libxcb-render-util.so.0",
+    "libxcb-util.so.1",
+    "libxkbcommon-x11.so.0",
+)
+
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:[.-]?(?:a|b|rc|dev|post)\d*)*$")
 
 

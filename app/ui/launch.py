@@ -82,7 +82,9 @@ def install_quit_signals(window):
 
 def run_app(smoke_test: str | None = None) -> int:
     """Open the window and run the event loop; return the exit code."""
-    if smoke_test:
+    if smoke_test and not os.environ.get("QT_QPA_PLATFORM"):
+        # Offscreen unless the caller names a platform: installer/check_linux_bundle.py runs
+        # the frozen app's smoke test with QT_QPA_PLATFORM=xcb on a real X server (Xvfb).
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
     _check_desktop_libraries()
     from PySide6.QtGui import QIcon
