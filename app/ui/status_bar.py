@@ -1,11 +1,14 @@
-"""Status bar: model, execution provider (why, on hover), speed, TTFT, context used / max;
-while a long prompt is read, how far; while the model loads, that a message waits for it."""
+"""Status bar: model, execution provider (why, on hover), speed, TTFT, context used / max,
+and after a reply that speculated, how many guesses were accepted and how many model steps
+that saved (what it means, on hover); while a long prompt is read, how far; while the model
+loads, that a message waits for it."""
 
 from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
 from app.engine.types import GenerationStats
+from app.ui.speculation_text import explanation, speculation_figures, status_text
 from app.workers.generation_worker import ModelInfo
 
 CONTEXT_WARN = 0.8
@@ -29,6 +32,8 @@ class ChatStatusBar(QStatusBar):
         self.model_label = self._label("No model loaded", "Model")
         self.provider_label = self._label("", "Execution provider")
         self.speed_label = self._label("", "Decoding speed")
+        self.speculation_label = self._label("", "Speculative decoding")
+        self.speculation_label.hide()  # shown only after a reply that speculated
         self.ttft_label = self._label("", "Time to first token")
         self.context_label = self._label("", "Context used")
         self.context_warning = False
@@ -59,9 +64,13 @@ class ChatStatusBar(QStatusBar):
             self.model_label.setText("No model loaded")
             self.provider_label.setText("")
             self.provider_label.setToolTip("")
+            self.set_speculation(None)
             return
         self.model_label.setText(display_name or info.name)
-        self.model_label.setToolTip(f"{info.path}\nloaded in {info.load_ms:.0f} ms")
+        tip = f"{info.path}\nloaded in {info.load_ms:.0f} ms"
+        if info.draft:
+            tip += f"\ndraft model {info.draft}: speeds up replies that quote the chat"
+        self.model_label.setToolTip(tip)
         self.provider_label.setText(info.provider_summary)
         reasons = "\n".join(f"{name}: {why}" for name, why in info.provider_reasons.items())
         tip = f"Running on {info.provider_summary}."
@@ -79,7 +88,18 @@ class ChatStatusBar(QStatusBar):
             f"{stats.prompt_tokens} prompt tokens ({stats.prefilled_tokens} prefilled{reused}),"
             f" {stats.generated_tokens} generated"
         )
+        self.set_speculation(stats)
         self.set_context(stats.context_used, stats.context_max)
+
+    def set_speculation(self, stats: GenerationStats | None) -> None:
+        """Acceptance and steps saved of the last reply; hidden when it did not speculate."""
+        figures = speculation_figures(stats)
+        text = status_text(figures) if figures else ""
+        tip = explanation(figures) if figures else ""
+        self.speculation_label.setText(text)
+        self.speculation_label.setToolTip(tip)
+        self.speculation_label.setAccessibleDescription(tip)
+        self.speculation_label.setVisible(bool(text))
 
     def set_context(self, used: int, maximum: int) -> None:
         if maximum <= 0:
