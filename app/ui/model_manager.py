@@ -365,8 +365,9 @@ class ModelManagerPanel(QDialog):
             self.controller.download_catalog(draft.entry, draft.variant.name)
 
     def select_catalog(self, model_id: str) -> None:
-        row = self.catalog_model.row_of(model_id)
-        self.catalog_view.setCurrentIndex(self.catalog_model.index(row, 0))
+        index = self.catalog_model.index(self.catalog_model.row_of(model_id), 0)
+        self.catalog_view.setCurrentIndex(index)
+        self.catalog_view.scrollTo(index)
 
     def on_download_catalog(self) -> None:
         row: CatalogRow | None = self._selected(self.catalog_view)

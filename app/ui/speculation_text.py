@@ -64,6 +64,11 @@ def status_text(figures: SpeculationFigures) -> str:
             f"{figures.steps_saved_ratio:.1f}× fewer steps")
 
 
+def compact_status_text(figures: SpeculationFigures) -> str:
+    """The short form for a narrow window: "Spec. 72% · 1.6×" (the tooltip explains)."""
+    return f"Spec. {figures.acceptance:.0%} · {figures.steps_saved_ratio:.1f}×"
+
+
 def explanation(figures: SpeculationFigures) -> str:
     """The tooltip: what ran, the counts, and what the ratio does and does not measure."""
     who = _PROPOSERS.get(figures.proposer, figures.proposer)
