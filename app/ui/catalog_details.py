@@ -34,14 +34,19 @@ def draft_offer(row: CatalogRow, draft: CatalogRow) -> str:
 class CatalogDetails(QWidget):
     """Signals:
     download_draft_requested(str catalog_id): the user asked for the shown model's draft.
+    reload_requested(str catalog_id): load the shown model again (its draft was installed
+        after it was loaded, so the engine has none yet).
     """
 
     download_draft_requested = Signal(str)
+    reload_requested = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setAccessibleName("Model details")
         self.draft_id: str | None = None
+        self.model_id: str | None = None
+        self._reload = False  # the button loads the model again instead of downloading
         self.title = QLabel(self)
         self.title.setAccessibleName("Model")
         self.description = QLabel(self)
@@ -63,8 +68,9 @@ class CatalogDetails(QWidget):
         self.show_row(None, None)
 
     def show_row(self, row: CatalogRow | None, draft: CatalogRow | None, *,
-                 draft_downloading: bool = False) -> None:
-        """Show ``row`` (None: nothing selected) and its draft's row (None: it has none)."""
+                 draft_downloading: bool = False, reload_for_draft: bool = False) -> None:
+        """Show ``row`` (None: nothing selected) and its draft's row (None: it has none).
+        ``reload_for_draft``: the model is loaded without its (since installed) draft."""
         self.title.setVisible(row is not None)
         self.description.setVisible(row is not None)
         if row is not None:
@@ -72,15 +78,22 @@ class CatalogDetails(QWidget):
                                f" · {row.entry.license}")
             self.description.setText(row.entry.description)
         self.draft_id = draft.entry.id if draft is not None else None
+        self.model_id = row.entry.id if row is not None else None
+        self._reload = False
         if row is None or draft is None:
             self.draft_label.hide()
             self.draft_button.hide()
             return
         self.draft_label.show()
         if draft.installed:
+            again = " Load the model again to use it." if reload_for_draft else ""
             self.draft_label.setText(f"{DRAFT_INSTALLED} ({draft.entry.name} drafts for "
-                                     f"{row.entry.name}).")
-            self.draft_button.hide()
+                                     f"{row.entry.name}).{again}")
+            self._reload = reload_for_draft
+            self.draft_button.setText("Load again")
+            self.draft_button.setAccessibleName(f"Load {row.entry.name} again with its draft")
+            self.draft_button.setEnabled(True)
+            self.draft_button.setVisible(reload_for_draft)
             return
         self.draft_label.setText(draft_offer(row, draft))
         self.draft_button.setText("Downloading…" if draft_downloading
@@ -90,5 +103,7 @@ class CatalogDetails(QWidget):
         self.draft_button.show()
 
     def on_draft_clicked(self) -> None:
-        if self.draft_id is not None:
+        if self._reload and self.model_id is not None:
+            self.reload_requested.emit(self.model_id)
+        elif self.draft_id is not None:
             self.download_draft_requested.emit(self.draft_id)

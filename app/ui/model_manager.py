@@ -269,6 +269,7 @@ class ModelManagerPanel(QDialog):
         self.catalog_view.selectionModel().currentRowChanged.connect(self.on_catalog_selected)
         self.download_button.clicked.connect(self.on_download_catalog)
         self.catalog_details.download_draft_requested.connect(self.on_download_draft)
+        self.catalog_details.reload_requested.connect(self.on_reload_with_draft)
         self.search_button.clicked.connect(self.on_search)
         self.search_edit.returnPressed.connect(self.on_search)
         self.hub_download_button.clicked.connect(self.on_download_hub)
@@ -325,6 +326,7 @@ class ModelManagerPanel(QDialog):
 
     def on_model_state(self, *_: object) -> None:
         self.installed_model.set_loaded_path(self.controller.loaded_path)
+        self._update_details(self._selected(self.catalog_view))
 
     def _selected(self, view: QTableView) -> Any:
         index = view.currentIndex()
@@ -355,7 +357,12 @@ class ModelManagerPanel(QDialog):
     def _update_details(self, row: CatalogRow | None) -> None:
         draft = self._catalog_row(row.entry.draft) if row is not None else None
         downloading = draft is not None and draft.entry.id in self.download_rows
-        self.catalog_details.show_row(row, draft, draft_downloading=downloading)
+        reload = False
+        if row is not None and draft is not None and draft.installed:
+            model = self.controller.library().get(row.entry.id)
+            reload = model is not None and self.controller.draft_waiting(str(model.path))
+        self.catalog_details.show_row(row, draft, draft_downloading=downloading,
+                                      reload_for_draft=reload)
 
     def on_download_draft(self, draft_id: str) -> None:
         """Download the selected model's draft: the same catalog download as any model's,
@@ -363,6 +370,11 @@ class ModelManagerPanel(QDialog):
         draft = self._catalog_row(draft_id)
         if draft is not None:
             self.controller.download_catalog(draft.entry, draft.variant.name)
+
+    def on_reload_with_draft(self, model_id: str) -> None:
+        model = self.controller.library().get(model_id)
+        if model is not None:
+            self.controller.use(model)
 
     def select_catalog(self, model_id: str) -> None:
         index = self.catalog_model.index(self.catalog_model.row_of(model_id), 0)

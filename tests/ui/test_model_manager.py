@@ -420,6 +420,10 @@ def test_details_offer_the_draft_and_its_button_downloads_it(make_app, hub, monk
     panel.select_catalog("tiny-genai")  # no draft in its entry: no draft line, no button
     assert details.title.isVisible() and "Tiny-Genai" in details.title.text()
     assert details.draft_label.isHidden() and details.draft_button.isHidden()
+    download(app, panel, "tiny-big")
+    use(app, panel, "tiny-big")  # loaded before its draft is installed: none attached
+    assert app.controller.model_info.draft is None
+    panel.tabs.setCurrentIndex(0)
     panel.select_catalog("tiny-big")
     assert details.draft_label.isVisible() and details.draft_button.isVisible()
     assert details.draft_label.text().startswith("Tiny-Chat (576.1 KB download) speeds it up")
@@ -430,15 +434,20 @@ def test_details_offer_the_draft_and_its_button_downloads_it(make_app, hub, monk
         assert app.models.jobs.job("tiny-chat").title == "Tiny-Chat"
         assert not details.draft_button.isEnabled()  # while it downloads
     app.qtbot.waitUntil(lambda: "tiny-chat" not in panel.download_rows)
-    assert ModelLibrary().get("tiny-chat") is not None and ModelLibrary().get("tiny-big") is None
+    assert ModelLibrary().get("tiny-chat") is not None
     panel.tabs.setCurrentIndex(0)
     panel.select_catalog("tiny-big")
-    assert details.draft_label.isVisible() and details.draft_button.isHidden()
-    assert details.draft_label.text().startswith(
-        "Draft installed: replies that quote the chat come out faster")
-    # the target, once installed and loaded, runs with its installed draft attached
-    download(app, panel, "tiny-big")
-    use(app, panel, "tiny-big")
+    assert details.draft_label.isVisible()
+    assert details.draft_label.text() == (
+        "Draft installed: replies that quote the chat come out faster (Tiny-Chat drafts for "
+        "Tiny-Big). Load the model again to use it.")
+    assert details.draft_button.isVisible() and details.draft_button.text() == "Load again"
+    # loaded again, the target runs with its installed draft attached
+    with app.qtbot.waitSignal(app.controller.model_loaded, timeout=10000):
+        app.qtbot.mouseClick(details.draft_button, Qt.MouseButton.LeftButton)
     assert app.controller.model_info.draft
     assert f"draft model {app.controller.model_info.draft}" in (
         app.window.status.model_label.toolTip())
+    assert details.draft_label.text().endswith("(Tiny-Chat drafts for Tiny-Big).")
+    assert details.draft_button.isHidden()
+    assert not app.models.draft_waiting(app.controller.model_info.path)
