@@ -12,6 +12,7 @@ the real window, controllers and workers. Writes:
   05-settings.png          the settings window (General tab; 05b Models, 05c Hardware)
   06-model-manager.png     the model manager
   07-800x600.png           the chat at 800x600
+  08-model-details-800x600.png   a catalog model's details offering its draft model
 """
 
 from __future__ import annotations
@@ -93,6 +94,9 @@ def main(out: Path) -> int:
     window.preferences.close()
     window.model_manager.open_panel()
     shot("06-model-manager.png", window.model_manager)
+    window.model_manager.resize(800, 600)
+    window.model_manager.select_catalog("smollm2-360m-instruct")  # the catalog names a draft
+    shot("08-model-details-800x600.png", window.model_manager)
     window.model_manager.close()
     window.resize(800, 600)
     shot("07-800x600.png")

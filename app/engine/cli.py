@@ -98,27 +98,11 @@ def _load(args: argparse.Namespace):
     )
     draft_dir = getattr(args, "draft", None)
     if draft_dir is not None:
-        engine.draft = _load_draft(engine, draft_dir, args)
+        engine.attach_draft(draft_dir, threads=args.threads)
     elif getattr(args, "speculation", None) == "draft":
         raise HearthError("--speculation draft needs a draft model.",
                           hint="Name its folder with --draft.")
     return engine
-
-
-def _load_draft(engine, folder: Path, args: argparse.Namespace):
-    """The draft model for ``engine`` from ``folder``; it must share the tokenizer."""
-    from app.engine.engine import Engine
-    from app.engine.speculative import DraftModel
-
-    draft = Engine.load(folder, provider=args.provider, threads=args.threads,
-                        huge_pages=False)
-    if draft.graph.vocab_size != engine.graph.vocab_size:
-        raise HearthError(
-            f"The draft model in {folder} has a vocabulary of {draft.graph.vocab_size} tokens, "
-            f"the model in {args.model_dir} {engine.graph.vocab_size}.",
-            hint="A draft model must use the same tokenizer (a smaller sibling).",
-        )
-    return DraftModel(draft.decoder, eos_ids=engine.eos_token_ids)
 
 
 @contextmanager

@@ -47,7 +47,7 @@ from app.engine.types import (
     ProviderReport,
     ThinkingMode,
 )
-from app.errors import ContextOverflowError, TemplateError
+from app.errors import ContextOverflowError, HearthError, TemplateError
 from app.models.policy import machine_provider
 
 _DEVICES = {"cuda": "cuda", "dml": "dml"}
@@ -107,6 +107,8 @@ class Engine:
         self._own_cache: KVCache | None = None  # for calls given no ConversationCaches
         #: A draft model for speculative decoding (app/engine/speculative.py), or None.
         self.draft: DraftModel | None = None
+        #: The draft model's name, when ``attach_draft`` attached one.
+        self.draft_name: str | None = None
         self.huge_pages = HugePageReport(note="not requested")
 
     @classmethod
@@ -145,6 +147,21 @@ class Engine:
             engine.huge_pages = HugePageReport(note=f"the weights are on the {report.summary()} "
                                                     "device")
         return engine
+
+    def attach_draft(self, folder: Path | str, *, threads: int | None = None) -> None:
+        """Load the model in ``folder`` on this engine's provider as its draft model
+        (``self.draft``). Raises ModelLoadError, or HearthError when its vocabulary differs
+        from this model's (a draft must share the tokenizer)."""
+        draft = Engine.load(folder, provider=self.provider_report.chosen, threads=threads,
+                            huge_pages=False)
+        if draft.graph.vocab_size != self.graph.vocab_size:
+            raise HearthError(
+                f"The draft model in {folder} has a vocabulary of {draft.graph.vocab_size} "
+                f"tokens, the model in {self.spec.root} {self.graph.vocab_size}.",
+                hint="A draft model must use the same tokenizer (a smaller sibling).",
+            )
+        self.draft = DraftModel(draft.decoder, eos_ids=self.eos_token_ids)
+        self.draft_name = draft.spec.name
 
     # -- prompts -------------------------------------------------------------------------
 
@@ -372,6 +389,7 @@ class Engine:
         """Release the session (caches handed out are their owners' to save or drop)."""
         self._own_cache = None
         self.decoder = None  # type: ignore[assignment]
+        self.draft = None
 
 
 def _annotate(

@@ -463,6 +463,17 @@ class ModelLibrary:
             )
         return rows
 
+    def draft_for(self, path: Path | str) -> InstalledModel | None:
+        """The installed draft model for the installed model whose folder is ``path``: the
+        sibling its catalog entry names in ``draft`` (same tokenizer, see
+        app/engine/speculative.py), when that sibling is installed too; else None. A model
+        outside the catalog, or one whose draft is not installed, has none."""
+        model = self.find_path(path)
+        entry = self.catalog().find(model.id) if model is not None else None
+        if entry is None or entry.draft is None:
+            return None
+        return self.get(entry.draft)
+
     # -- downloads -----------------------------------------------------------------------
 
     def hub(self) -> HubClient:

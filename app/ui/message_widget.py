@@ -30,6 +30,7 @@ from app.storage.transfer import provenance_line
 from app.ui.icons import icon
 from app.ui.markdown_render import Rendered, render_markdown
 from app.ui.message_body import MessageBody
+from app.ui.speculation_text import info_text, speculation_figures
 from app.ui.theme import Colors
 from app.ui.thinking_block import ThinkingBlock
 
@@ -306,6 +307,9 @@ class MessageWidget(QWidget):
         if info is None:
             return
         line = provenance_line(self.message.provenance) if self.message.provenance else ""
+        figures = speculation_figures(self.message.provenance.get("stats"))
+        if figures is not None:
+            line = f"{line} · {info_text(figures)}".lstrip(" ·")
         if self.message.provenance.get("error"):
             line = f"{line} · error: {self.message.provenance['error']}".lstrip(" ·")
         info.setVisible(bool(line) and self.message.status != "streaming")

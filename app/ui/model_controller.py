@@ -207,11 +207,23 @@ class ModelController(QObject):
     # intents ------------------------------------------------------------------------------
 
     def use(self, model: InstalledModel | str) -> bool:
-        """Load ``model`` on the engine thread (a no-op when it is already loaded)."""
+        """Load ``model`` on the engine thread (a no-op when it is already loaded, unless
+        its draft model was installed since: then it loads again, with the draft)."""
         path = str(model.path if isinstance(model, InstalledModel) else model)
-        if path == self.loaded_path:
+        if path == self.loaded_path and not self.draft_waiting(path):
             return True
         return self.chat.load_model(path)
+
+    def draft_waiting(self, path: str) -> bool:
+        """Whether the model loaded from ``path`` runs without the draft model its catalog
+        entry names although that draft is installed (it was installed after the load)."""
+        info = self.chat.model_info
+        if info is None or info.path != path or info.draft is not None:
+            return False
+        try:
+            return self.library().draft_for(path) is not None
+        except (HearthError, OSError):
+            return False
 
     def download_catalog(self, entry: CatalogEntry, variant_name: str | None = None) -> bool:
         if self.library().get(entry.id) is not None:

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 from app.errors import HearthError
 from app.jobs import Progress
 from app.models.library import InstalledModel
+from app.ui.catalog_details import CatalogDetails
 from app.ui.model_controller import ModelController
 from app.ui.model_manager_model import (
     CatalogModel,
@@ -214,8 +215,10 @@ class ModelManagerPanel(QDialog):
         row.addWidget(QLabel("Variant:", page))
         row.addWidget(self.variant_combo, 1)
         row.addWidget(self.download_button)
+        self.catalog_details = CatalogDetails(page)
         layout = QVBoxLayout(page)
         layout.addWidget(self.catalog_view, 1)
+        layout.addWidget(self.catalog_details)
         layout.addLayout(row)
         return page
 
@@ -265,6 +268,8 @@ class ModelManagerPanel(QDialog):
     def _connect(self) -> None:
         self.catalog_view.selectionModel().currentRowChanged.connect(self.on_catalog_selected)
         self.download_button.clicked.connect(self.on_download_catalog)
+        self.catalog_details.download_draft_requested.connect(self.on_download_draft)
+        self.catalog_details.reload_requested.connect(self.on_reload_with_draft)
         self.search_button.clicked.connect(self.on_search)
         self.search_edit.returnPressed.connect(self.on_search)
         self.hub_download_button.clicked.connect(self.on_download_hub)
@@ -321,6 +326,7 @@ class ModelManagerPanel(QDialog):
 
     def on_model_state(self, *_: object) -> None:
         self.installed_model.set_loaded_path(self.controller.loaded_path)
+        self._update_details(self._selected(self.catalog_view))
 
     def _selected(self, view: QTableView) -> Any:
         index = view.currentIndex()
@@ -334,6 +340,7 @@ class ModelManagerPanel(QDialog):
     def _update_variants(self) -> None:
         self.variant_combo.clear()
         row: CatalogRow | None = self._selected(self.catalog_view)
+        self._update_details(row)
         if row is None:
             return
         for variant in row.entry.variants:
@@ -343,9 +350,36 @@ class ModelManagerPanel(QDialog):
             )
         self.variant_combo.setCurrentIndex(self.variant_combo.findData(row.variant.name))
 
+    def _catalog_row(self, model_id: str | None) -> CatalogRow | None:
+        index = self.catalog_model.row_of(model_id) if model_id else -1
+        return self.catalog_model.rows()[index] if index >= 0 else None
+
+    def _update_details(self, row: CatalogRow | None) -> None:
+        draft = self._catalog_row(row.entry.draft) if row is not None else None
+        downloading = draft is not None and draft.entry.id in self.download_rows
+        reload = False
+        if row is not None and draft is not None and draft.installed:
+            model = self.controller.library().get(row.entry.id)
+            reload = model is not None and self.controller.draft_waiting(str(model.path))
+        self.catalog_details.show_row(row, draft, draft_downloading=downloading,
+                                      reload_for_draft=reload)
+
+    def on_download_draft(self, draft_id: str) -> None:
+        """Download the selected model's draft: the same catalog download as any model's,
+        in the variant this machine gets."""
+        draft = self._catalog_row(draft_id)
+        if draft is not None:
+            self.controller.download_catalog(draft.entry, draft.variant.name)
+
+    def on_reload_with_draft(self, model_id: str) -> None:
+        model = self.controller.library().get(model_id)
+        if model is not None:
+            self.controller.use(model)
+
     def select_catalog(self, model_id: str) -> None:
-        row = self.catalog_model.row_of(model_id)
-        self.catalog_view.setCurrentIndex(self.catalog_model.index(row, 0))
+        index = self.catalog_model.index(self.catalog_model.row_of(model_id), 0)
+        self.catalog_view.setCurrentIndex(index)
+        self.catalog_view.scrollTo(index)
 
     def on_download_catalog(self) -> None:
         row: CatalogRow | None = self._selected(self.catalog_view)
@@ -480,6 +514,7 @@ class ModelManagerPanel(QDialog):
             self.queue_layout.insertWidget(self.queue_layout.count() - 1, row)
             self.download_rows[job_id] = row
         self.queue_empty.hide()
+        self._update_details(self._selected(self.catalog_view))
 
     def on_started(self, job_id: str) -> None:
         if (row := self.download_rows.get(job_id)) is not None:
@@ -514,3 +549,4 @@ class ModelManagerPanel(QDialog):
             self.queue_layout.removeWidget(row)
             row.deleteLater()
         self.queue_empty.setVisible(not self.download_rows)
+        self._update_details(self._selected(self.catalog_view))

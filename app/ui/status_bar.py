@@ -1,14 +1,27 @@
-"""Status bar: model, execution provider (why, on hover), speed, TTFT, context used / max;
-while a long prompt is read, how far; while the model loads, that a message waits for it."""
+"""Status bar: model, execution provider (why, on hover), speed, TTFT, context used / max,
+and after a reply that speculated, how many guesses were accepted and how many model steps
+that saved (what it means, on hover); while a long prompt is read, how far; while the model
+loads, that a message waits for it."""
 
 from __future__ import annotations
 
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
 from app.engine.types import GenerationStats
+from app.ui.speculation_text import (
+    SpeculationFigures,
+    compact_status_text,
+    explanation,
+    speculation_figures,
+    status_text,
+)
 from app.workers.generation_worker import ModelInfo
 
 CONTEXT_WARN = 0.8
+#: width kept free at the left for messages ("Reading your message… 1,024 / 3,451 tokens");
+#: where the long speculation text would take it, the short one is shown
+MESSAGE_ROOM_PX = 300
 
 
 def reading_text(done: int, total: int) -> str:
@@ -29,6 +42,10 @@ class ChatStatusBar(QStatusBar):
         self.model_label = self._label("No model loaded", "Model")
         self.provider_label = self._label("", "Execution provider")
         self.speed_label = self._label("", "Decoding speed")
+        self.speculation_label = self._label("", "Speculative decoding")
+        self.speculation_label.hide()  # shown only after a reply that speculated
+        self._speculation: SpeculationFigures | None = None
+        self.messageChanged.connect(self.on_message_changed)
         self.ttft_label = self._label("", "Time to first token")
         self.context_label = self._label("", "Context used")
         self.context_warning = False
@@ -50,6 +67,7 @@ class ChatStatusBar(QStatusBar):
     def _set_activity(self, text: str) -> None:
         self.activity_label.setText(text)
         self.activity_label.setVisible(bool(text))
+        self._show_speculation()  # the last reply's figures make room while a new one starts
 
     def set_loading(self, path: str) -> None:
         self.model_label.setText(f"Loading {path.rstrip('/').split('/')[-1]}…")
@@ -59,9 +77,14 @@ class ChatStatusBar(QStatusBar):
             self.model_label.setText("No model loaded")
             self.provider_label.setText("")
             self.provider_label.setToolTip("")
+            self.set_speculation(None)
             return
+        self.set_speculation(None)  # the figures were the previous model's
         self.model_label.setText(display_name or info.name)
-        self.model_label.setToolTip(f"{info.path}\nloaded in {info.load_ms:.0f} ms")
+        tip = f"{info.path}\nloaded in {info.load_ms:.0f} ms"
+        if info.draft:
+            tip += f"\ndraft model {info.draft}: speeds up replies that quote the chat"
+        self.model_label.setToolTip(tip)
         self.provider_label.setText(info.provider_summary)
         reasons = "\n".join(f"{name}: {why}" for name, why in info.provider_reasons.items())
         tip = f"Running on {info.provider_summary}."
@@ -80,6 +103,41 @@ class ChatStatusBar(QStatusBar):
             f" {stats.generated_tokens} generated"
         )
         self.set_context(stats.context_used, stats.context_max)
+        self.set_speculation(stats)
+
+    def set_speculation(self, stats: GenerationStats | None) -> None:
+        """Acceptance and steps saved of the last reply; hidden when it did not speculate."""
+        self._speculation = figures = speculation_figures(stats)
+        tip = f"{status_text(figures)}\n{explanation(figures)}" if figures else ""
+        self.speculation_label.setToolTip(tip)
+        self.speculation_label.setAccessibleDescription(tip)
+        self._show_speculation()
+
+    def _show_speculation(self) -> None:
+        """The long text where the bar has room for it and for messages, else the short one;
+        hidden without figures, while the activity label (a new reply starting) shows and
+        while a message ("Copied", "Loaded … in 0.8 s") does: it needs the room."""
+        figures = self._speculation
+        label = self.speculation_label
+        if figures is None or not self.activity_label.isHidden() or self.currentMessage():
+            label.setText("")
+            label.hide()
+            return
+        text = status_text(figures)
+        others = sum(w.sizeHint().width() + 12 for w in (
+            self.model_label, self.provider_label, self.speed_label, self.ttft_label,
+            self.context_label) if w.text())
+        if self.width() - others - label.fontMetrics().horizontalAdvance(text) < MESSAGE_ROOM_PX:
+            text = compact_status_text(figures)
+        label.setText(text)
+        label.show()
+
+    def on_message_changed(self, _message: str) -> None:
+        self._show_speculation()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._show_speculation()
 
     def set_context(self, used: int, maximum: int) -> None:
         if maximum <= 0:

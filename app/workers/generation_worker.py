@@ -90,11 +90,29 @@ def default_loader(path: Path) -> EngineLike:
 
     settings = Settings()
     provider = settings.get("provider")
-    return Engine.load(
-        path,
-        provider=None if provider == "auto" else provider,
-        threads=settings.get("cpu_threads") or None,
-    )
+    threads = settings.get("cpu_threads") or None
+    engine = Engine.load(path, provider=None if provider == "auto" else provider, threads=threads)
+    attach_installed_draft(engine, path, threads=threads)
+    return engine
+
+
+def attach_installed_draft(engine, path: Path, *, threads: int | None = None,
+                           library=None) -> None:
+    """Give ``engine`` (an ``app.engine.engine.Engine``) the draft model its catalog entry
+    names, when that model is installed (``ModelLibrary.draft_for``). A draft that fails to
+    load leaves the model without one, and the model's notes say why."""
+    from dataclasses import replace
+
+    from app.models.library import ModelLibrary
+
+    draft = (library or ModelLibrary()).draft_for(path)
+    if draft is None:
+        return
+    try:
+        engine.attach_draft(draft.path, threads=threads)
+    except HearthError as exc:
+        note = f"The draft model {draft.name} was not used: {exc}"
+        engine.spec = replace(engine.spec, notes=(*engine.spec.notes, note))
 
 
 def default_caches(engine: EngineLike) -> ConversationCaches:
@@ -123,6 +141,8 @@ class ModelInfo:
     thinking_control: str | None = None
     # what the user should know about the model (a clamped context, unused encoders, …)
     notes: tuple[str, ...] = ()
+    # the draft model that speculates for it (its name), None without one
+    draft: str | None = None
 
 
 @dataclass(frozen=True)
@@ -338,4 +358,5 @@ def _model_info(engine: EngineLike, path: str, seconds: float) -> ModelInfo:
         # remote engines and stand-ins have no template switch
         thinking_control=getattr(engine, "thinking_control", None),
         notes=tuple(n for n in (spec.context_note, *spec.notes) if n),
+        draft=getattr(engine, "draft_name", None),
     )

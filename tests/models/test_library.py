@@ -312,6 +312,22 @@ def test_catalog_entries_carry_install_state_and_fit():
     assert rows["phi-4-mini-instruct"].fit.level in ("ok", "tight", "no")
 
 
+def test_draft_for_names_the_installed_sibling_the_catalog_names():
+    library = ModelLibrary()
+    target = library.install_from_staging(
+        staged("t", {"config.json": b"{}"}), manifest("qwen2.5-1.5b-instruct"))
+    other = library.install_from_staging(
+        staged("o", {"config.json": b"{}"}), manifest("phi-4-mini-instruct"))
+    assert library.draft_for(target.path) is None  # its draft is not installed yet
+    draft = library.install_from_staging(
+        staged("d", {"config.json": b"{}"}), manifest("qwen2.5-0.5b-instruct"))
+    assert library.catalog().get("qwen2.5-1.5b-instruct").draft == draft.id
+    assert library.draft_for(target.path) == draft
+    assert library.draft_for(other.path) is None  # the catalog names no draft for it
+    assert library.draft_for(draft.path) is None  # nor for the draft itself
+    assert library.draft_for(paths.models_dir() / "not-installed") is None
+
+
 def test_plan_download_for_an_unknown_name_is_a_sentence():
     with pytest.raises(HearthError, match="not in the model catalog"):
         ModelLibrary().plan_download("no-such-model")

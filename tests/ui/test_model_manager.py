@@ -395,3 +395,59 @@ def test_import_gguf_converts_on_the_download_thread_and_installs(make_app, hub,
     assert not panel.gguf_dialog.import_button.isEnabled()
     panel.gguf_dialog.reject()
     assert [m.id for m in ModelLibrary().list_models()] == ["tiny-llama"]
+
+
+# -- draft models (speculative decoding) ---------------------------------------------------
+
+
+def drafted_catalog(monkeypatch, tmp_path) -> None:
+    """The hub fixture's catalog plus "tiny-big" (served from test/tiny-genai), whose
+    catalog entry names tiny-chat as its draft (same tiny tokenizer)."""
+    data = json.loads(catalog_module.CATALOG_PATH.read_text(encoding="utf-8"))
+    genai = next(e for e in data["models"] if e["id"] == "tiny-genai")
+    data["models"].append({**genai, "id": "tiny-big", "name": "Tiny-Big", "draft": "tiny-chat"})
+    path = tmp_path / "drafted-catalog.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    monkeypatch.setattr(catalog_module, "CATALOG_PATH", path)
+
+
+def test_details_offer_the_draft_and_its_button_downloads_it(make_app, hub, monkeypatch,
+                                                             tmp_path):
+    drafted_catalog(monkeypatch, tmp_path)
+    app = make_app(default_loader)
+    panel = manager(app, hub)
+    details = panel.catalog_details
+    panel.select_catalog("tiny-genai")  # no draft in its entry: no draft line, no button
+    assert details.title.isVisible() and "Tiny-Genai" in details.title.text()
+    assert details.draft_label.isHidden() and details.draft_button.isHidden()
+    download(app, panel, "tiny-big")
+    use(app, panel, "tiny-big")  # loaded before its draft is installed: none attached
+    assert app.controller.model_info.draft is None
+    panel.tabs.setCurrentIndex(0)
+    panel.select_catalog("tiny-big")
+    assert details.draft_label.isVisible() and details.draft_button.isVisible()
+    assert details.draft_label.text().startswith("Tiny-Chat (576.1 KB download) speeds it up")
+    assert details.draft_button.text() == "Download Tiny-Chat"
+    with app.qtbot.waitSignal(app.models.models_changed, timeout=10000):
+        app.qtbot.mouseClick(details.draft_button, Qt.MouseButton.LeftButton)
+        assert list(panel.download_rows) == ["tiny-chat"]  # the draft's catalog id
+        assert app.models.jobs.job("tiny-chat").title == "Tiny-Chat"
+        assert not details.draft_button.isEnabled()  # while it downloads
+    app.qtbot.waitUntil(lambda: "tiny-chat" not in panel.download_rows)
+    assert ModelLibrary().get("tiny-chat") is not None
+    panel.tabs.setCurrentIndex(0)
+    panel.select_catalog("tiny-big")
+    assert details.draft_label.isVisible()
+    assert details.draft_label.text() == (
+        "Draft installed: replies that quote the chat come out faster (Tiny-Chat drafts for "
+        "Tiny-Big). Load the model again to use it.")
+    assert details.draft_button.isVisible() and details.draft_button.text() == "Load again"
+    # loaded again, the target runs with its installed draft attached
+    with app.qtbot.waitSignal(app.controller.model_loaded, timeout=10000):
+        app.qtbot.mouseClick(details.draft_button, Qt.MouseButton.LeftButton)
+    assert app.controller.model_info.draft
+    assert f"draft model {app.controller.model_info.draft}" in (
+        app.window.status.model_label.toolTip())
+    assert details.draft_label.text().endswith("(Tiny-Chat drafts for Tiny-Big).")
+    assert details.draft_button.isHidden()
+    assert not app.models.draft_waiting(app.controller.model_info.path)

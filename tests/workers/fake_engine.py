@@ -73,6 +73,7 @@ class FakeEngine:
         generation_defaults: dict | None = None,
         think: Callable[[list[Message]], list[str]] | list[str] | None = None,
         thinking_control: str | None = None,
+        stats_extra: dict | None = None,
     ) -> None:
         self.spec = fake_spec(Path(root), name, context_length=context_length,
                               generation_defaults=generation_defaults)
@@ -86,6 +87,9 @@ class FakeEngine:
         self.script = script if script is not None else echo_script
         self.think = think  # thinking streamed before the answer (None: no thinking)
         self.thinking_control = thinking_control  # as Engine.thinking_control
+        # GenerationStats fields the final chunk carries besides the measured ones (e.g. a
+        # speculating engine's speculation / proposed / accepted / target_steps)
+        self.stats_extra = dict(stats_extra or {})
         self.delay = delay
         self.error_after = error_after
         self.error = error or RuntimeError("scripted engine failure")
@@ -207,6 +211,8 @@ class FakeEngine:
             context_max=self.spec.context_length,
             reasoning_tokens=min(produced, len(thoughts)),
         )
+        for key, value in self.stats_extra.items():
+            setattr(stats, key, value)
         if thinking_started is not None:
             stats.reasoning_ms = ((thinking_ended or time.perf_counter()) - thinking_started) * 1000
         yield GenerationChunk(text="", finish_reason=reason, stats=stats)

@@ -17,6 +17,8 @@ from app.workers.generation_worker import (
     EngineLike,
     GenerationRequest,
     GenerationResult,
+    _model_info,
+    default_loader,
 )
 from bench.scripted_engine import ScriptedEngine
 from tests.workers.conftest import EngineThread
@@ -281,3 +283,63 @@ def test_prefill_throttle_passes_the_first_at_most_one_per_interval_and_the_last
     short(0, 300)
     short(300, 300)
     assert quiet == []
+
+
+def _catalog_with_a_draft(monkeypatch, tmp_path) -> None:
+    """A catalog where "big" names "small" as its draft (the real one's shape)."""
+    import json
+
+    from app.models import catalog as catalog_module
+
+    variant = {"name": "cpu", "provider": "cpu", "include": ["*.json"]}
+    entries = [
+        {"id": key, "name": key.title(), "repo": f"test/{key}", "revision": "main",
+         "license": "mit", "context_length": 512, "parameters": 1, "format": "optimum",
+         "description": "A tiny test model.", "variants": [variant], **extra}
+        for key, extra in (("big", {"draft": "small"}), ("small", {}))
+    ]
+    path = tmp_path / "catalog.json"
+    path.write_text(json.dumps({"models": entries}), encoding="utf-8")
+    monkeypatch.setattr(catalog_module, "CATALOG_PATH", path)
+
+
+def test_the_default_loader_attaches_the_installed_catalog_draft(
+        monkeypatch, tmp_path, plain_model_dir, gqa_model_dir):
+    import shutil
+    from dataclasses import replace
+
+    from app.paths import models_dir
+
+    _catalog_with_a_draft(monkeypatch, tmp_path)
+    big = models_dir() / "big"
+    shutil.copytree(plain_model_dir, big)
+    alone = default_loader(big)
+    assert alone.draft is None and _model_info(alone, str(big), 0.1).draft is None
+    shutil.copytree(gqa_model_dir, models_dir() / "small")  # now the draft is installed
+    engine = default_loader(big)
+    assert engine.draft is not None
+    assert _model_info(engine, str(big), 0.1).draft == engine.draft_name == "small"
+    greedy = GenerationSettings(max_new_tokens=24, speculation="draft")
+    greedy = replace(greedy, sampling=replace(greedy.sampling, temperature=0.0))
+    prompt = [5, 6, 7, 8, 9, 10] * 3
+    stats = list(engine.generate(prompt, greedy, reuse=False))[-1].stats
+    assert stats.speculation == "draft" and stats.proposed > 0
+    assert 0 <= stats.accepted <= stats.proposed
+
+
+def test_a_draft_that_cannot_load_leaves_the_model_without_one_and_says_why(
+        monkeypatch, tmp_path, plain_model_dir):
+    import shutil
+
+    from app.paths import models_dir
+
+    _catalog_with_a_draft(monkeypatch, tmp_path)
+    big = models_dir() / "big"
+    shutil.copytree(plain_model_dir, big)
+    small = models_dir() / "small"
+    small.mkdir()
+    (small / "config.json").write_text("{}", encoding="utf-8")  # a model folder, no graph
+    engine = default_loader(big)
+    assert engine.draft is None
+    notes = _model_info(engine, str(big), 0.1).notes
+    assert any(n.startswith("The draft model small was not used: ") for n in notes)

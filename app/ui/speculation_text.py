@@ -1,0 +1,90 @@
+"""How a reply's speculative decoding reads in words (the status bar, a reply's info).
+
+The engine's figures (``GenerationStats``: ``speculation``, ``proposed``, ``accepted``,
+``target_steps``) are counts, not times: the "fewer steps" ratio compares the target model's
+runs with the one run per token after the first that a plain reply takes. It is the work
+saved, not a measured speed-up (a verify step costs more than a one-token step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from app.engine.types import GenerationStats
+
+_PROPOSERS = {"lookup": "prompt lookup (text the chat already holds)", "draft": "a draft model"}
+
+
+@dataclass(frozen=True)
+class SpeculationFigures:
+    """One reply's speculation: who proposed, how many guesses, how many the model kept."""
+
+    proposer: str
+    proposed: int
+    accepted: int
+    generated: int
+    target_steps: int
+
+    @property
+    def acceptance(self) -> float:
+        """The share of guesses the model accepted (0–1)."""
+        return self.accepted / self.proposed
+
+    @property
+    def steps_saved_ratio(self) -> float:
+        """Plain steps over the target's steps: a plain reply runs the model once per
+        token after the first (the prompt's run gives the first)."""
+        return max(self.generated - 1, 0) / max(self.target_steps, 1)
+
+
+def speculation_figures(stats: GenerationStats | Mapping | None) -> SpeculationFigures | None:
+    """The figures of a reply that speculated (``stats`` as the engine returns them or as
+    stored in a reply's provenance); None when no guess was made."""
+    if stats is None:
+        return None
+    values = stats if isinstance(stats, Mapping) else stats.as_dict()
+    get = values.get
+    proposer = str(get("speculation", "off") or "off")
+    proposed = int(get("proposed", 0) or 0)
+    if proposer == "off" or proposed <= 0:
+        return None
+    return SpeculationFigures(
+        proposer=proposer,
+        proposed=proposed,
+        accepted=int(get("accepted", 0) or 0),
+        generated=int(get("generated_tokens", 0) or 0),
+        target_steps=int(get("target_steps", 0) or 0),
+    )
+
+
+def status_text(figures: SpeculationFigures) -> str:
+    """"Speculation: 72% accepted · 1.6× fewer steps"."""
+    return (f"Speculation: {figures.acceptance:.0%} accepted · "
+            f"{figures.steps_saved_ratio:.1f}× fewer steps")
+
+
+def compact_status_text(figures: SpeculationFigures) -> str:
+    """The short form for a narrow window: "Spec. 72% · 1.6×" (the tooltip explains)."""
+    return f"Spec. {figures.acceptance:.0%} · {figures.steps_saved_ratio:.1f}×"
+
+
+def explanation(figures: SpeculationFigures) -> str:
+    """The tooltip: what ran, the counts, and what the ratio does and does not measure."""
+    who = _PROPOSERS.get(figures.proposer, figures.proposer)
+    return (
+        f"Speculative decoding guessed the next tokens with {who}; the model checked "
+        f"several guesses in one step.\n"
+        f"{figures.accepted} of {figures.proposed} guessed tokens were accepted; the reply's "
+        f"{figures.generated} tokens took {figures.target_steps} model steps instead of "
+        f"{max(figures.generated - 1, 0)}.\n"
+        "Fewer steps is work saved, not measured time: a step that checks guesses costs more "
+        "than a one-token step."
+    )
+
+
+def info_text(figures: SpeculationFigures) -> str:
+    """A reply's info line part: "speculation draft: 34 of 47 guesses accepted, 1.6× fewer
+    steps"."""
+    return (f"speculation {figures.proposer}: {figures.accepted} of {figures.proposed} "
+            f"guesses accepted, {figures.steps_saved_ratio:.1f}× fewer steps")

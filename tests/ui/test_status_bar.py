@@ -1,0 +1,81 @@
+"""The status bar's speculation figures after a reply (acceptance, model steps saved, what
+they mean on hover), and nothing when the reply did not speculate; the same counts in the
+reply's info."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.engine.types import GenerationStats
+from app.ui.status_bar import ChatStatusBar
+
+pytestmark = [
+    pytest.mark.qt_log_level_fail("WARNING"),
+    pytest.mark.qt_log_ignore("propagateSizeHints"),
+]
+
+# 30 of 40 guesses kept; 41 tokens in 25 model steps where a plain reply takes 40
+SPECULATED = {"speculation": "lookup", "proposed": 40, "accepted": 30, "target_steps": 25,
+              "generated_tokens": 41}
+
+
+def test_a_reply_that_speculated_shows_acceptance_and_steps_saved(qtbot):
+    bar = ChatStatusBar()
+    qtbot.addWidget(bar)
+    bar.resize(1400, 30)
+    bar.show()
+    assert bar.speculation_label.isHidden()
+    bar.set_stats(GenerationStats(**SPECULATED, decode_tok_s=30.0, context_max=8192))
+    label = bar.speculation_label
+    assert label.isVisible()
+    assert label.text() == "Speculation: 75% accepted · 1.6× fewer steps"
+    tip = label.toolTip()
+    assert tip.startswith("Speculation: 75% accepted · 1.6× fewer steps\n")
+    assert "prompt lookup" in tip and "30 of 40 guessed tokens were accepted" in tip
+    assert "25 model steps instead of 40" in tip and "not measured time" in tip
+    assert label.accessibleDescription() == tip
+    bar.resize(800, 30)  # a narrow window keeps room for messages: the short form
+    qtbot.waitUntil(lambda: label.text() == "Spec. 75% · 1.6×")
+    assert label.isVisible() and label.toolTip() == tip
+    bar.set_prefill(100, 900)  # a new reply is being read: the last one's figures step aside
+    assert label.isHidden() and bar.activity_label.isVisible()
+    bar.set_prefill(0, 0)
+    assert label.isVisible()
+    bar.showMessage("Copied the reply")  # a message takes the room while it shows
+    assert label.isHidden()
+    bar.clearMessage()
+    assert label.isVisible()
+    bar.resize(1400, 30)
+    qtbot.waitUntil(lambda: label.text().startswith("Speculation: "))
+    bar.set_stats(GenerationStats(decode_tok_s=30.0, generated_tokens=12, target_steps=11))
+    assert label.isHidden() and label.text() == ""  # no speculation ran: nothing shown
+    bar.set_stats(GenerationStats(speculation="draft", proposed=0, target_steps=5))
+    assert label.isHidden()  # speculation switched itself off before guessing
+
+
+def test_the_chat_shows_speculation_after_a_reply_and_hides_it_after_a_plain_one(app, loader):
+    bar = app.window.status
+    app.window.resize(1400, 700)
+    loader.last.stats_extra = dict(SPECULATED, speculation="draft")
+    app.send("quote me")
+    assert bar.currentMessage().startswith("Loaded ")  # shown for 4 s after the load
+    assert bar.speculation_label.isHidden()  # it has the room meanwhile
+    bar.clearMessage()
+    assert bar.speculation_label.isVisible()
+    assert bar.speculation_label.text() == "Speculation: 75% accepted · 1.6× fewer steps"
+    assert "a draft model" in bar.speculation_label.toolTip()
+    info = app.window.chat_view.message_widget(1).action_buttons["info"]
+    assert "speculation draft: 30 of 40 guesses accepted, 1.6× fewer steps" in info.toolTip()
+    loader.last.stats_extra = {}
+    app.send("plain")
+    assert bar.speculation_label.isHidden()
+    plain = app.window.chat_view.message_widget(3).action_buttons["info"]
+    assert "tok/s" in plain.toolTip() and "speculation" not in plain.toolTip()
+    # the first reply keeps its own figures (they are stored with it)
+    assert "30 of 40 guesses accepted" in info.toolTip()
+    loader.last.stats_extra = dict(SPECULATED)
+    app.send("again")
+    assert bar.speculation_label.isVisible()
+    app.load(app.loader.last.spec.root)  # a model (re)loaded: the figures were the old one's
+    bar.clearMessage()
+    assert bar.speculation_label.isHidden()
