@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.engine.types import SPECULATION_MODES
 from app.fileio import write_json_atomic
 from app.paths import settings_path
 
@@ -58,6 +59,7 @@ class Setting:
 
 CONTEXT_POLICIES = ("stop", "truncate_oldest", "sliding_window")
 THINKING_CHOICES = ("default", "on", "off")
+SPECULATION_CHOICES = SPECULATION_MODES  # the engine's modes (a plain-data module)
 THEMES = ("system", "light", "dark")
 SEND_KEYS = ("enter", "ctrl+enter")
 PROVIDER_CHOICES = ("auto", "cpu", "dml", "cuda", "coreml")
@@ -88,6 +90,11 @@ SETTINGS: tuple[Setting, ...] = (
     # disables it for a model whose template has no switch
     Setting("thinking", str, "default", "Think", choices=THINKING_CHOICES,
             choice_labels=("Model default", "On", "Off"), per_chat=True),
+    Setting("speculation", str, "auto", "Speed up replies", choices=SPECULATION_CHOICES,
+            choice_labels=("Automatic", "Off", "Always: look up the chat",
+                           "Always: draft model"), per_chat=True,
+            help="Guesses the next words from the chat (or a small draft model) and checks "
+                 "them in one step; the text is the same. Automatic does it where it pays."),
     Setting("theme", str, "system", "Theme", choices=THEMES,
             choice_labels=("Follow the system", "Light", "Dark"), section="general"),
     Setting("font_size", int, 0, "Chat text size (points, 0 = the system's)", 0, 48,

@@ -38,6 +38,7 @@ SETTING_FIELDS = {
     "max_tokens": "max_new_tokens",
     "context_policy": "context_policy",
     "thinking": "thinking",
+    "speculation": "speculation",
 }
 #: why the Think switch is off, by the loaded model's ``ModelInfo.thinking_control``
 THINK_UNAVAILABLE = "This model has no switch for thinking: its chat template does not offer one."
@@ -102,6 +103,8 @@ class SettingsPanel(QWidget):
             editor.setAccessibleDescription(f"{setting.label} for this chat")
             editor.setObjectName(f"setting_{setting.key}")
             self.editors[setting.key] = editor
+            if setting.help and setting.key != "system_prompt":
+                editor.setToolTip(setting.help)
             label = QLabel(setting.label, self)
             label.setBuddy(editor)
             form.addRow(label, editor)

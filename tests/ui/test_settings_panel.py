@@ -127,3 +127,22 @@ def test_the_think_switch_is_disabled_with_a_reason_for_a_model_without_one(make
 def test_thinking_goes_through_generation_settings():
     assert generation_settings({"thinking": "on"}, {}).thinking == "on"
     assert generation_settings({}, {}).thinking == "default"
+
+
+def test_the_speculation_choice_reaches_the_engine_and_stays_with_the_chat(app, loader):
+    """The chat setting that forces speculation (the issue's "a chat setting and
+    --speculation off|lookup|draft"): Automatic by default, each choice sent with the reply."""
+    panel = app.window.settings_panel
+    combo = panel.editors["speculation"]
+    assert combo.currentData() == "auto" and combo.itemText(combo.currentIndex()) == "Automatic"
+    assert "same" in combo.toolTip()
+    app.send("hi")
+    assert loader.last.settings[-1].speculation == "auto"
+    for mode in ("off", "lookup", "draft"):
+        combo.setCurrentIndex(combo.findData(mode))
+        app.send(f"again with {mode}")
+        assert loader.last.settings[-1].speculation == mode
+    stored = app.history.get_conversation(app.controller.current_id)
+    assert stored.settings["speculation"] == "draft"
+    app.controller.new_conversation()
+    assert panel.values()["speculation"] == "auto"
