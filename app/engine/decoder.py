@@ -127,6 +127,14 @@ class Decoder:
         #: of it whose KV position is cut off again, so that every step takes the several-row
         #: path and a speculative verify step decides exactly the tokens plain steps would.
         self.step_rows = 1
+        # The two-row step's own buffers and binding record (as the one-row steady step's):
+        # its ids [token, token], its logits [1, 2, vocab], the tensors bound for it.
+        self._pair_ids = np.zeros((1, 2), dtype=np.int64)
+        self._pair_ids_value = ort.OrtValue.ortvalue_from_numpy(self._pair_ids)
+        self._pair_logits: np.ndarray | None = None
+        self._pair_logits_value: ort.OrtValue | None = None
+        self._pair_tensors: list | None = None
+        self._pair_limit = 0
 
     def _reserve(self, needed: int) -> None:
         """Make ``_mask`` and ``_positions`` cover at least ``needed`` positions (at most the
@@ -221,6 +229,47 @@ class Decoder:
         return (cache.steady_step and cache.window is None and not cache.feeds_whole_sequence
                 and cache.kv_length + 2 <= self.context_length)
 
+    def _pair_step(self, cache: KVCache, token: int) -> np.ndarray:
+        """``step`` as two rows, kept bound between steps like the one-row steady step: per
+        step it writes the ids, rebinds the mask (and position ids) and runs."""
+        io, graph = self._io, self.graph
+        if cache.tensors is not self._pair_tensors or len(cache.tokens) + 2 > self._pair_limit:
+            if (self.embedder is not None or graph.vocab_size is None or self.device != "cpu"
+                    or graph.attention_mask is None):
+                return self._run_pair(cache, token, False)
+            self._bind_pair(cache)
+        total = len(cache.tokens) + 2
+        self._pair_ids[0, :] = token
+        io.bind_cpu_input(graph.attention_mask, self._mask[:, :total])
+        if graph.position_ids:
+            io.bind_cpu_input(graph.position_ids, self._positions[:, total - 2 : total])
+        self.session.run_with_iobinding(io)
+        cache.append_step(token)  # the scratch row's KV lies past the cursor, never shown
+        return self._pair_logits[0, 0].astype(np.float32, copy=False)
+
+    def _bind_pair(self, cache: KVCache) -> None:
+        """Bind everything a two-row step on ``cache`` keeps (its buffers may grow first)."""
+        io, graph = self._io, self.graph
+        self._steady_tensors = None
+        cache.make_room(2)
+        self._reserve(max(cache.kv_length + 2, min(cache.capacity, self.context_length)))
+        if self._pair_logits_value is None:
+            self._pair_logits = np.empty((1, 2, graph.vocab_size), dtype=self._logits_dtype)
+            self._pair_logits_value = ort.OrtValue.ortvalue_from_numpy(self._pair_logits)
+        io.bind_ortvalue_input(graph.input_ids, self._pair_ids_value)
+        self._step_id_bound = False
+        if self._keep_input is not None and self._keep_bound != 2:
+            self._keep[...] = 2
+            io.bind_cpu_input(self._keep_input, self._keep)
+            self._keep_bound = 2
+        io.bind_ortvalue_output(graph.logits, self._pair_logits_value)
+        self._logits_bound = False
+        if cache.tensors is not self._bound_tensors:
+            cache.bind(io, self._bind_input, self._bind_output)
+            self._bound_tensors = cache.tensors
+        self._pair_tensors = cache.tensors
+        self._pair_limit = min(cache.capacity, self._mask.shape[1])
+
     def _run_pair(self, cache: KVCache, token: int, all_rows: bool) -> np.ndarray:
         """A one-token step as two rows (``step_rows``): ``token`` and a scratch copy whose
         position is cut off again (the next step overwrites it; the mask never shows it)."""
@@ -277,6 +326,8 @@ class Decoder:
         interpreter runs with caches the model's weights have just flushed, so every line
         here costs.
         """
+        if self.step_rows == 2 and self._pairs_fit(cache):
+            return self._pair_step(cache, token)
         if cache.tensors is self._steady_tensors and len(cache.tokens) < self._steady_limit:
             total = len(cache.tokens) + 1  # <= capacity <= context length
             self._step_id[0, 0] = token
@@ -317,6 +368,7 @@ class Decoder:
             return self._run_pair(cache, new[0], all_rows)
         graph = self.graph
         self._steady_tensors = None  # whatever follows rebinds: no steady step until it ends
+        self._pair_tensors = None
         if cache.feeds_whole_sequence:
             feed_ids = [*cache.tokens, *new]
             past = 0

@@ -287,6 +287,17 @@ def test_a_quantized_graph_steps_in_pairs_so_verify_steps_match_bit_for_bit(gqa_
     rows, steps = rows_and_steps()
     for i, step in enumerate(steps):
         assert np.array_equal(rows[i], step), f"row {i}"
+    # past the KV buffer's first size (256 positions: it grows and is bound again)
+    long_prompt = (prompt * 12)[:250]
+    cache = engine.new_cache()
+    decoder.feed(cache, long_prompt)
+    steps = [decoder.step(cache, t).copy() for t in tokens * 2]
+    assert cache.capacity > 256 and len(cache) == 260
+    fresh = engine.new_cache()
+    decoder.feed(fresh, long_prompt + (tokens * 2)[:6])
+    rows = decoder.verify(fresh, (tokens * 2)[6:])
+    for i in range(4):
+        assert np.array_equal(rows[i], steps[6 + i]), f"row {i} after growing"
     # "auto" speculates on this graph and decides the tokens speculation off decides
     proposed = accepted = 0
     for prompt in _prompts(engine.graph.vocab_size, 4, seed=0):
