@@ -37,8 +37,6 @@ import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
 from app.engine.kv_cache import KVCache
 from app.engine.kv_snapshot import SnapshotStore
 
@@ -228,8 +226,7 @@ class ConversationCaches:
                 arrays = tip.export_arrays()
             except NotImplementedError:
                 return None
-            branch.import_arrays(list(tip.tokens[:shared]),
-                                 [np.ascontiguousarray(a[:, :, :shared]) for a in arrays])
+            branch.import_arrays(list(tip.tokens[:shared]), [a[:, :, :shared] for a in arrays])
         return branch
 
     def _limit_tips(self, conversation_id: str) -> None:
