@@ -9,11 +9,15 @@ that share a prefix and then differ, and the cache of the version left behind is
 (up to ``tips_per_conversation`` tips, the active one included) so that switching back to it
 prefills only the new turn. When a prompt arrives (``get(cid, prompt_ids=...)``), the tip
 of that conversation sharing the longest prefix with it becomes the *active* cache; when the
-prompt leaves that tip before its end (a regenerate, an edit), the shared prefix is copied
-into a new active cache and the tip itself stays parked. A tip is forked only when it would
-otherwise lose at least ``min_branch_tokens`` tokens — a smaller tail is cheaper to prefill
-again than to hold twice —, and a parked tip whose tokens another tip of its conversation
-covers (up to ``min_branch_tokens``) is dropped as redundant. Forking copies host arrays, so
+prompt is another version of that tip (a regenerate, an edit), the shared prefix is copied
+into a new active cache and the tip itself stays parked. A prompt is another version when it
+leaves the tip before the tip's end, ends before it, and does not contain the tip's last
+tokens; a prompt that re-renders the tip's last reply differently (text that re-tokenizes
+otherwise, a thinking block the template drops) continues the tip, which is trimmed in
+place. A tip is forked only when it would otherwise lose at least ``min_branch_tokens``
+tokens — a smaller tail is cheaper to prefill again than to hold twice —, and a parked tip
+whose tokens another tip of its conversation covers (up to ``min_branch_tokens``) is
+dropped as redundant. Forking copies host arrays, so
 only ``exportable`` caches fork (CPU, float32/float16, no sliding window); the others keep
 one tip per conversation, trimmed in place as before.
 
@@ -50,6 +54,7 @@ TIPS_PER_CONVERSATION = 3
 MIN_BRANCH_TOKENS = 16
 
 _Key = tuple[str, int]  # (conversation id, tip serial)
+_ENDING = 4  # the last tokens of a tip that a prompt continuing it repeats
 
 
 def reusable_prefix(cache: KVCache, prompt_ids: Sequence[int]) -> int:
@@ -58,6 +63,17 @@ def reusable_prefix(cache: KVCache, prompt_ids: Sequence[int]) -> int:
     (what ``generation.reuse_prefix`` will cut to)."""
     shared = min(cache.common_prefix(prompt_ids), max(len(prompt_ids) - 1, 0))
     return cache.rewind_point(shared)
+
+
+def continues(cache: KVCache, prompt_ids: Sequence[int], shared: int) -> bool:
+    """Whether ``prompt_ids`` continues ``cache`` rather than being another version of it:
+    it reaches past the cache's end, or holds the cache's last few tokens after ``shared``
+    (the last reply, re-rendered)."""
+    if len(prompt_ids) >= len(cache):
+        return True
+    end = list(cache.tokens[max(shared, len(cache) - _ENDING):])
+    rest = prompt_ids[shared:]
+    return any(list(rest[i:i + len(end)]) == end for i in range(len(rest) - len(end) + 1))
 
 
 def _covers(longer: KVCache, shorter: KVCache, slack: int) -> bool:
@@ -114,7 +130,9 @@ class ConversationCaches:
         if (cache.window is not None) != window:
             cache = self._new_cache(window)
         elif prompt_ids is not None:
-            branch = self._branch(cache, reusable_prefix(cache, prompt_ids))
+            shared = reusable_prefix(cache, prompt_ids)
+            branch = None if continues(cache, prompt_ids, shared) else \
+                self._branch(cache, shared)
             if branch is not None:  # the tip stays parked, as recent as the new branch
                 self._parked[key] = cache
                 key, cache = self._new_key(conversation_id), branch

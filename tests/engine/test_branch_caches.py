@@ -46,8 +46,11 @@ def regenerate_then_switch_back(engine, caches):
     continued = [*v1, FOLLOW_UP]
     ids = engine.encode_chat(continued)
     tip = max(caches.tips("c"), key=lambda cache: common_prefix_length(cache.tokens, ids))
+    tip_tokens, tips = list(tip.tokens), len(caches.tips("c"))
     tokens, _, stats = reply(engine, continued, GREEDY, caches=caches, conversation_id="c")
-    return v1_stats, list(tip.tokens), continued, tokens, stats
+    # Continuing a version is no new branch: its tip is trimmed and extended in place.
+    assert len(caches.tips("c")) == tips and caches.tips("c")[0] is tip
+    return v1_stats, tip_tokens, continued, tokens, stats
 
 
 @pytest.mark.parametrize("model", ["plain_model_dir", "gqa_model_dir"])
@@ -85,6 +88,20 @@ def test_switching_back_after_a_regenerate_prefills_only_the_new_turn(model, req
     print(f"\n{model}: switching back to version 1 prefilled {before.prefilled_tokens} of "
           f"{before.prompt_tokens} tokens with one tip per conversation, "
           f"{stats.prefilled_tokens} of {stats.prompt_tokens} with branch tips")
+
+
+@pytest.mark.parametrize("model", ["plain_model_dir", "gqa_model_dir"])
+def test_a_plain_multi_turn_chat_keeps_one_tip(model, request):
+    # The tiny model's replies re-tokenize differently, so each new prompt leaves the tip
+    # inside its last reply: that continues the tip, it is not another version of it.
+    engine = Engine.load(request.getfixturevalue(model), provider="cpu", threads=1)
+    caches = engine.conversation_caches()
+    messages = list(BASE)
+    for turn, question in enumerate(["And the lens?", "Why at night?", "Thanks!"]):
+        _, answer, _ = reply(engine, messages, seeded(turn), caches=caches,
+                             conversation_id="c")
+        assert len(caches.tips("c")) == 1 and caches.parked_bytes == 0
+        messages += [Message("assistant", answer), Message("user", question)]
 
 
 def test_the_version_left_behind_stays_parked_and_the_new_one_is_active(plain_model_dir):
