@@ -281,12 +281,14 @@ class Engine:
                 "this model's graph cannot run a sliding window (it has no position ids "
                 "input or uses a shared KV buffer), so the oldest turns are left out"
             )
-        cache = self._cache_for(caches, conversation_id, window=policy == "sliding_window")
         dropped = 0
         if policy == "truncate_oldest":
             messages, ids, dropped = self._fit_context(messages, settings, cancel)
         else:
             ids = self.encode_chat(messages, stop=cancel, thinking=settings.thinking)
+        # A prompt cut to fit continues the conversation's latest tip; it is not a branch.
+        cache = self._cache_for(caches, conversation_id, window=policy == "sliding_window",
+                                prompt_ids=None if dropped else ids)
         if policy != "sliding_window":
             self._check_budget(len(ids), settings)
         stream = self._stream(cache, ids, settings, cancel, reuse, on_prefill)
@@ -328,9 +330,9 @@ class Engine:
                                   snapshots=snapshots)
 
     def _cache_for(self, caches: ConversationCaches | None, conversation_id: str | None, *,
-                   window: bool) -> KVCache:
+                   window: bool, prompt_ids: Sequence[int] | None = None) -> KVCache:
         if caches is not None and conversation_id is not None:
-            return caches.get(conversation_id, window=window)
+            return caches.get(conversation_id, window=window, prompt_ids=prompt_ids)
         if self._own_cache is None or (self._own_cache.window is not None) != window:
             self._own_cache = self.new_cache(window)
         return self._own_cache
