@@ -132,30 +132,56 @@ def workload(engine: Engine, name: str, mode: str, decode: int) -> dict:
     }
 
 
-def bench(engine: Engine, label: str, mode: str, rounds: int, decode: int) -> None:
+def bench(engine: Engine, label: str, mode: str, rounds: int, decode: int,
+          one_row: Engine | None = None) -> None:
+    """``one_row``: the same model kept on one-row steps (where ``engine`` steps in pairs to
+    make verify steps exact): the fastest plain decoding, as a second baseline."""
     names = ("quoting", "free", "chat8")
+    runs = {"off": engine, mode: engine}
+    if one_row is not None:
+        runs["1-row"] = one_row
     results: dict[tuple[str, str], list[dict]] = {}
     for r in range(rounds):
-        order = ("off", mode) if r % 2 == 0 else (mode, "off")
+        order = list(runs) if r % 2 == 0 else list(reversed(runs))
         for name in names:
             for m in order:
-                results.setdefault((name, m), []).append(workload(engine, name, m, decode))
+                results.setdefault((name, m), []).append(
+                    workload(runs[m], name, "off" if m == "1-row" else m, decode))
     print(f"\n{label}: speculation '{mode}' vs off, greedy, {rounds} alternating rounds "
-          "(medians; shared noisy machine)")
+          f"(medians; shared noisy machine); one-token steps run {engine.decoder.step_rows} "
+          "row(s)")
     print("accept: accepted / proposed; tok/step: decode tokens per target step (the mean "
-          "accepted run + 1 where it speculates)")
+          "accepted run + 1 where it speculates); same: the spec tokens equal off's")
+    if one_row is not None:
+        print("1-row: speculation off on one-row steps (the fastest plain decode; its tokens "
+              "may differ: the one-row kernels round otherwise); vs 1-row: spec / 1-row")
     print(f"{'workload':<9} {'off tok/s':>10} {'spec tok/s':>11} {'ratio':>6} "
-          f"{'accept':>7} {'tok/step':>9} {'same':>5}")
+          f"{'accept':>7} {'tok/step':>9} {'same':>5}"
+          + (f" {'1-row tok/s':>12} {'vs 1-row':>9}" if one_row is not None else ""))
+    med = statistics.median
+
+    def ratio(a: list[dict], b: list[dict]) -> float:
+        return med([y["tok_s"] / x["tok_s"] for x, y in zip(a, b, strict=True) if x["tok_s"]])
+
     for name in names:
         off, on = results[(name, "off")], results[(name, mode)]
-        ratios = [b["tok_s"] / a["tok_s"] for a, b in zip(off, on, strict=True) if a["tok_s"]]
         same = all(a["tokens"] == b["tokens"] for a, b in zip(off, on, strict=True))
-        med = statistics.median
-        print(f"{name:<9} {med(x['tok_s'] for x in off):>10.1f} "
-              f"{med(x['tok_s'] for x in on):>11.1f} {med(ratios):>5.2f}x "
-              f"{med(x['acceptance'] for x in on):>7.2f} "
-              f"{med(x['generated'] / max(1, x['target_steps']) for x in on):>9.2f} "
-              f"{'yes' if same else 'NO':>5}")
+        line = (f"{name:<9} {med(x['tok_s'] for x in off):>10.1f} "
+                f"{med(x['tok_s'] for x in on):>11.1f} {ratio(off, on):>5.2f}x "
+                f"{med(x['acceptance'] for x in on):>7.2f} "
+                f"{med(x['generated'] / max(1, x['target_steps']) for x in on):>9.2f} "
+                f"{'yes' if same else 'NO':>5}")
+        if one_row is not None:
+            base = results[(name, "1-row")]
+            line += f" {med(x['tok_s'] for x in base):>12.1f} {ratio(base, on):>8.2f}x"
+        print(line)
+
+
+def one_row_engine(folder: Path, threads: int) -> Engine:
+    """The model with one-row steps whatever its kernels (calibration skipped)."""
+    engine = Engine.load(folder, provider="cpu", threads=threads)
+    engine.decoder.verify_agrees = False  # as if measured: no pairs, no exact speculation
+    return engine
 
 
 def main() -> int:
@@ -183,10 +209,11 @@ def main() -> int:
           f"verify: {'yes' if engine.decoder.can_verify else 'no'}), cpu count "
           f"{os.cpu_count()}")
     bench(engine, "starter" if args.model_dir is None else folder.name, args.mode,
-          args.rounds, args.decode)
+          args.rounds, args.decode, one_row_engine(folder, args.threads))
     if args.genai:
         genai = Engine.load(args.genai, provider="cpu", threads=args.threads)
-        bench(genai, f"genai graph {args.genai.name}", args.mode, args.rounds, args.decode)
+        bench(genai, f"genai graph {args.genai.name}", args.mode, args.rounds, args.decode,
+              one_row_engine(args.genai, args.threads))
     return 0
 
 
