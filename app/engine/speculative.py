@@ -83,16 +83,20 @@ class PromptLookup:
         self._latest: dict[tuple[int, ...], int] = {}  # n-gram -> index of its last token
         self._indexed = 0  # n-grams ending before this index are in ``_latest``
 
-    def propose(self, history: Sequence[int], k: int) -> Proposal:
+    def propose(self, history: Sequence[int], k: int, *, shortest: int | None = None) -> Proposal:
+        """Up to ``k`` tokens after the latest earlier occurrence of the longest n-gram that
+        ends the text (``shortest``: the shortest n-gram that counts, ``min_ngram`` unless
+        given; 1 asks for what followed the last token's previous occurrence)."""
         n = len(history)
         if n < self._indexed:
             self._latest.clear()
             self._indexed = 0
-        latest, lo, hi = self._latest, self.min_ngram, self.max_ngram
+        latest, hi = self._latest, self.max_ngram
+        lo = self.min_ngram if shortest is None else max(1, shortest)
         # Index every n-gram that ends before the last token (the suffix's own occurrence is
-        # not a match), later occurrences overwriting earlier ones.
+        # not a match), later occurrences overwriting earlier ones; single tokens too.
         for end in range(self._indexed, n - 1):
-            for size in range(lo, min(hi, end + 1) + 1):
+            for size in range(1, min(hi, end + 1) + 1):
                 latest[tuple(history[end + 1 - size : end + 1])] = end
         self._indexed = max(self._indexed, n - 1)
         if k <= 0:
@@ -435,6 +439,12 @@ class Speculator:
         """One target step; returns 1..K+1 new tokens (at most ``room``, at least one)."""
         k = self.policy.choose(min(room - 1, self._room(len(history))))
         proposal = self.proposer.propose(history, k) if k > 0 else NO_PROPOSAL
+        free_ride = False
+        if not proposal.tokens and k > 0 and self.decoder.step_rows > 1 and isinstance(
+                self.proposer, PromptLookup):
+            # the plain step runs a second row anyway: guess what followed this token last
+            proposal = self.proposer.propose(history, self.decoder.step_rows - 1, shortest=1)
+            free_ride = bool(proposal.tokens)
         guesses = proposal.tokens[:k]
         if isinstance(self.proposer, DraftProposer):
             self.policy.draft_seconds = self.proposer.seconds_per_token
@@ -466,7 +476,8 @@ class Speculator:
             accepted, token = verify_sampled(rows, proposal, self.sampler, history)
         self.proposed += len(guesses)
         self.accepted += accepted
-        self.policy.record(len(guesses), accepted)
+        if not free_ride:  # a free guess says nothing about the n-gram guesses' odds
+            self.policy.record(len(guesses), accepted)
         self.cache.trim_to(fed + 1 + accepted)  # drop the rejected guesses' KV
         return [*guesses[:accepted], token]
 

@@ -308,6 +308,12 @@ def test_a_quantized_graph_steps_in_pairs_so_verify_steps_match_bit_for_bit(gqa_
         proposed += auto_final.stats.proposed
         accepted += auto_final.stats.accepted
     assert proposed > accepted > 0
+    # the second row rides along with a guess even where no n-gram repeats: what followed
+    # the last token before (a prompt of distinct tokens: most tokens have occurred)
+    unrepeated = list(range(3, min(engine.graph.vocab_size, 303)))
+    auto, _, final = _run(engine, engine.new_cache(), unrepeated, GREEDY)
+    off, _, _ = _run(engine, engine.new_cache(), unrepeated, replace(GREEDY, speculation="off"))
+    assert auto == off and final.stats.proposed >= final.stats.target_steps // 2
 
 
 def test_float_graphs_keep_one_row_steps(gqa_model_dir):
@@ -418,6 +424,10 @@ def test_prompt_lookup_prefers_the_longest_and_latest_match():
     assert lookup.propose(history, 2).tokens == (8, 5)
     assert PromptLookup().propose([4, 5, 6], 4).tokens == ()  # no repeat, no guess
     assert PromptLookup(min_ngram=1).propose([4, 4], 2).tokens == (4,)  # never its own suffix
+    # a single token counts only when asked: what followed its last occurrence
+    plain = PromptLookup()
+    assert plain.propose([4, 5, 6, 4], 2).tokens == ()
+    assert plain.propose([4, 5, 6, 4], 2, shortest=1).tokens == (5, 6)
 
 
 def test_adaptive_k_widens_shrinks_and_turns_off():
