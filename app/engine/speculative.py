@@ -552,3 +552,16 @@ def verify_tolerance(decoder: Decoder) -> float:
     into a different one at the next: at the probe it may be tiny, on the starter elsewhere
     it reached 1 logit."""
     return 0.0 if decoder.graph.quantized_matmuls else tie_margin(decoder) / 2
+
+
+#: A last user message at least this long (pasted text, code) makes a reply that quotes it
+#: likely: the replies prompt lookup speeds up (bench/bench_speculative.py's quoting set).
+QUOTING_MIN_TOKENS = 64
+
+
+def likely_quoting(message_tokens: int) -> bool:
+    """Whether a reply to a user message of ``message_tokens`` tokens will probably repeat
+    stretches of it. Decides a reply's step rows (``Decoder.choose_rows``), and so must
+    depend on the prompt alone: "auto" and "off" run the same rows and decide the same
+    tokens."""
+    return message_tokens >= QUOTING_MIN_TOKENS

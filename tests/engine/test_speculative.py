@@ -68,11 +68,11 @@ def _prompts(vocab: int, count: int, seed: int) -> list[list[int]]:
 
 
 def _run(engine: Engine, cache, prompt, settings, *, draft=None, policy=None, eos=None,
-         reuse=False):
+         reuse=False, quoting=False):
     chunks = list(stream_generate(
         engine.decoder, cache, prompt, settings, tokenizer=engine.tokenizer,
         eos_ids=engine.eos_token_ids if eos is None else eos, reuse=reuse, draft=draft,
-        speculation_policy=policy,
+        speculation_policy=policy, quoting=quoting,
     ))
     tokens = [c.token_id for c in chunks if c.token_id is not None]
     return tokens, "".join(c.text for c in chunks), chunks[-1]
@@ -278,11 +278,14 @@ def test_a_quantized_graph_steps_in_pairs_so_verify_steps_match_bit_for_bit(gqa_
         assert len(step_cache) == len(prompt) + len(tokens)  # the scratch rows are cut off
         return rows, steps
 
-    rows, steps = rows_and_steps()  # before calibrating: one-row steps
+    rows, steps = rows_and_steps()  # one-row steps
     assert decoder.step_rows == 1
     assert not all(np.array_equal(r, s) for r, s in zip(rows, steps, strict=True))
     assert decoder.graph.quantized_matmuls and verify_tolerance(decoder) == 0.0
     decoder.calibrate(tolerance=verify_tolerance(decoder))
+    assert (decoder.one_row_agrees, decoder.pairs_agree) == (False, True)
+    assert (decoder.step_rows, decoder.verify_agrees) == (1, False)
+    decoder.choose_rows(pairs=True)
     assert (decoder.step_rows, decoder.verify_agrees, decoder.verify_exact) == (2, True, True)
     rows, steps = rows_and_steps()
     for i, step in enumerate(steps):
@@ -298,22 +301,50 @@ def test_a_quantized_graph_steps_in_pairs_so_verify_steps_match_bit_for_bit(gqa_
     rows = decoder.verify(fresh, (tokens * 2)[6:])
     for i in range(4):
         assert np.array_equal(rows[i], steps[6 + i]), f"row {i} after growing"
-    # "auto" speculates on this graph and decides the tokens speculation off decides
+    # A reply likely to quote its prompt runs two rows: "auto" speculates on this graph and
+    # decides the tokens speculation off decides. Any other reply runs one row: "auto"
+    # does not speculate there (verify steps would round otherwise), the tokens still agree.
+    off_settings = replace(GREEDY, speculation="off")
     proposed = accepted = 0
     for prompt in _prompts(engine.graph.vocab_size, 4, seed=0):
-        auto, _, auto_final = _run(engine, engine.new_cache(), prompt, GREEDY)
-        off, _, _ = _run(engine, engine.new_cache(), prompt, replace(GREEDY, speculation="off"))
-        assert auto == off
-        assert auto_final.stats.speculation == "lookup"
-        proposed += auto_final.stats.proposed
-        accepted += auto_final.stats.accepted
+        for quoting in (True, False):
+            auto, _, auto_final = _run(engine, engine.new_cache(), prompt, GREEDY,
+                                       quoting=quoting)
+            off, _, _ = _run(engine, engine.new_cache(), prompt, off_settings, quoting=quoting)
+            assert auto == off
+            if quoting:
+                assert auto_final.stats.speculation == "lookup"
+                proposed += auto_final.stats.proposed
+                accepted += auto_final.stats.accepted
+            else:
+                assert auto_final.stats.speculation == "off" and decoder.step_rows == 1
     assert proposed > accepted > 0
     # the second row rides along with a guess even where no n-gram repeats: what followed
     # the last token before (a prompt of distinct tokens: most tokens have occurred)
     unrepeated = list(range(3, min(engine.graph.vocab_size, 303)))
-    auto, _, final = _run(engine, engine.new_cache(), unrepeated, GREEDY)
-    off, _, _ = _run(engine, engine.new_cache(), unrepeated, replace(GREEDY, speculation="off"))
+    auto, _, final = _run(engine, engine.new_cache(), unrepeated, GREEDY, quoting=True)
+    off, _, _ = _run(engine, engine.new_cache(), unrepeated, off_settings, quoting=True)
     assert auto == off and final.stats.proposed >= final.stats.target_steps // 2
+
+
+def test_a_long_user_message_makes_a_quoting_reply_with_two_row_steps(gqa_int4_model_dir):
+    """The chat decides from the last user message alone (pasted text, code): the rows a
+    reply runs must not depend on the speculation setting, so "auto" equals "off"."""
+    from app.engine.speculative import QUOTING_MIN_TOKENS
+    from app.engine.types import Message
+
+    engine = _load(gqa_int4_model_dir)
+    pasted = "the keeper lit the lamp and logged the ships " * 12
+    assert len(engine.tokenizer.encode(pasted)) >= QUOTING_MIN_TOKENS
+    short = "hello there"
+    for text, rows in ((pasted, 2), (short, 1)):
+        replies = []
+        for mode in ("auto", "off"):
+            messages = [Message("user", f"Rewrite this: {text}" if text == pasted else text)]
+            chunks = list(engine.chat(messages, replace(GREEDY, speculation=mode)))
+            assert engine.decoder.step_rows == rows, (text[:10], mode)
+            replies.append([c.token_id for c in chunks if c.token_id is not None])
+        assert replies[0] == replies[1]
 
 
 def test_float_graphs_keep_one_row_steps(gqa_model_dir):
@@ -322,7 +353,10 @@ def test_float_graphs_keep_one_row_steps(gqa_model_dir):
     engine = _load(gqa_model_dir)
     decoder = engine.decoder
     decoder.calibrate(tolerance=verify_tolerance(decoder))
-    assert (decoder.step_rows, decoder.verify_agrees) == (1, True)
+    assert (decoder.one_row_agrees, decoder.pairs_agree, decoder.verify_agrees) == (True, False,
+                                                                                   True)
+    decoder.choose_rows(pairs=True)  # a quoting reply: still one row
+    assert decoder.step_rows == 1
 
 
 # -- sampling: the distribution is the target's ----------------------------------------------
@@ -518,11 +552,11 @@ def test_auto_measures_whether_verify_steps_round_like_one_token_steps(plain_mod
     once per decoder and stays off where verify logits differ from one-token steps."""
     engine = _load(plain_model_dir)
     prompt = _prompts(engine.graph.vocab_size, 2, seed=4)[1]
-    assert engine.decoder.verify_agrees is None
+    assert engine.decoder.one_row_agrees is None
     first = list(engine.generate(prompt, GREEDY, reuse=False))
     assert engine.decoder.verify_agrees is True  # the fixture's graph: exact
     assert first[-1].stats.proposed > 0
-    engine.decoder.verify_agrees = False  # as measured on the starter's quantized graph
+    engine.decoder.one_row_agrees = False  # as measured on the starter's quantized graph
     plain = list(engine.generate(prompt, GREEDY, reuse=False))
     assert plain[-1].stats.speculation == "off"
     forced = list(engine.generate(prompt, replace(GREEDY, speculation="lookup"), reuse=False))

@@ -25,15 +25,16 @@ carry over as they are:
   (114 vs 153 MiB). The offsets' ReduceSum + Gemm cost ~10% of a prompt.
 
 Verify steps (several rows) and one-token steps: with int8 activations (accuracy_level 4) they
-differ by up to ~1 logit on the starter, whatever the weights' form. Not from MatMulNBits
-itself (at level 4 its 8-bit kernel gives the very same bits for a row at any M, the 4-bit one
-within ~2e-7); GroupQueryAttention rounds a K-row step ~1e-7 differently from K one-row steps,
-and each layer's int8 quantization of its input turns such tiny differences into whole int8
-steps now and then, which 30 layers compound. Float activations (accuracy_level 0) keep a
-verify step within ~6e-5 of one-token steps (fp32: ~5e-5), but on AVX2 decode takes ~2x the
-work of level 4, and 8-bit weights at level 0 have no MLAS kernel at all (ORT dequantizes the
-whole matrix per call: a Q8_0 output layer makes decode ~15x slower). So speculation stays off
-on int8-activation graphs (``speculative.verify_agrees``).
+differ by up to ~1 logit on the starter, whatever the weights' form. The 4-bit MatMulNBits
+kernel for one row rounds ~7e-7 differently from the several-row kernel (which gives the very
+same bits for a row at any M >= 2), GroupQueryAttention a K-row step ~1e-7 differently from K
+one-row steps, and each layer's int8 quantization of its input turns such tiny differences
+into whole int8 steps now and then, which 30 layers compound. Two-row steps match verify rows
+bit for bit, so a reply that speculates runs its one-token steps as two rows
+(``Decoder.calibrate`` / ``choose_rows``). Float activations (accuracy_level 0) keep a verify
+step within ~6e-5 of one-token steps (fp32: ~5e-5), but on AVX2 decode takes ~2x the work of
+level 4 (the exact-offsets form ~20x), and 8-bit weights at level 0 have no MLAS kernel at all
+(ORT dequantizes the whole matrix per call: a Q8_0 output layer makes decode ~15x slower).
 
 Float types become float matrices. ``quantize_int4`` is the only lossy *fresh* quantizer
 (``--precision int4``: symmetric 4-bit, block 32).
