@@ -1,13 +1,15 @@
 """onnxruntime-genai as a benchmark peer: load a model folder with a given thread count.
 
 Its default session options can leave cores idle, so the comparison sets
-``intra_op_num_threads`` in a temporary copy of genai_config.json (the other files are
-symlinked, nothing is copied).
+``intra_op_num_threads`` in a temporary copy of genai_config.json (the other files are hard
+links where the filesystem allows: ORT refuses external weight data reached through a symlink
+that leads out of the model's folder).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -30,7 +32,7 @@ def genai_model(model_dir: Path, threads: int) -> Iterator[object | None]:
     try:
         for item in model_dir.iterdir():
             if item.name != "genai_config.json":
-                (workdir / item.name).symlink_to(item.resolve())
+                _link(item.resolve(), workdir / item.name)
         config = json.loads((model_dir / "genai_config.json").read_text())
         options = config["model"]["decoder"].setdefault("session_options", {})
         options["intra_op_num_threads"] = threads
@@ -38,3 +40,10 @@ def genai_model(model_dir: Path, threads: int) -> Iterator[object | None]:
         yield og.Model(str(workdir))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _link(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another filesystem
+        shutil.copy2(source, target)
