@@ -315,6 +315,29 @@ def test_cancel_between_layers_stops_the_conversion_and_leaves_nothing(tmp_path)
     assert convert_gguf(src, dest, check=JobControl().checkpoint) == dest
 
 
+def test_a_cancel_stops_at_the_next_weight_matrix_not_the_next_layer(tmp_path):
+    """A quit must not wait for a whole layer (a quarter of a second on the starter): the
+    conversion asks before each weight matrix."""
+    from app.jobs import JobCancelled
+
+    src = tmp_path / "tiny.gguf"
+    write_tiny_gguf(src)
+    calls = 0
+
+    def check() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 3:  # the third matrix: inside the first layer
+            raise JobCancelled()
+
+    messages: list[str] = []
+    dest = tmp_path / "out" / "model"
+    with pytest.raises(JobCancelled):
+        convert_gguf(src, dest, progress=lambda _f, m: messages.append(m), check=check)
+    assert f"Converting layer 2 of {LAYERS}" not in messages  # stopped inside the first layer
+    assert not dest.exists()
+
+
 def test_progress_names_each_layer_and_phase_in_order(tmp_path):
     src = tmp_path / "tiny.gguf"
     write_tiny_gguf(src)

@@ -118,7 +118,7 @@ def convert_gguf(
         raise ConversionError(f"{dest} already exists; remove it or choose another name.")
     report(0.0, f"Reading {src.name}")
     g = GGUFFile(src)
-    weights = WeightSource(g, precision, exact_offsets=exact_offsets)
+    weights = WeightSource(g, precision, exact_offsets=exact_offsets, check=checkpoint)
     tokenizer = build_tokenizer_json(g)  # fails early on missing tokenizer metadata
     tok_config = build_tokenizer_config(g, g.params.context_length)
     if g.params.arch == "gemma3" and not tok_config.get("chat_template"):

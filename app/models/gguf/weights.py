@@ -7,6 +7,7 @@ quantization (block 32) of every matrix, the output matrix included.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,8 +43,11 @@ class WeightSource:
     """Hands the graph builder each weight in the form the precision asks for."""
 
     def __init__(
-        self, g: GGUFFile, precision: str, *, exact_offsets: bool = DEFAULT_EXACT_OFFSETS
+        self, g: GGUFFile, precision: str, *, exact_offsets: bool = DEFAULT_EXACT_OFFSETS,
+        check: Callable[[], None] | None = None,
     ) -> None:
+        """``check()`` runs before each weight matrix is converted (a cancel raises there:
+        one matrix takes tens of milliseconds, a layer a quarter of a second)."""
         if precision not in PRECISIONS:
             raise ConversionError(
                 f"Unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}."
@@ -53,10 +57,12 @@ class WeightSource:
         self.exact_offsets = exact_offsets  # Q4_1/Q4_K as exact 4-bit + offsets (see quant)
         self.stats = ConversionStats()
         self._embedding_nbits: NBitsWeight | None = None  # shared by lookup and tied head
+        self._check = check or (lambda: None)
         for t in g.tensors.values():
             _check_type(g, t)
 
     def linear(self, name: str) -> Linear:
+        self._check()
         t = self.g.tensor(name)
         n, k = matrix_shape(t)
         qtype = t.tensor_type
