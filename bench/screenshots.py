@@ -12,6 +12,7 @@ the real window, controllers and workers. Writes:
   05-settings.png          the settings window (General tab; 05b Models, 05c Hardware)
   06-model-manager.png     the model manager
   07-800x600.png           the chat at 800x600
+  09-chat-settings.png     the reply with the chat settings panel open
   08-model-details-800x600.png   a catalog model's details offering its draft model
 """
 
@@ -82,6 +83,9 @@ def main(out: Path) -> int:
     window.composer.on_send()
     wait(app, lambda: not window.controller.generating)
     shot("03-reply.png")
+    window.panel_action.trigger()  # the chat settings panel beside the reply
+    shot("09-chat-settings.png")
+    window.panel_action.trigger()
     apply_theme("dark")
     shot("04-dark.png")
     apply_theme("system")
