@@ -13,8 +13,8 @@ snippet, (b) free chat, (c) an 8-turn chat over one conversation cache. Each rou
 workload with speculation off and on (and on one-row steps, the fastest plain decoding), the
 order alternating between rounds (the machine is shared and noisy: medians over rounds are
 reported), greedy, and checks the tokens are identical. ``--genai DIR`` adds an
-onnxruntime-genai-layout graph; a tiny int4 one is made by
-``python -m tests.fixtures.tiny_models gqa-int4 DIR --layers 4 --hidden 256`` (benchmarks
+onnxruntime-genai-layout graph; a tiny int4 one is made by ``python -m
+tests.fixtures.tiny_models gqa-int4 DIR --layers 4 --hidden 256 --context 4096`` (benchmarks
 import nothing from tests/). Never asserts on time.
 """
 

@@ -300,8 +300,8 @@ class AdaptiveK:
         timed: bool = True,
     ) -> None:
         self.max_k = max_k
-        #: rows a plain step runs (``Decoder.step_rows``): a verify step of that many
-        #: positions costs what a plain step costs, so one guess rides along for free
+        #: rows a plain step runs (``Decoder.step_rows``): until measured, a verify step of
+        #: that many positions costs what a plain step costs (one guess rides along free)
         self.plain_rows = plain_rows
         #: whether measured step times steer K; a seeded sampled reply must not depend on
         #: them (K decides how many random draws a step takes), so it keeps the prior costs
@@ -312,7 +312,8 @@ class AdaptiveK:
         self.margin = margin
         self.probe_every = probe_every
         self.allow_off = allow_off
-        self._seconds: dict[int, float] = {}  # positions per step -> EMA of its seconds
+        self._seconds: dict[int, float] = {}  # verify positions -> EMA of a step's seconds
+        self._plain_seconds: float | None = None  # EMA of a plain step's seconds
         self.draft_seconds: float | None = None  # per proposed token, when a draft proposes
         self._plain_since = 0
 
@@ -323,17 +324,16 @@ class AdaptiveK:
     def cost(self, positions: int) -> float:
         """Cost of a step of ``positions`` tokens relative to a plain step (measured where
         known)."""
-        plain = self.plain_rows
-        if positions <= plain:
-            return 1.0
-        one = self._seconds.get(plain)
+        plain = self._plain_seconds
         seen = self._seconds.get(positions)
-        if one and seen:
-            return seen / one
-        return prior_cost(positions) / prior_cost(plain)
+        if plain and seen:
+            return seen / plain
+        if positions <= self.plain_rows:
+            return 1.0
+        return prior_cost(positions) / prior_cost(self.plain_rows)
 
     def draft_ratio(self) -> float:
-        one = self._seconds.get(self.plain_rows)
+        one = self._plain_seconds
         if self.draft_seconds is None or not one:
             return 0.0
         return self.draft_seconds / one
@@ -349,7 +349,7 @@ class AdaptiveK:
         for k in range(1, limit + 1):
             cost = self.cost(k + 1) + k * draft
             gain = (1 - a ** (k + 1)) / (1 - a) / cost
-            if gain > best_gain or (cost == 1.0 and best_k == 0):  # free: in a plain step
+            if gain > best_gain or (cost <= 1.0 and best_k == 0):  # free: as a plain step
                 best_k, best_gain = k, gain
         if best_k == 0:
             if not self.allow_off:
@@ -366,11 +366,21 @@ class AdaptiveK:
         self._rejected = self._rejected * self.decay + (1 if accepted < proposed else 0)
 
     def record_time(self, positions: int, seconds: float) -> None:
-        """A target step of ``positions`` tokens took ``seconds``."""
+        """A verify step of ``positions`` tokens took ``seconds`` (1: a one-row plain step)."""
         if not self.timed:
+            return
+        if positions == 1:
+            self.record_plain(seconds)
             return
         old = self._seconds.get(positions)
         self._seconds[positions] = seconds if old is None else 0.8 * old + 0.2 * seconds
+
+    def record_plain(self, seconds: float) -> None:
+        """A plain step (``plain_rows`` rows, no guess) took ``seconds``."""
+        if not self.timed:
+            return
+        old = self._plain_seconds
+        self._plain_seconds = seconds if old is None else 0.8 * old + 0.2 * seconds
 
 
 class FixedK:
@@ -387,6 +397,9 @@ class FixedK:
         pass
 
     def record_time(self, positions: int, seconds: float) -> None:
+        pass
+
+    def record_plain(self, seconds: float) -> None:
         pass
 
 
@@ -452,7 +465,7 @@ class Speculator:
         start = time.perf_counter()
         if not guesses:
             logits = self.decoder.step(self.cache, pending)
-            self.policy.record_time(self.decoder.step_rows, time.perf_counter() - start)
+            self.policy.record_plain(time.perf_counter() - start)
             self.target_steps += 1
             return [self.sampler(logits, history)]
         fed = len(self.cache)

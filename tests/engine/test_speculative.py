@@ -499,6 +499,13 @@ def test_a_guess_rides_free_in_a_two_row_step():
     assert one_row.choose(8) == 0
     assert two_rows.choose(8) == 1
     assert two_rows.cost(2) == 1.0 and two_rows.cost(3) > 1.0
+    # ... until measured otherwise: where a verify step's own overhead (a tiny model) makes
+    # it dearer than the plain two-row step, the guess is no longer free
+    for _ in range(5):
+        two_rows.record_plain(0.001)
+        two_rows.record_time(2, 0.0014)
+    assert two_rows.cost(2) == pytest.approx(1.4)
+    assert two_rows.choose(8) == 0
 
 
 def test_a_seeded_sampled_reply_does_not_depend_on_step_times(plain_model_dir):
