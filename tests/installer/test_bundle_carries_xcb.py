@@ -3,26 +3,14 @@ the build machine and finds them in the bundle after PyInstaller (which only war
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from app.desktop_libs import PACKAGES, find_plugin
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "installer"))
-
-import project  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location(
-    "hearth_installer_build_xcb", project.INSTALLER_DIR / "build.py"
-)
-build = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(build)
+from tests.installer.installer_modules import build, project
 
 
 def test_the_carried_libraries_are_what_qts_x11_plugin_links():

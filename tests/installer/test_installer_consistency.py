@@ -7,7 +7,6 @@ compiled against a two-file stand-in payload and the .desktop file is validated.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import re
 import shutil
 import struct
@@ -18,17 +17,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "installer"))
-
-import project  # noqa: E402
-
-# installer/build.py, loaded under its own name: "build" is also a PyPI package (pypa/build).
-_spec = importlib.util.spec_from_file_location(
-    "hearth_installer_build", project.INSTALLER_DIR / "build.py"
-)
-build = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(build)
+from tests.installer.installer_modules import ROOT, build, project
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -9,75 +9,16 @@ refused first (offline) or let the attempt through (online).
 
 from __future__ import annotations
 
-import ipaddress
-import socket
-
 import pytest
 
 from app.network import NetworkLog, install_guard, set_offline, uninstall_guard
-
-
-def _loopback(host) -> bool:
-    """The tripwire's own notion of loopback (independent of the guard's)."""
-    if isinstance(host, bytes):
-        host = host.decode()
-    if host in ("localhost", None, ""):
-        return True
-    try:
-        address = ipaddress.ip_address(str(host).split("%")[0])
-    except ValueError:
-        return False
-    mapped = getattr(address, "ipv4_mapped", None)
-    return address.is_loopback or bool(mapped and mapped.is_loopback)
-
-
-def _numeric(host) -> bool:
-    try:
-        ipaddress.ip_address(str(host))
-    except ValueError:
-        return False
-    return True
+from tests.network.tripwire import install_tripwire
 
 
 @pytest.fixture
 def tripwire(monkeypatch):
     uninstall_guard()  # e.g. one a cli.main test installed: capture the real functions
-    reached: list[tuple[str, object]] = []
-    real_connect = socket.socket.connect
-    real_connect_ex = socket.socket.connect_ex
-    real_sendto = socket.socket.sendto
-    real_getaddrinfo = socket.getaddrinfo
-    ip_families = (socket.AF_INET, socket.AF_INET6)
-
-    def refuse(kind: str, target) -> OSError:
-        reached.append((kind, target))
-        return ConnectionRefusedError(f"tripwire: the test tried to reach {target}")
-
-    def connect(sock, address):
-        if sock.family in ip_families and not _loopback(address[0]):
-            raise refuse("connect", address)
-        return real_connect(sock, address)
-
-    def connect_ex(sock, address):
-        if sock.family in ip_families and not _loopback(address[0]):
-            raise refuse("connect_ex", address)
-        return real_connect_ex(sock, address)
-
-    def sendto(sock, data, *args):
-        if sock.family in ip_families and not _loopback(args[-1][0]):
-            raise refuse("sendto", args[-1])
-        return real_sendto(sock, data, *args)
-
-    def getaddrinfo(host, port, *args, **kwargs):
-        if not _loopback(host) and not _numeric(host):
-            raise refuse("getaddrinfo", (host, port))
-        return real_getaddrinfo(host, port, *args, **kwargs)
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
-    monkeypatch.setattr(socket.socket, "sendto", sendto)
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    return reached
+    return install_tripwire(monkeypatch)
 
 
 @pytest.fixture

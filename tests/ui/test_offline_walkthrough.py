@@ -30,6 +30,7 @@ from app.settings import Settings
 from app.ui.model_manager_model import RowRole
 from app.ui.network_log import NetworkLogDialog
 from tests.models.hub_server import allow_hub_requests
+from tests.network.tripwire import install_tripwire
 
 pytestmark = [
     pytest.mark.qt_log_level_fail("WARNING"),
@@ -78,60 +79,12 @@ def accepted(sock: socket.socket) -> int:
         count += 1
 
 
-def _loopback(host: object) -> bool:
-    text = host.decode() if isinstance(host, bytes) else str(host or "localhost")
-    if text == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(text.split("%")[0]).is_loopback
-    except ValueError:
-        return False
-
-
 @pytest.fixture
 def tripwire(monkeypatch, listener):
     """Under the guard: records every non-loopback attempt that got past it. A connect to the
     listener goes on (so the listener sees it too); anything else is refused here."""
-    reached: list[tuple[str, object]] = []
-    target = listener.getsockname()
-    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
-    real_sendto, real_getaddrinfo = socket.socket.sendto, socket.getaddrinfo
-    ip_families = (socket.AF_INET, socket.AF_INET6)
-
-    def witness(kind: str, address, real, *args):
-        reached.append((kind, address))
-        if tuple(address[:2]) == target and real is not None:
-            return real(*args)
-        raise ConnectionRefusedError(f"tripwire: the test tried to reach {address}")
-
-    def connect(sock, address):
-        if sock.family in ip_families and not _loopback(address[0]):
-            return witness("connect", address, real_connect, sock, address)
-        return real_connect(sock, address)
-
-    def connect_ex(sock, address):
-        if sock.family in ip_families and not _loopback(address[0]):
-            return witness("connect_ex", address, real_connect_ex, sock, address)
-        return real_connect_ex(sock, address)
-
-    def sendto(sock, data, *args):
-        if sock.family in ip_families and not _loopback(args[-1][0]):
-            return witness("sendto", args[-1], None)
-        return real_sendto(sock, data, *args)
-
-    def getaddrinfo(host, port, *args, **kwargs):
-        if not _loopback(host):
-            try:
-                ipaddress.ip_address(str(host))
-            except ValueError:  # a name: resolving it would ask a DNS server
-                return witness("getaddrinfo", (host, port), None)
-        return real_getaddrinfo(host, port, *args, **kwargs)
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
-    monkeypatch.setattr(socket.socket, "sendto", sendto)
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    return reached
+    uninstall_guard()
+    return install_tripwire(monkeypatch, let_through=tuple(listener.getsockname()[:2]))
 
 
 @pytest.fixture
