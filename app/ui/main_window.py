@@ -126,7 +126,7 @@ class MainWindow(QMainWindow):
         self.model_picker.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
-        self.model_picker.setMinimumContentsLength(18)
+        self.model_picker.setMinimumContentsLength(30)  # "SmolLM2 135M Instruct (starter)"
         self.model_picker.setAccessibleName("Model")
         self.model_picker.setAccessibleDescription("Pick the model that answers in this window.")
         bar.addWidget(self.model_picker)
