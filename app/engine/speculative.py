@@ -366,21 +366,19 @@ class AdaptiveK:
         self._rejected = self._rejected * self.decay + (1 if accepted < proposed else 0)
 
     def record_time(self, positions: int, seconds: float) -> None:
-        """A verify step of ``positions`` tokens took ``seconds`` (1: a one-row plain step)."""
-        if not self.timed:
-            return
-        if positions == 1:
-            self.record_plain(seconds)
-            return
-        old = self._seconds.get(positions)
-        self._seconds[positions] = seconds if old is None else 0.8 * old + 0.2 * seconds
+        """A verify step of ``positions`` tokens took ``seconds``."""
+        if self.timed:
+            self._seconds[positions] = _moving_average(self._seconds.get(positions), seconds)
 
     def record_plain(self, seconds: float) -> None:
         """A plain step (``plain_rows`` rows, no guess) took ``seconds``."""
-        if not self.timed:
-            return
-        old = self._plain_seconds
-        self._plain_seconds = seconds if old is None else 0.8 * old + 0.2 * seconds
+        if self.timed:
+            self._plain_seconds = _moving_average(self._plain_seconds, seconds)
+
+
+def _moving_average(old: float | None, new: float) -> float:
+    """The step-time estimate: an exponential moving average (new steps weigh a fifth)."""
+    return new if old is None else 0.8 * old + 0.2 * new
 
 
 class FixedK:

@@ -482,7 +482,7 @@ def test_adaptive_k_follows_the_measured_verify_cost():
     for policy in (cheap, dear):
         for _ in range(10):
             policy.record(4, 3)  # acceptance about 0.75
-            policy.record_time(1, 0.010)
+            policy.record_plain(0.010)
     for k in range(2, 10):
         cheap.record_time(k, 0.010 * (1 + 0.02 * k))  # verify steps almost free (a GPU)
         dear.record_time(k, 0.010 * k)  # verify steps cost as much as k plain steps
@@ -513,7 +513,7 @@ def test_a_seeded_sampled_reply_does_not_depend_on_step_times(plain_model_dir):
     costs, so the same seed gives the same reply however fast the machine was."""
     untimed = AdaptiveK(timed=False)
     before = [untimed.choose(8), untimed.cost(5)]
-    untimed.record_time(1, 0.001)
+    untimed.record_plain(0.001)
     untimed.record_time(5, 1.0)  # verify steps look ruinously slow: a timed policy would stop
     assert [untimed.choose(8), untimed.cost(5)] == before
     engine = _load(plain_model_dir)
