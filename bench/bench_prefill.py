@@ -11,7 +11,10 @@ Needs the starter wheel in resources/starter (see bench/bench_gguf.py). Each can
 * ``q4off-acc4`` / ``q4off-acc0``: ``exact_offsets``: the exact 4-bit codes plus a block-offset
   Gemm, int8 (accuracy_level 4) or float (accuracy_level 0) activations;
 * ``int4-acc4`` / ``int4-acc0``: a fresh symmetric 4-bit requantization;
-* ``fp32``: everything dequantized (the reference).
+* ``fp32``: everything dequantized (the reference);
+* ``+prompts``: the candidate before the ``+`` with the app's fp32 prompt session
+  (app/engine/prompt_session.py: prompt chunks of 64+ tokens on ORT's fp32 kernels). Every
+  other candidate runs with it off, so its prompts take the decode kernels.
 
 Every candidate runs in its own process (its peak RSS is its own) through Hearth's ``Engine``
 and ``Decoder`` (the app's chunked prefill, shared KV buffer and decode step). Within a round
@@ -63,6 +66,8 @@ CANDIDATES: dict[str, dict] = {
     "int4-acc0": {"precision": "int4", "exact_offsets": False, "accuracy_level": 0},
     "fp32": {"precision": "fp32", "exact_offsets": False, "accuracy_level": 4},
 }
+#: candidates that load a conversion above with the prompt session on
+WITH_PROMPT_SESSION = {"q4off-acc4+prompts": "q4off-acc4"}
 REFERENCE = "fp32"
 
 
@@ -81,11 +86,14 @@ def text_ids(tokenizer, n: int) -> list[int]:
 class Worker:
     """Holds one loaded model; answers the parent's JSON requests on stdin/stdout."""
 
-    def __init__(self, folder: Path, threads: int, clock: str = "wall") -> None:
+    def __init__(self, folder: Path, threads: int, clock: str = "wall",
+                 prompt_session: bool = False) -> None:
         from app.engine.engine import Engine
 
         self.clock = time.process_time if clock == "cpu" else time.perf_counter
-        self.engine = Engine.load(folder, threads=threads)
+        self.engine = Engine.load(folder, threads=threads, prompt_session=prompt_session)
+        if prompt_session and not self.engine.decoder.has_prompt_session:
+            sys.exit(f"no prompt session: {self.engine.prompt_plan.note}")
         self.decoder = self.engine.decoder
         self.tokenizer = self.engine.tokenizer
 
@@ -167,10 +175,10 @@ def folder_mib(folder: Path) -> float:
 
 
 class Child:
-    def __init__(self, folder: Path, threads: int, clock: str) -> None:
+    def __init__(self, folder: Path, threads: int, clock: str, prompt_session: bool) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--worker", str(folder), "--threads", str(threads),
-             "--clock", clock],
+             "--clock", clock, *(["--prompt-session"] if prompt_session else [])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
 
@@ -196,7 +204,7 @@ def extract_gguf(work: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> None:
-    names = list(CANDIDATES) if not args.only else args.only.split(",")
+    names = [*CANDIDATES, *WITH_PROMPT_SESSION] if not args.only else args.only.split(",")
     if REFERENCE not in names:
         names.append(REFERENCE)
     lengths = [int(x) for x in args.lengths.split(",")]
@@ -205,11 +213,13 @@ def run(args: argparse.Namespace) -> None:
     gguf = extract_gguf(work)
     folders = {}
     for name in names:
-        folders[name] = work / name
+        base = WITH_PROMPT_SESSION.get(name, name)
+        folders[name] = work / base
         t = time.perf_counter()
-        convert(gguf, folders[name], CANDIDATES[name])
-        print(f"# {name}: {CANDIDATES[name]} ready ({time.perf_counter() - t:.0f} s)", flush=True)
-    children = {name: Child(folders[name], args.threads, args.clock) for name in names}
+        convert(gguf, folders[name], CANDIDATES[base])
+        print(f"# {name}: {CANDIDATES[base]} ready ({time.perf_counter() - t:.0f} s)", flush=True)
+    children = {name: Child(folders[name], args.threads, args.clock,
+                            name in WITH_PROMPT_SESSION) for name in names}
     try:
         verify = {}
         steps = {}
@@ -291,9 +301,10 @@ def main() -> None:
                     help="cpu: the process's CPU seconds instead of wall seconds (steadier on a "
                          "busy machine; use with --threads 1, as spinning threads count)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--prompt-session", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        Worker(Path(args.worker), args.threads, args.clock).serve()
+        Worker(Path(args.worker), args.threads, args.clock, args.prompt_session).serve()
     else:
         run(args)
 

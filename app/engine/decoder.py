@@ -29,6 +29,7 @@ from app.engine.kv_cache import (
     TokenOnlyCache,
 )
 from app.engine.kv_ops import KVOps
+from app.engine.prompt_session import MIN_ROWS as MIN_PROMPT_ROWS
 from app.engine.types import GraphInfo
 from app.errors import ContextOverflowError
 
@@ -53,10 +54,29 @@ class PrefillStopped(Exception):
 LOGITS_TO_KEEP = "num_logits_to_keep"
 
 
-class Decoder:
-    """One ORT session and its IOBinding; runs steps over the caches it is handed.
+class _Binding:
+    """One session's IOBinding and the record of what it holds now."""
 
-    Not thread-safe: one owner thread."""
+    def __init__(self, session: ort.InferenceSession, device: str) -> None:
+        self.session = session
+        self.io = session.io_binding()
+        self.read_outputs = output_reader(self.io)
+        self.bind_input, self.bind_output = kv_binder(self.io, device)
+        self.step_id_bound = False  # the one-id array is bound as the input ids
+        self.keep_bound = 0  # the value bound for ``logits_to_keep`` (0: nothing bound yet)
+        # ``logits_to_keep``'s value: ORT reads the bound array in place, so each binding
+        # needs its own (``Decoder`` gives it the graph's shape)
+        self.keep = np.ones(1, dtype=np.int64)
+        self.logits_bound = False  # the reusable one-row logits buffer is bound
+        self.tensors: list | None = None  # the ``KVCache.tensors`` list whose tensors it holds
+
+
+class Decoder:
+    """One ORT session and its IOBinding; runs steps over the caches it is handed. A second
+    session over the same graph (``prompt_session``, see app/engine/prompt_session.py) may
+    read long prompt chunks, over the same caches.
+
+    Not thread-safe: one owner thread (of both sessions)."""
 
     def __init__(
         self,
@@ -68,11 +88,15 @@ class Decoder:
         prefill_chunk: int | None = None,
         embedder: Embedder | None = None,
         max_checkpoints: int = 4,
+        prompt_session: ort.InferenceSession | None = None,
     ) -> None:
         """``embedder``: the split layout's embedding graph, whose outputs the decoder takes
         instead of ``input_ids``. ``max_checkpoints``: turn-boundary checkpoints a recurrent
-        cache keeps."""
-        self.session = session
+        cache keeps. ``prompt_session``: the same graph on the prompt kernels; chunks of
+        ``prompt_session.MIN_ROWS`` tokens or more run there."""
+        self._main = _Binding(session, device)
+        self._prompt = (None if prompt_session is None or embedder is not None
+                        else _Binding(prompt_session, device))
         self.embedder = embedder
         self.max_checkpoints = max_checkpoints
         self.graph = graph
@@ -82,8 +106,9 @@ class Decoder:
         # A graph with ``logits_to_keep`` returns the last position only unless told more.
         keep = next((i for i in session.get_inputs() if i.name == LOGITS_TO_KEEP), None)
         self._keep_input = None if keep is None else keep.name
-        self._keep = np.ones(1 if keep is not None and keep.shape else (), dtype=np.int64)
-        self._keep_bound = 0  # the value bound for ``_keep_input`` (0: nothing bound yet)
+        for lane in (self._main, self._prompt):
+            if lane is not None:
+                lane.keep = np.ones(1 if keep is not None and keep.shape else (), dtype=np.int64)
         self._last_only = graph.logits_last_only or self._keep_input is not None
         vocab = graph.vocab_size or 1
         if prefill_chunk is None:
@@ -103,19 +128,13 @@ class Decoder:
         # writes the id and binds nothing new.
         self._step_id = np.zeros((1, 1), dtype=np.int64)
         self._step_id_value = ort.OrtValue.ortvalue_from_numpy(self._step_id)
-        self._step_id_bound = False
         self._logits_dtype = _NP_LOGITS.get(graph.logits_dtype, np.float32)
         self._step_logits: np.ndarray | None = None
         self._step_logits_value: ort.OrtValue | None = None
-        self._io = session.io_binding()
-        self._read_outputs = output_reader(self._io)
-        self._bind_input, self._bind_output = kv_binder(self._io, device)
-        self._logits_bound = False
-        # The binding record. ``_bound_tensors``: the ``KVCache.tensors`` list whose tensors
-        # ``_io`` holds. ``_steady_tensors``: the same list while the last step left ``_io``
-        # ready for another one-token step as it is, None when ``_run``'s full path is
-        # needed; ``_steady_limit``: the positions those bound buffers hold.
-        self._bound_tensors: list | None = None
+        # The main binding's steady record. ``_steady_tensors``: the ``KVCache.tensors`` list
+        # while the last step left the binding ready for another one-token step as it is,
+        # None when ``_run``'s full path is needed; ``_steady_limit``: the positions those
+        # bound buffers hold.
         self._steady_tensors: list | None = None
         self._steady_limit = 0
         #: Whether a verify step's logits equal one-row steps' within rounding, and bit for
@@ -137,6 +156,20 @@ class Decoder:
         self._pair_logits_value: ort.OrtValue | None = None
         self._pair_tensors: list | None = None
         self._pair_limit = 0
+
+    @property
+    def session(self) -> ort.InferenceSession:
+        """The decode session (steps, verify steps, short chunks)."""
+        return self._main.session
+
+    @session.setter
+    def session(self, session: ort.InferenceSession) -> None:  # benches wrap it to time it
+        self._main.session = session
+
+    @property
+    def has_prompt_session(self) -> bool:
+        """Whether long prompt chunks run on their own session (app/engine/prompt_session.py)."""
+        return self._prompt is not None
 
     def _reserve(self, needed: int) -> None:
         """Make ``_mask`` and ``_positions`` cover at least ``needed`` positions (at most the
@@ -247,7 +280,7 @@ class Decoder:
     def _pair_step(self, cache: KVCache, token: int) -> np.ndarray:
         """``step`` as two rows, kept bound between steps like the one-row steady step: per
         step it writes the ids, rebinds the mask (and position ids) and runs."""
-        io, graph = self._io, self.graph
+        io, graph = self._main.io, self.graph
         if cache.tensors is not self._pair_tensors or len(cache.tokens) + 2 > self._pair_limit:
             if (self.embedder is not None or graph.vocab_size is None or self.device != "cpu"
                     or graph.attention_mask is None):
@@ -264,7 +297,8 @@ class Decoder:
 
     def _bind_pair(self, cache: KVCache) -> None:
         """Bind everything a two-row step on ``cache`` keeps (its buffers may grow first)."""
-        io, graph = self._io, self.graph
+        main, graph = self._main, self.graph
+        io = main.io
         self._steady_tensors = None
         cache.make_room(2)
         self._reserve(max(cache.kv_length + 2, min(cache.capacity, self.context_length)))
@@ -272,16 +306,16 @@ class Decoder:
             self._pair_logits = np.empty((1, 2, graph.vocab_size), dtype=self._logits_dtype)
             self._pair_logits_value = ort.OrtValue.ortvalue_from_numpy(self._pair_logits)
         io.bind_ortvalue_input(graph.input_ids, self._pair_ids_value)
-        self._step_id_bound = False
-        if self._keep_input is not None and self._keep_bound != 2:
-            self._keep[...] = 2
-            io.bind_cpu_input(self._keep_input, self._keep)
-            self._keep_bound = 2
+        main.step_id_bound = False
+        if self._keep_input is not None and main.keep_bound != 2:
+            main.keep[...] = 2
+            io.bind_cpu_input(self._keep_input, main.keep)
+            main.keep_bound = 2
         io.bind_ortvalue_output(graph.logits, self._pair_logits_value)
-        self._logits_bound = False
-        if cache.tensors is not self._bound_tensors:
-            cache.bind(io, self._bind_input, self._bind_output)
-            self._bound_tensors = cache.tensors
+        main.logits_bound = False
+        if cache.tensors is not main.tensors:
+            cache.bind(io, main.bind_input, main.bind_output)
+            main.tensors = cache.tensors
         self._pair_tensors = cache.tensors
         self._pair_limit = min(cache.capacity, self._mask.shape[1])
 
@@ -346,7 +380,7 @@ class Decoder:
         if cache.tensors is self._steady_tensors and len(cache.tokens) < self._steady_limit:
             total = len(cache.tokens) + 1  # <= capacity <= context length
             self._step_id[0, 0] = token
-            io, graph = self._io, self.graph
+            io, graph = self._main.io, self.graph
             io.bind_cpu_input(graph.attention_mask, self._mask[:, :total])
             if graph.position_ids:
                 io.bind_cpu_input(graph.position_ids, self._positions[:, total - 1 : total])
@@ -398,20 +432,24 @@ class Decoder:
                 f"The model's context holds {self.context_length} tokens; this step needs {total}.",
                 hint="Start a new chat or shorten the conversation.",
             )
-        # One IOBinding lives as long as the decoder: per step only the small inputs are
-        # rebound; the KV bindings change only when the cache's tensors do.
-        io = self._io
+        # One IOBinding per session lives as long as the decoder: per step only the small
+        # inputs are rebound; the KV bindings change only when the cache's tensors do.
+        lane = self._main
+        if (self._prompt is not None and count >= MIN_PROMPT_ROWS and not all_rows
+                and not cache.feeds_whole_sequence):
+            lane = self._prompt
+        io = lane.io
         if self.embedder is not None:  # split layout: the embedding graph's outputs, on device
             for name, value in self.embedder.embed(feed_ids):
                 io.bind_ortvalue_input(name, value)
         elif count == 1:
             self._step_id[0, 0] = feed_ids[0]
-            if not self._step_id_bound:
+            if not lane.step_id_bound:
                 io.bind_ortvalue_input(graph.input_ids, self._step_id_value)
-                self._step_id_bound = True
+                lane.step_id_bound = True
         else:
             io.bind_cpu_input(graph.input_ids, np.asarray([feed_ids], dtype=np.int64))
-            self._step_id_bound = False
+            lane.step_id_bound = False
         self._reserve(max(total, min(cache.capacity, self.context_length)))
         if graph.attention_mask:
             io.bind_cpu_input(graph.attention_mask, self._mask[:, :total])
@@ -424,24 +462,24 @@ class Decoder:
                 positions = np.arange(start, start + count, dtype=np.int64)[None, :]
             io.bind_cpu_input(graph.position_ids, positions)
         rows = count if not self._last_only or all_rows else 1
-        if self._keep_input is not None and self._keep_bound != rows:
-            self._keep[...] = rows
-            io.bind_cpu_input(self._keep_input, self._keep)
-            self._keep_bound = rows
+        if self._keep_input is not None and lane.keep_bound != rows:
+            lane.keep[...] = rows
+            io.bind_cpu_input(self._keep_input, lane.keep)
+            lane.keep_bound = rows
         target = self._logits_target(rows)
         if target is None:
             io.bind_output(graph.logits, "cpu")
-            self._logits_bound = False
-        elif not self._logits_bound:
+            lane.logits_bound = False
+        elif not lane.logits_bound:
             io.bind_ortvalue_output(graph.logits, target)
-            self._logits_bound = True
+            lane.logits_bound = True
         rebinds = cache.rebinds_each_step
         tensors = cache.tensors
-        if rebinds or tensors is not self._bound_tensors:
-            cache.bind(io, self._bind_input, self._bind_output)
-            self._bound_tensors = tensors
-        self.session.run_with_iobinding(io)
-        outputs = self._read_outputs() if (rebinds or target is None) else ()
+        if rebinds or tensors is not lane.tensors:
+            cache.bind(io, lane.bind_input, lane.bind_output)
+            lane.tensors = tensors
+        lane.session.run_with_iobinding(io)
+        outputs = lane.read_outputs() if (rebinds or target is None) else ()
         cache.commit(outputs[1:] if rebinds else (), new)
         if (count == 1 and target is not None and graph.attention_mask is not None
                 and cache.steady_step and self.embedder is None):

@@ -29,7 +29,8 @@ from app.engine.huge_pages import HugePageReport, back_with_huge_pages
 from app.engine.kv_cache import KVCache
 from app.engine.kv_snapshot import SnapshotStore, model_fingerprint
 from app.engine.package import read_model_folder
-from app.engine.providers import create_session
+from app.engine.prompt_session import PromptSessionPlan, plan_prompt_session
+from app.engine.providers import create_prompt_session, create_session
 from app.engine.reasoning import (
     ReasoningSplitter,
     apply_thinking,
@@ -47,7 +48,8 @@ from app.engine.types import (
     ProviderReport,
     ThinkingMode,
 )
-from app.errors import ContextOverflowError, HearthError, TemplateError
+from app.errors import ContextOverflowError, HearthError, ModelLoadError, TemplateError
+from app.memory import available_ram_bytes
 from app.models.policy import machine_provider
 
 _DEVICES = {"cuda": "cuda", "dml": "dml"}
@@ -60,10 +62,13 @@ class Engine:
 
     def __init__(
         self, spec: ModelSpec, session, report: ProviderReport, tokenizer: Tokenizer,
-        *, embed_session=None,
+        *, embed_session=None, prompt_session=None,
+        prompt_plan: PromptSessionPlan | None = None,
     ) -> None:
         """``embed_session``: the split layout's embedding graph (``spec.embed_path``) on the
-        same provider; it is used when the decoder takes its outputs."""
+        same provider; it is used when the decoder takes its outputs. ``prompt_session``: the
+        same graph on fp32 prompt kernels (app/engine/prompt_session.py), ``prompt_plan`` why
+        it is there or not."""
         self.spec = spec
         self.provider_report = report
         self.tokenizer = tokenizer
@@ -85,7 +90,10 @@ class Engine:
             context_length=spec.context_length,
             device=device,
             embedder=None if embed_session is None else Embedder(embed_session, device),
+            prompt_session=prompt_session,
         )
+        #: whether long prompts run on their own session, and the model details' sentence
+        self.prompt_plan = prompt_plan or PromptSessionPlan(False, "")
         self._template: ChatTemplate | None = None
         self._template_error: TemplateError | None = None
         if spec.chat_template:
@@ -120,11 +128,14 @@ class Engine:
         variant: str | None = None,
         threads: int | None = None,
         huge_pages: bool = True,
+        prompt_session: bool = True,
     ) -> Engine:
         """Load a model folder (either layout). Raises ModelLoadError with a readable reason.
 
         On the CPU the weights are then moved onto huge pages where the OS allows it
         (``huge_pages``; see app/engine/huge_pages.py): decoding reads all of them per token.
+        ``prompt_session``: open the fp32 prompt session where :func:`plan_prompt_session`
+        says it pays and memory allows (False: never, e.g. for a draft model).
         """
         spec = read_model_folder(
             Path(model_dir), variant=variant, provider=provider or machine_provider()
@@ -140,7 +151,17 @@ class Engine:
         if spec.embed_path is not None:  # the split layout: same provider as the decoder
             embed_session, _ = create_session(replace(spec, model_path=spec.embed_path),
                                               provider=report.chosen, threads=threads)
-        engine = cls(spec, session, report, tokenizer, embed_session=embed_session)
+        plan, prompt = PromptSessionPlan(False, ""), None
+        if prompt_session and embed_session is None:
+            plan = plan_prompt_session(spec.model_path, report.chosen,
+                                       available_bytes=available_ram_bytes())
+            if plan.use:
+                try:
+                    prompt = create_prompt_session(spec, threads=threads)
+                except ModelLoadError as exc:  # the decode session reads prompts, as before
+                    plan = PromptSessionPlan(False, f"The fp32 prompt session failed: {exc}")
+        engine = cls(spec, session, report, tokenizer, embed_session=embed_session,
+                     prompt_session=prompt, prompt_plan=plan)
         if huge_pages and report.chosen == "cpu":
             engine.huge_pages = back_with_huge_pages()
         elif huge_pages:
@@ -153,7 +174,7 @@ class Engine:
         (``self.draft``). Raises ModelLoadError, or HearthError when its vocabulary differs
         from this model's (a draft must share the tokenizer)."""
         draft = Engine.load(folder, provider=self.provider_report.chosen, threads=threads,
-                            huge_pages=False)
+                            huge_pages=False, prompt_session=False)  # small: memory first
         if draft.graph.vocab_size != self.graph.vocab_size:
             raise HearthError(
                 f"The draft model in {folder} has a vocabulary of {draft.graph.vocab_size} "

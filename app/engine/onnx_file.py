@@ -8,7 +8,7 @@ file, garbage and a Git LFS pointer apart, and lists the op types and external-d
 from __future__ import annotations
 
 import mmap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.errors import ModelLoadError
@@ -30,6 +30,9 @@ class OnnxSummary:
     external_data: dict[str, int]  # location -> bytes the file must hold (offset + length)
     nodes: int
     initializers: int
+    #: com.microsoft MatMulNBits nodes by (bits, block_size, accuracy_level), the attributes
+    #: that decide which ORT kernel runs them (app/engine/prompt_session.py)
+    matmul_nbits: dict[tuple[int, int, int], int] = field(default_factory=dict)
 
 
 class _WireError(Exception):
@@ -91,6 +94,7 @@ class _OnnxWalker:
         self.initializers = 0
         self.depth = 0  # subgraph nesting level of the graph being walked
         self.subgraphs = 0
+        self.matmul_nbits: dict[tuple[int, int, int], int] = {}
 
     def model(self) -> OnnxSummary:
         ir_version, opsets, graphs = None, {}, 0
@@ -115,7 +119,8 @@ class _OnnxWalker:
         if ir_version is None or graphs != 1 or not opsets:
             raise _WireError("it has no ONNX model header (IR version, graph, opset)")
         return OnnxSummary(
-            ir_version, opsets, frozenset(self.ops), self.external, self.nodes, self.initializers
+            ir_version, opsets, frozenset(self.ops), self.external, self.nodes, self.initializers,
+            self.matmul_nbits,
         )
 
     def graph(self, span: tuple[int, int]) -> None:
@@ -135,26 +140,40 @@ class _OnnxWalker:
 
     def node(self, span: tuple[int, int]) -> None:
         op_type, domain = "", ""
+        ints: dict[str, int] = {}
         for number, value in _fields(self.buf, *span):
             if number == 4 and isinstance(value, tuple):
                 op_type = _text(self.buf, value)
             elif number == 7 and isinstance(value, tuple):
                 domain = _text(self.buf, value)
             elif number == 5 and isinstance(value, tuple):
-                self.attribute(value)
+                name, integer = self.attribute(value)
+                if integer is not None:
+                    ints[name] = integer
         if not op_type:
             raise _WireError("a node has no operator type")
         self.nodes += 1
-        self.ops.add(("" if domain == "ai.onnx" else domain, op_type))
+        domain = "" if domain == "ai.onnx" else domain
+        self.ops.add((domain, op_type))
+        if (domain, op_type) == ("com.microsoft", "MatMulNBits"):
+            key = (ints.get("bits", 4), ints.get("block_size", 0), ints.get("accuracy_level", 0))
+            self.matmul_nbits[key] = self.matmul_nbits.get(key, 0) + 1
 
-    def attribute(self, span: tuple[int, int]) -> None:
+    def attribute(self, span: tuple[int, int]) -> tuple[str, int | None]:
+        """Walk an attribute's tensors and graphs; return its name and integer value (i)."""
+        name, integer = "", None
         for number, value in _fields(self.buf, *span):
-            if not isinstance(value, tuple):
+            if number == 1 and isinstance(value, tuple):
+                name = _text(self.buf, value)
+            elif number == 3 and isinstance(value, int):
+                integer = value - (1 << 64) if value >= 1 << 63 else value  # int64
+            elif not isinstance(value, tuple):
                 continue
-            if number in (5, 10):  # t, tensors
+            elif number in (5, 10):  # t, tensors
                 self.tensor(value)
             elif number in (6, 11):  # g, graphs
                 self.subgraph(value)
+        return name, integer
 
     def subgraph(self, span: tuple[int, int]) -> None:
         self.subgraphs += 1

@@ -231,7 +231,7 @@ def bounded_context(spec: ModelSpec, *, ram_bytes: int | None = None) -> ModelSp
     kv_heads, head_dim = spec.kv_geometry
     per_token = 2 * layers * kv_heads * head_dim * _KV_BYTES_PER_ELEMENT
     if ram_bytes is None:
-        from app.models.catalog import total_ram_bytes
+        from app.memory import total_ram_bytes
 
         ram_bytes = total_ram_bytes()
     if ram_bytes is None or per_token * context <= ram_bytes:

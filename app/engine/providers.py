@@ -29,6 +29,7 @@ import onnxruntime as ort
 
 from app.engine.onnx_file import inspect_onnx
 from app.engine.package import PROVIDERS
+from app.engine.prompt_session import prompt_session_options
 from app.engine.types import ModelSpec, ProviderReport
 from app.errors import ModelLoadError, ProviderError
 from app.network.telemetry import prepare_onnxruntime
@@ -415,6 +416,17 @@ def create_session(
         nodes_total=nodes_total,
     )
     return session, report
+
+
+def create_prompt_session(spec: ModelSpec, *, threads: int | None = None) -> ort.InferenceSession:
+    """The CPU session that reads long prompts on fp32 kernels (app/engine/prompt_session.py).
+
+    Raises ModelLoadError as :func:`create_session` does."""
+    options = prompt_session_options(session_options(spec, "cpu", threads))
+    try:
+        return _new_session(spec, options, [ORT_NAMES["cpu"]])
+    except Exception as exc:
+        raise _load_error(spec.model_path, exc) from exc
 
 
 def _new_session(

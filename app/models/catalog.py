@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from app.errors import HearthError
+from app.memory import total_ram_bytes
 from app.models.policy import machine_provider
 from app.units import format_bytes
 
@@ -246,20 +246,6 @@ class MachineInfo:
     vram_bytes: int | None
     disk_free_bytes: int | None
     provider: str = "cpu"
-
-
-def total_ram_bytes() -> int | None:
-    """Physical memory, from psutil when installed, else sysconf."""
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().total)
-    except ImportError:
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return None
 
 
 def probe_machine(models_root: Path | None = None, *, provider: str | None = None) -> MachineInfo:

@@ -37,7 +37,7 @@ from huggingface_hub.utils import set_client_factory
 from huggingface_hub.utils._http import default_client_factory  # the client it would build
 
 from app.errors import DownloadError
-from app.models.catalog import total_ram_bytes
+from app.memory import total_ram_bytes
 from app.models.runnable import (
     MAX_LISTED_FILES as MAX_SEARCH_FILES,
 )

@@ -357,6 +357,13 @@ def _model_info(engine: EngineLike, path: str, seconds: float) -> ModelInfo:
         load_ms=seconds * 1000.0,
         # remote engines and stand-ins have no template switch
         thinking_control=getattr(engine, "thinking_control", None),
-        notes=tuple(n for n in (spec.context_note, *spec.notes) if n),
+        notes=tuple(n for n in (spec.context_note, *spec.notes, _prompt_note(engine)) if n),
         draft=getattr(engine, "draft_name", None),
     )
+
+
+def _prompt_note(engine: EngineLike) -> str | None:
+    """The model details' line about the fp32 prompt session (app/engine/prompt_session.py),
+    when there is something to tell."""
+    plan = getattr(engine, "prompt_plan", None)  # remote engines and stand-ins have none
+    return plan.note if plan is not None and plan.worth_telling else None

@@ -59,7 +59,7 @@ def test_outputs_read_after_a_run_survive_the_runs_that_follow(plain_model_dir):
     engine = Engine.load(plain_model_dir, provider="cpu", threads=1)
     decoder, cache = engine.decoder, engine.new_cache()
     decoder.feed(cache, [5, 9, 14, 3])
-    read = output_reader(decoder._io)
+    read = output_reader(decoder._main.io)
     held = read()
     copies = [value.numpy().copy() for value in held]
 

@@ -297,7 +297,10 @@ def test_a_quantized_graph_steps_in_pairs_so_verify_steps_match_bit_for_bit(gqa_
     steps = [decoder.step(cache, t).copy() for t in tokens * 2]
     assert cache.capacity > 256 and len(cache) == 260
     fresh = engine.new_cache()
-    decoder.feed(fresh, long_prompt + (tokens * 2)[:6])
+    # the prompt as the cache above read it (one long chunk: the prompt session's fp32
+    # kernels), then the six tokens the steps decoded as a short chunk (the decode session)
+    decoder.feed(fresh, long_prompt)
+    decoder.feed(fresh, (tokens * 2)[:6])
     rows = decoder.verify(fresh, (tokens * 2)[6:])
     for i in range(4):
         assert np.array_equal(rows[i], steps[6 + i]), f"row {i} after growing"

@@ -343,3 +343,15 @@ def test_a_draft_that_cannot_load_leaves_the_model_without_one_and_says_why(
     assert engine.draft is None
     notes = _model_info(engine, str(big), 0.1).notes
     assert any(n.startswith("The draft model small was not used: ") for n in notes)
+
+
+def test_the_model_details_say_when_prompts_run_on_their_own_session(
+        gqa_int4_model_dir, gqa_model_dir):
+    from app.engine.engine import Engine
+
+    quantized = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1)
+    notes = _model_info(quantized, str(gqa_int4_model_dir), 0.1).notes
+    assert [n for n in notes if n.startswith("Prompts of 64+ tokens run on fp32 kernels")]
+    # a float graph could never get one: nothing to say
+    plain = Engine.load(gqa_model_dir, provider="cpu", threads=1)
+    assert not [n for n in _model_info(plain, str(gqa_model_dir), 0.1).notes if "kernels" in n]

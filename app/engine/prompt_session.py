@@ -1,0 +1,124 @@
+"""A second ORT session that reads long prompts on fp32 kernels; whether this model gets one.
+
+ORT runs a 4-bit ``MatMulNBits`` node with ``accuracy_level`` 4 on its int8 kernels: each
+row of activations is quantized to int8 per block, then integer dot products. For one row
+(a decode step) nothing is faster: it reads a quarter of fp32's bytes. For hundreds of rows
+(a prompt chunk) it is compute that counts, and on an x86 CPU without VNNI the int8 kernel
+is 1.0–1.45× slower than fp32 SGEMM (``bench/bench_prefill.py``), so a 4-bit model read
+prompts slower than its own fp32 conversion. ORT ≥ 1.31 has a session option,
+``mlas.qnbit.force_fp32``, that runs such nodes as block dequantization + SGEMM instead: as
+fast as fp32 MatMul at 512 rows, 2–4× slower than int8 at one row. It holds for a whole
+session, so Hearth opens the same model file twice — the decode session as it is, and this
+prompt session with the option — and the decoder gives the prompt session every chunk of at
+least :data:`MIN_ROWS` tokens (the crossover measured on a 2-core AVX2 CPU is ~64 rows).
+
+Both sessions run the same graph over the same KV buffers; only rounding differs (the fp32
+kernels do not round activations to int8). Which session reads a chunk depends only on the
+chunk's length, so a reply stays a function of its prompt.
+
+The cost is memory: the prompt session packs its own copy of the weights, about 1.2× the
+model's files (+136 MB on the 114 MB starter). It is opened only on the CPU provider, for a
+graph with such nodes, on x86, when that much memory is free with :data:`RESERVE_BYTES` to
+spare (:func:`plan_prompt_session` decides; ``Engine.load`` asks it).
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnxruntime as ort
+
+from app.engine.onnx_file import inspect_onnx
+from app.units import format_bytes
+
+#: the session option that moves eligible MatMulNBits nodes onto fp32 kernels
+FORCE_FP32 = "mlas.qnbit.force_fp32"
+#: the first ORT release that knows the option (older ones ignore unknown config entries)
+FIRST_ORT = (1, 31)
+#: the nodes the option moves: (bits, block_size, accuracy_level)
+ELIGIBLE_NBITS = (4, 32, 4)
+#: prompt chunks of at least this many tokens go to the prompt session
+MIN_ROWS = 64
+#: the prompt session's packed weights against the model files' size (measured: 136 / 114 MB)
+COST_PER_FILE_BYTE = 1.25
+#: memory left free after the prompt session is opened
+RESERVE_BYTES = 1 << 30
+_X86 = frozenset({"x86_64", "amd64", "x64", "i386", "i686"})
+
+
+@dataclass(frozen=True)
+class PromptSessionPlan:
+    """Whether a model gets a prompt session, and the sentence the model's details show."""
+
+    use: bool
+    note: str
+    cost_bytes: int = 0
+
+    @property
+    def worth_telling(self) -> bool:
+        """Whether the model's details should show ``note``: the session is open, or this
+        model would get one with more memory free (not: it could never get one here)."""
+        return self.use or self.cost_bytes > 0
+
+
+def plan_prompt_session(
+    model_path: Path,
+    provider: str,
+    *,
+    available_bytes: int | None,
+    machine: str | None = None,
+    ort_version: str | None = None,
+) -> PromptSessionPlan:
+    """Decide whether ``model_path`` (already loaded on ``provider``) gets a prompt session.
+
+    ``available_bytes``: memory free now (None: unknown, then no session is opened: the
+    cost cannot be checked). ``machine`` / ``ort_version`` default to this machine's."""
+    if provider != "cpu":
+        return PromptSessionPlan(False, f"Prompts run on {provider.upper()} like replies.")
+    version = _version(ort_version or ort.__version__)
+    if version < FIRST_ORT:
+        return PromptSessionPlan(False, f"ONNX Runtime {ort_version or ort.__version__} has no "
+                                        "fp32 kernels for 4-bit prompts (1.31 or newer has).")
+    if (machine or platform.machine()).lower() not in _X86:
+        return PromptSessionPlan(False, "Prompts run on the same kernels as replies "
+                                        "(fp32 prompt kernels are for x86 CPUs).")
+    summary = inspect_onnx(model_path)
+    if not summary.matmul_nbits.get(ELIGIBLE_NBITS):
+        return PromptSessionPlan(False, "Prompts run on the same kernels as replies (the "
+                                        "model has no 4-bit int8-activation matmuls).")
+    files = model_path.stat().st_size + sum(
+        (model_path.parent / location).stat().st_size for location in summary.external_data
+    )
+    cost = int(files * COST_PER_FILE_BYTE)
+    if available_bytes is None or available_bytes < cost + RESERVE_BYTES:
+        free = "unknown" if available_bytes is None else format_bytes(available_bytes)
+        return PromptSessionPlan(
+            False,
+            f"Prompts run on the int8 kernels: reading them on fp32 kernels needs "
+            f"{format_bytes(cost)} more memory (free: {free}).",
+            cost,
+        )
+    return PromptSessionPlan(
+        True,
+        f"Prompts of {MIN_ROWS}+ tokens run on fp32 kernels (a second session, "
+        f"{format_bytes(cost)}).",
+        cost,
+    )
+
+
+def prompt_session_options(options: ort.SessionOptions) -> ort.SessionOptions:
+    """``options`` (the decode session's, freshly made) turned into the prompt session's:
+    the same, on fp32 kernels. (Its worker threads keep spinning between ops: without it a
+    1,024-token prompt took ~10% longer, and they stop spinning soon after a chunk.)"""
+    options.add_session_config_entry(FORCE_FP32, "1")
+    return options
+
+
+def _version(text: str) -> tuple[int, int]:
+    parts = text.split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return 0, 0

@@ -1,0 +1,150 @@
+"""The fp32 prompt session: long prompt chunks on ORT's fp32 kernels, everything else as before.
+
+Real ORT sessions over the int4 fixture (4-bit MatMulNBits, int8 activations, as the
+onnxruntime-genai builder writes them): a session opened with ``mlas.qnbit.force_fp32`` is
+the reference for what the prompt session must compute, and a plain session for what the
+decode session must.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from app.engine.decoder import Decoder
+from app.engine.engine import Engine
+from app.engine.onnx_file import inspect_onnx
+from app.engine.prompt_session import (
+    COST_PER_FILE_BYTE,
+    MIN_ROWS,
+    RESERVE_BYTES,
+    plan_prompt_session,
+)
+from app.engine.providers import create_prompt_session
+
+LONG = [(5 + 7 * i) % 90 + 3 for i in range(MIN_ROWS + 37)]  # one chunk of >= MIN_ROWS
+SHORT = LONG[: MIN_ROWS - 1]
+PLENTY = 64 << 30
+
+
+@pytest.fixture(scope="module")
+def engines(gqa_int4_model_dir):
+    """(engine with the prompt session, engine without, a decoder that runs everything on
+    the fp32 kernels: the reference for the prompt session)."""
+    with_prompts = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1)
+    without = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1, prompt_session=False)
+    fp32_only = Decoder(create_prompt_session(without.spec, threads=1), without.graph,
+                        context_length=without.spec.context_length)
+    return with_prompts, without, fp32_only
+
+
+def test_the_int4_fixture_gets_a_prompt_session_and_says_so(engines):
+    with_prompts, without, _ = engines
+    assert with_prompts.decoder.has_prompt_session
+    assert with_prompts.prompt_plan.use
+    assert f"Prompts of {MIN_ROWS}+ tokens run on fp32 kernels" in with_prompts.prompt_plan.note
+    assert not without.decoder.has_prompt_session
+
+
+def test_a_long_chunk_runs_on_the_fp32_kernels(engines):
+    with_prompts, without, fp32_only = engines
+    got = with_prompts.decoder.feed(with_prompts.new_cache(), LONG).copy()
+    reference = fp32_only.feed(without.new_cache(), LONG).copy()
+    decode_kernels = without.decoder.feed(without.new_cache(), LONG).copy()
+
+    np.testing.assert_array_equal(got, reference)
+    # the two kinds of kernel really differ on this graph, so the equality above says which
+    # one ran
+    assert np.abs(got - decode_kernels).max() > 0
+
+
+def test_a_short_chunk_and_every_step_stay_on_the_decode_session(engines):
+    with_prompts, without, _ = engines
+    np.testing.assert_array_equal(
+        with_prompts.decoder.feed(with_prompts.new_cache(), SHORT),
+        without.decoder.feed(without.new_cache(), SHORT),
+    )
+
+
+def test_steps_after_a_long_prompt_continue_over_the_kv_it_wrote(engines):
+    # The prompt session writes the very KV the fp32 reference writes; the decode steps that
+    # follow read it as a plain decoder reads the reference's: bit for bit, token for token.
+    with_prompts, without, fp32_only = engines
+    cache = with_prompts.new_cache()
+    ref_cache = without.new_cache()
+    token = int(np.argmax(with_prompts.decoder.feed(cache, LONG)))
+    assert token == int(np.argmax(fp32_only.feed(ref_cache, LONG)))
+    for got, want in zip(cache.export_arrays(), ref_cache.export_arrays(), strict=True):
+        np.testing.assert_array_equal(got, want)
+    for _ in range(12):
+        got = with_prompts.decoder.step(cache, token).copy()
+        want = without.decoder.step(ref_cache, token).copy()
+        np.testing.assert_array_equal(got, want)
+        token = int(np.argmax(got))
+    assert cache.tokens == ref_cache.tokens
+
+
+def test_a_verify_step_of_many_tokens_stays_on_the_decode_session(engines):
+    # verify steps must round like the reply's own steps (speculation's exactness), however
+    # many tokens they carry
+    with_prompts, without, _ = engines
+    cache, ref_cache = with_prompts.new_cache(), without.new_cache()
+    with_prompts.decoder.feed(cache, SHORT[:8])
+    without.decoder.feed(ref_cache, SHORT[:8])
+    np.testing.assert_array_equal(
+        with_prompts.decoder.verify(cache, LONG[:MIN_ROWS + 4]),
+        without.decoder.verify(ref_cache, LONG[:MIN_ROWS + 4]),
+    )
+
+
+def test_a_draft_model_never_gets_one(gqa_int4_model_dir, gqa_model_dir):
+    engine = Engine.load(gqa_model_dir, provider="cpu", threads=1)
+    engine.attach_draft(gqa_int4_model_dir, threads=1)
+    assert not engine.draft.decoder.has_prompt_session
+
+
+def test_the_plan_opens_it_only_where_it_pays_and_fits(gqa_int4_model_dir, gqa_model_dir):
+    model = gqa_int4_model_dir / "model.onnx"
+    files = model.stat().st_size
+    cost = int(files * COST_PER_FILE_BYTE)
+    x86 = {"machine": "x86_64", "ort_version": "1.32.0"}
+
+    assert plan_prompt_session(model, "cpu", available_bytes=PLENTY, **x86).use
+    assert plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="AMD64",
+                               ort_version="1.31.1").use  # Windows spells it so
+
+    short = plan_prompt_session(model, "cpu", available_bytes=cost + RESERVE_BYTES - 1, **x86)
+    assert not short.use and short.cost_bytes == cost
+    assert "needs" in short.note and "more memory" in short.note
+
+    unknown = plan_prompt_session(model, "cpu", available_bytes=None, **x86)
+    assert not unknown.use and "free: unknown" in unknown.note
+
+    for provider in ("cuda", "dml", "coreml"):
+        assert not plan_prompt_session(model, provider, available_bytes=PLENTY, **x86).use
+    old = plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="x86_64",
+                              ort_version="1.30.0")
+    assert not old.use and "1.31 or newer" in old.note
+    arm = plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="arm64",
+                              ort_version="1.32.0")
+    assert not arm.use and "x86" in arm.note
+    float_graph = plan_prompt_session(gqa_model_dir / "model.onnx", "cpu",
+                                      available_bytes=PLENTY, **x86)
+    assert not float_graph.use and float_graph.cost_bytes == 0
+
+
+def test_the_file_summary_counts_matmulnbits_by_kernel_attributes(gqa_int4_model_dir, tmp_path):
+    path = gqa_int4_model_dir / "model.onnx"
+    nodes = [n for n in onnx.load(path).graph.node if n.op_type == "MatMulNBits"]
+    assert nodes
+    assert inspect_onnx(path).matmul_nbits == {(4, 32, 4): len(nodes)}
+
+    # attributes left out take the operator's defaults (bits 4, accuracy_level 0)
+    model = onnx.load(path)
+    for node in model.graph.node:
+        if node.op_type == "MatMulNBits":
+            del node.attribute[:]
+            node.attribute.extend([onnx.helper.make_attribute("block_size", 16)])
+    onnx.save(model, tmp_path / "defaults.onnx")
+    assert inspect_onnx(tmp_path / "defaults.onnx").matmul_nbits == {(4, 16, 0): len(nodes)}
