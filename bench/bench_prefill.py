@@ -67,7 +67,7 @@ CANDIDATES: dict[str, dict] = {
     "fp32": {"precision": "fp32", "exact_offsets": False, "accuracy_level": 4},
 }
 #: candidates that load a conversion above with the prompt session on
-WITH_PROMPT_SESSION = {"q4off-acc4+prompts": "q4off-acc4"}
+WITH_PROMPT_SESSION = {"q4off-acc4+prompts": "q4off-acc4", "int4-acc4+prompts": "int4-acc4"}
 REFERENCE = "fp32"
 
 
