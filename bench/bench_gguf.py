@@ -12,6 +12,10 @@ last ``--extra``, else fp32): the median over passes of the ratio within one pas
 load change on a shared machine affects least. ``--extra`` adds converted folders (an older
 conversion, say) to the same table.
 
+``ort-native+prompts`` is the native conversion as the app runs it on x86: the prompt on a
+second session with ORT's fp32 kernels for 4-bit matmuls (app/engine/prompt_session.py),
+the decode steps on the native session.
+
 Fidelity (native — Q4_1 as exact 4-bit codes plus offsets, the default —, and under ``--q8``
 native with ``exact_offsets=False``, Q4_1 as 8-bit codes, vs the fp32 conversion):
 the largest |logit difference| after a 32-token prompt and over 64 greedy steps fed the
@@ -36,6 +40,8 @@ import onnxruntime as ort
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.engine.prompt_session import MIN_ROWS as PROMPT_ROWS  # noqa: E402
+from app.engine.prompt_session import prompt_session_options  # noqa: E402
 from app.models import starter  # noqa: E402
 
 WHEEL = ROOT / "resources" / "starter" / starter.STARTER_WHEEL
@@ -70,7 +76,10 @@ def prompt_ids(tok, n: int) -> list[int]:
     return ids[:n]
 
 
-def open_session(folder: Path, threads: int, profile: bool = False) -> ort.InferenceSession:
+def open_session(folder: Path, threads: int, profile: bool = False,
+                 prompts: bool = False) -> ort.InferenceSession:
+    """``prompts``: the app's prompt session options (app/engine/prompt_session.py: 4-bit
+    MatMulNBits on ORT's fp32 kernels)."""
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
@@ -79,42 +88,51 @@ def open_session(folder: Path, threads: int, profile: bool = False) -> ort.Infer
     if profile:
         opts.enable_profiling = True
         opts.profile_file_prefix = str(Path(tempfile.gettempdir()) / "hearth-bench-gguf")
+    if prompts:
+        prompt_session_options(opts)
     return ort.InferenceSession(
         str(folder / "model.onnx"), opts, providers=["CPUExecutionProvider"]
     )
 
 
 class Decoder:
-    """Greedy decoding over one shared KV buffer per tensor, bound once through IOBinding."""
+    """Greedy decoding over one shared KV buffer per tensor, bound once through IOBinding;
+    with a prompt session, the prompt runs there (its own binding of the same buffers)."""
 
-    def __init__(self, sess: ort.InferenceSession, max_len: int) -> None:
-        self.sess = sess
+    def __init__(self, sess: ort.InferenceSession, max_len: int,
+                 prompt_sess: ort.InferenceSession | None = None) -> None:
         pasts = [i for i in sess.get_inputs() if i.name.startswith("past_key_values.")]
         heads, head_dim = int(pasts[0].shape[1]), int(pasts[0].shape[3])
-        self.io = sess.io_binding()
-        self.io.bind_output("logits", "cpu")
+        buffers = [ort.OrtValue.ortvalue_from_numpy(
+            np.zeros((1, heads, max_len, head_dim), np.float32)) for _ in pasts]
         self._keep = np.ones(1, np.int64)  # logits for the last position only
-        if any(i.name == "num_logits_to_keep" for i in sess.get_inputs()):
-            self.io.bind_cpu_input("num_logits_to_keep", self._keep)
-        for inp in pasts:
-            buf = ort.OrtValue.ortvalue_from_numpy(
-                np.zeros((1, heads, max_len, head_dim), np.float32)
-            )
-            self.io.bind_ortvalue_input(inp.name, buf)
-            self.io.bind_ortvalue_output(inp.name.replace("past_key_values", "present"), buf)
+        self.bound = [self._bind(s, pasts, buffers) for s in (sess, prompt_sess) if s]
         self.length = 0
+
+    def _bind(self, sess, pasts, buffers) -> tuple[ort.InferenceSession, ort.IOBinding]:
+        io = sess.io_binding()
+        io.bind_output("logits", "cpu")
+        if any(i.name == "num_logits_to_keep" for i in sess.get_inputs()):
+            io.bind_cpu_input("num_logits_to_keep", self._keep)
+        for inp, buf in zip(pasts, buffers, strict=True):
+            io.bind_ortvalue_input(inp.name, buf)
+            io.bind_ortvalue_output(inp.name.replace("past_key_values", "present"), buf)
+        return sess, io
 
     def step(self, ids: list[int]) -> np.ndarray:
         self.length += len(ids)
-        self.io.bind_cpu_input("input_ids", np.array([ids], np.int64))
-        self.io.bind_cpu_input("attention_mask", np.ones((1, self.length), np.int64))
-        self.sess.run_with_iobinding(self.io)
-        return self.io.get_outputs()[0].numpy()[0, -1]
+        sess, io = self.bound[-1 if len(ids) >= PROMPT_ROWS else 0]
+        io.bind_cpu_input("input_ids", np.array([ids], np.int64))
+        io.bind_cpu_input("attention_mask", np.ones((1, self.length), np.int64))
+        sess.run_with_iobinding(io)
+        return io.get_outputs()[0].numpy()[0, -1]
 
 
-def onnx_pass(sess: ort.InferenceSession, prompt: list[int]) -> tuple[float, list[float]]:
-    """(TTFT seconds, seconds per decode step) for prompt + NEW_TOKENS greedy tokens."""
-    dec = Decoder(sess, len(prompt) + NEW_TOKENS + 8)
+def onnx_pass(sess: ort.InferenceSession | tuple, prompt: list[int]) -> tuple[float, list[float]]:
+    """(TTFT seconds, seconds per decode step) for prompt + NEW_TOKENS greedy tokens; ``sess``
+    may be a (decode session, prompt session) pair."""
+    pair = sess if isinstance(sess, tuple) else (sess, None)
+    dec = Decoder(pair[0], len(prompt) + NEW_TOKENS + 8, pair[1])
     t0 = time.perf_counter()
     tok = int(np.argmax(dec.step(prompt)))
     ttft = time.perf_counter() - t0
@@ -258,7 +276,11 @@ def main() -> int:
             f"\n{'engine':14s} {'prompt':>6s} {'TTFT ms':>9s} {'decode tok/s':>13s} "
             f"{'median tok/s':>13s}  paired vs {list(folders)[-1]}: TTFT x, decode x"
         )
-        sessions = {name: open_session(folder, args.threads) for name, folder in folders.items()}
+        sessions: dict = {name: open_session(folder, args.threads)
+                          for name, folder in folders.items()}
+        # the app's prompt session next to the native decode session (first in the table)
+        sessions = {"ort-native+prompts": (sessions["ort-native"], open_session(
+            folders["ort-native"], args.threads, prompts=True)), **sessions}
         for n in (int(x) for x in args.prompts.split(",")):
             ids = prompt_ids(tok, n)
             passes: dict[str, list] = {name: [] for name in sessions}
