@@ -16,8 +16,9 @@ Both sessions run the same graph over the same KV buffers; only rounding differs
 kernels do not round activations to int8). Which session reads a chunk depends only on the
 chunk's length, so a reply stays a function of its prompt.
 
-The cost is memory: the prompt session packs its own copy of the weights, about 1.2× the
-model's files (+136 MB on the 114 MB starter). It is opened only on the CPU provider, for a
+The cost is memory: the prompt session packs its own copy of the weights, about 1.6× the
+model's files at its peak (+183 MB peak RSS on the 112 MB starter, bench/bench_prefill.py).
+It is opened only on the CPU provider, for a
 graph with such nodes, on x86, when that much memory is free with :data:`RESERVE_BYTES` to
 spare (:func:`plan_prompt_session` decides; ``Engine.load`` asks it).
 """
@@ -41,8 +42,9 @@ FIRST_ORT = (1, 31)
 ELIGIBLE_NBITS = (4, 32, 4)
 #: prompt chunks of at least this many tokens go to the prompt session
 MIN_ROWS = 64
-#: the prompt session's packed weights against the model files' size (measured: 136 / 114 MB)
-COST_PER_FILE_BYTE = 1.25
+#: the prompt session's peak memory against the model files' size (measured on the starter:
+#: peak RSS 592 vs 409 MiB with and without it, files 112 MiB)
+COST_PER_FILE_BYTE = 1.6
 #: memory left free after the prompt session is opened
 RESERVE_BYTES = 1 << 30
 _X86 = frozenset({"x86_64", "amd64", "x64", "i386", "i686"})
