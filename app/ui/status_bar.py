@@ -88,6 +88,8 @@ class ChatStatusBar(QStatusBar):
         self.provider_label.setText(info.provider_summary)
         reasons = "\n".join(f"{name}: {why}" for name, why in info.provider_reasons.items())
         tip = f"Running on {info.provider_summary}."
+        if info.prompt_kernels:
+            tip += f"\n{info.prompt_kernels}"
         if reasons:
             tip += "\nNot used:\n" + reasons
         self.provider_label.setToolTip(tip)

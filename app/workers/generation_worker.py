@@ -143,6 +143,9 @@ class ModelInfo:
     notes: tuple[str, ...] = ()
     # the draft model that speculates for it (its name), None without one
     draft: str | None = None
+    # how it reads long prompts, where that differs from its replies or could (the fp32
+    # prompt session, app/engine/prompt_session.py); None: nothing to tell
+    prompt_kernels: str | None = None
 
 
 @dataclass(frozen=True)
@@ -357,7 +360,8 @@ def _model_info(engine: EngineLike, path: str, seconds: float) -> ModelInfo:
         load_ms=seconds * 1000.0,
         # remote engines and stand-ins have no template switch
         thinking_control=getattr(engine, "thinking_control", None),
-        notes=tuple(n for n in (spec.context_note, *spec.notes, _prompt_note(engine)) if n),
+        notes=tuple(n for n in (spec.context_note, *spec.notes) if n),
+        prompt_kernels=_prompt_note(engine),
         draft=getattr(engine, "draft_name", None),
     )
 

@@ -4,6 +4,8 @@ reply's info."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from app.engine.types import GenerationStats
@@ -79,3 +81,22 @@ def test_the_chat_shows_speculation_after_a_reply_and_hides_it_after_a_plain_one
     app.load(app.loader.last.spec.root)  # a model (re)loaded: the figures were the old one's
     bar.clearMessage()
     assert bar.speculation_label.isHidden()
+
+
+def test_the_provider_tip_says_how_long_prompts_are_read(qtbot):
+    from app.workers.generation_worker import ModelInfo
+
+    bar = ChatStatusBar()
+    qtbot.addWidget(bar)
+    info = ModelInfo(path="/m", name="m", provider="cpu", provider_summary="CPU",
+                     provider_reasons={"cuda": "no NVIDIA GPU"}, context_length=2048,
+                     generation_defaults={}, load_ms=500.0,
+                     prompt_kernels="Prompts of 64+ tokens run on fp32 kernels (a second "
+                                    "session, 179.8 MB).")
+    bar.set_model(info, "m")
+    tip = bar.provider_label.toolTip()
+    assert tip == ("Running on CPU.\nPrompts of 64+ tokens run on fp32 kernels (a second "
+                   "session, 179.8 MB).\nNot used:\ncuda: no NVIDIA GPU")
+    assert bar.provider_label.accessibleDescription() == tip
+    bar.set_model(replace(info, prompt_kernels=None), "m")
+    assert bar.provider_label.toolTip() == "Running on CPU.\nNot used:\ncuda: no NVIDIA GPU"
