@@ -95,8 +95,7 @@ class Decoder:
         cache keeps. ``prompt_session``: the same graph on the prompt kernels; chunks of
         ``prompt_session.MIN_ROWS`` tokens or more run there."""
         self._main = _Binding(session, device)
-        self._prompt = (None if prompt_session is None or embedder is not None
-                        else _Binding(prompt_session, device))
+        self._prompt: _Binding | None = None
         self.embedder = embedder
         self.max_checkpoints = max_checkpoints
         self.graph = graph
@@ -106,9 +105,10 @@ class Decoder:
         # A graph with ``logits_to_keep`` returns the last position only unless told more.
         keep = next((i for i in session.get_inputs() if i.name == LOGITS_TO_KEEP), None)
         self._keep_input = None if keep is None else keep.name
-        for lane in (self._main, self._prompt):
-            if lane is not None:
-                lane.keep = np.ones(1 if keep is not None and keep.shape else (), dtype=np.int64)
+        self._keep_shape = (1,) if keep is not None and keep.shape else ()
+        self._main.keep = np.ones(self._keep_shape, dtype=np.int64)
+        if prompt_session is not None:
+            self.attach_prompt_session(prompt_session)
         self._last_only = graph.logits_last_only or self._keep_input is not None
         vocab = graph.vocab_size or 1
         if prefill_chunk is None:
@@ -165,6 +165,15 @@ class Decoder:
     @session.setter
     def session(self, session: ort.InferenceSession) -> None:  # benches wrap it to time it
         self._main.session = session
+
+    def attach_prompt_session(self, session: ort.InferenceSession) -> None:
+        """From now on run prompt chunks of ``MIN_PROMPT_ROWS`` tokens or more on ``session``
+        (the same graph; app/engine/prompt_session.py). Not for the split layout, whose
+        embeddings live on the decode session's device."""
+        if self.embedder is not None:
+            return
+        self._prompt = _Binding(session, self.device)
+        self._prompt.keep = np.ones(self._keep_shape, dtype=np.int64)
 
     @property
     def has_prompt_session(self) -> bool:

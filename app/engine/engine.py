@@ -62,13 +62,10 @@ class Engine:
 
     def __init__(
         self, spec: ModelSpec, session, report: ProviderReport, tokenizer: Tokenizer,
-        *, embed_session=None, prompt_session=None,
-        prompt_plan: PromptSessionPlan | None = None,
+        *, embed_session=None,
     ) -> None:
         """``embed_session``: the split layout's embedding graph (``spec.embed_path``) on the
-        same provider; it is used when the decoder takes its outputs. ``prompt_session``: the
-        same graph on fp32 prompt kernels (app/engine/prompt_session.py), ``prompt_plan`` why
-        it is there or not."""
+        same provider; it is used when the decoder takes its outputs."""
         self.spec = spec
         self.provider_report = report
         self.tokenizer = tokenizer
@@ -90,10 +87,11 @@ class Engine:
             context_length=spec.context_length,
             device=device,
             embedder=None if embed_session is None else Embedder(embed_session, device),
-            prompt_session=prompt_session,
         )
-        #: whether long prompts run on their own session, and the model details' sentence
-        self.prompt_plan = prompt_plan or PromptSessionPlan(False, "")
+        #: whether long prompts get their own session (``open_prompt_session`` opens it),
+        #: and the sentence the model's details show
+        self.prompt_plan = PromptSessionPlan(False, "")
+        self._threads: int | None = None
         self._template: ChatTemplate | None = None
         self._template_error: TemplateError | None = None
         if spec.chat_template:
@@ -134,8 +132,9 @@ class Engine:
 
         On the CPU the weights are then moved onto huge pages where the OS allows it
         (``huge_pages``; see app/engine/huge_pages.py): decoding reads all of them per token.
-        ``prompt_session``: open the fp32 prompt session where :func:`plan_prompt_session`
-        says it pays and memory allows (False: never, e.g. for a draft model).
+        ``prompt_session``: open the fp32 prompt session now where :func:`plan_prompt_session`
+        says it pays and memory allows (False: only when ``open_prompt_session`` is called;
+        a draft model never calls it).
         """
         spec = read_model_folder(
             Path(model_dir), variant=variant, provider=provider or machine_provider()
@@ -151,23 +150,40 @@ class Engine:
         if spec.embed_path is not None:  # the split layout: same provider as the decoder
             embed_session, _ = create_session(replace(spec, model_path=spec.embed_path),
                                               provider=report.chosen, threads=threads)
-        plan, prompt = PromptSessionPlan(False, ""), None
-        if prompt_session and embed_session is None:
-            plan = plan_prompt_session(spec.model_path, report.chosen,
-                                       available_bytes=available_ram_bytes())
-            if plan.use:
-                try:
-                    prompt = create_prompt_session(spec, threads=threads)
-                except ModelLoadError as exc:  # the decode session reads prompts, as before
-                    plan = PromptSessionPlan(False, f"The fp32 prompt session failed: {exc}")
-        engine = cls(spec, session, report, tokenizer, embed_session=embed_session,
-                     prompt_session=prompt, prompt_plan=plan)
+        # the decode session's weights onto huge pages before the prompt session exists: a
+        # decode step reads them all, a prompt chunk is compute-bound (and collapsing its
+        # copy too would double the time this takes)
+        pages = HugePageReport(note="not requested")
         if huge_pages and report.chosen == "cpu":
-            engine.huge_pages = back_with_huge_pages()
+            pages = back_with_huge_pages()
         elif huge_pages:
-            engine.huge_pages = HugePageReport(note=f"the weights are on the {report.summary()} "
-                                                    "device")
+            pages = HugePageReport(note=f"the weights are on the {report.summary()} device")
+        engine = cls(spec, session, report, tokenizer, embed_session=embed_session)
+        engine.huge_pages = pages
+        engine._threads = threads
+        if embed_session is None:
+            engine.prompt_plan = plan_prompt_session(spec.model_path, report.chosen,
+                                                     available_bytes=available_ram_bytes())
+        if prompt_session:
+            engine.open_prompt_session()
         return engine
+
+    def open_prompt_session(self) -> PromptSessionPlan:
+        """Open the fp32 prompt session ``prompt_plan`` asks for (app/engine/prompt_session.py)
+        and give it to the decoder; returns the plan, changed to say so if the session failed
+        to open (then the decode session reads prompts, as without one). On the engine's
+        thread, between replies; the desktop app calls it just after the model shows as
+        loaded (``Engine.load(prompt_session=False)``), so that the window is ready ~0.4 s
+        sooner on the starter."""
+        if self.prompt_plan.use and not self.decoder.has_prompt_session:
+            try:
+                self.decoder.attach_prompt_session(
+                    create_prompt_session(self.spec, threads=self._threads))
+            except ModelLoadError as exc:
+                self.prompt_plan = PromptSessionPlan(
+                    False, f"Prompts run on the int8 kernels: the fp32 prompt session failed "
+                           f"({exc}).")
+        return self.prompt_plan
 
     def attach_draft(self, folder: Path | str, *, threads: int | None = None) -> None:
         """Load the model in ``folder`` on this engine's provider as its draft model

@@ -91,7 +91,9 @@ def default_loader(path: Path) -> EngineLike:
     settings = Settings()
     provider = settings.get("provider")
     threads = settings.get("cpu_threads") or None
-    engine = Engine.load(path, provider=None if provider == "auto" else provider, threads=threads)
+    # the prompt session opens after the model shows as loaded (on_load_requested)
+    engine = Engine.load(path, provider=None if provider == "auto" else provider, threads=threads,
+                         prompt_session=False)
     attach_installed_draft(engine, path, threads=threads)
     return engine
 
@@ -233,6 +235,22 @@ class GenerationWorker(QObject):
         self._engine, self._caches = engine, caches
         self._info = _model_info(engine, str(path), time.perf_counter() - started)
         self.loaded.emit(self._info)
+        self._open_prompt_session(engine)
+
+    def _open_prompt_session(self, engine: EngineLike) -> None:
+        """The fp32 prompt session (app/engine/prompt_session.py), once the window already
+        shows the model as loaded: a message sent meanwhile waits its turn here (~0.4 s on
+        the starter). Like a load, a quit need not wait for it."""
+        opener = getattr(engine, "open_prompt_session", None)  # remote engines have none
+        if opener is None:
+            return
+        self.loading.set()
+        try:
+            opener()  # a session that fails to open leaves prompts on the decode session
+        except Exception:
+            self.crashed.emit(traceback.format_exc())
+        finally:
+            self.loading.clear()
 
     @Slot()
     def on_unload_requested(self) -> None:

@@ -17,6 +17,7 @@ from app.workers.generation_worker import (
     EngineLike,
     GenerationRequest,
     GenerationResult,
+    GenerationWorker,
     _model_info,
     default_loader,
 )
@@ -356,3 +357,29 @@ def test_the_model_details_say_when_prompts_run_on_their_own_session(
     # a float graph could never get one: nothing to say
     plain = Engine.load(gqa_model_dir, provider="cpu", threads=1)
     assert _model_info(plain, str(gqa_model_dir), 0.1).prompt_kernels is None
+
+
+def test_the_prompt_session_opens_after_the_model_shows_as_loaded(gqa_int4_model_dir):
+    """``loaded`` goes out first (the window is ready); then the worker opens the fp32 prompt
+    session, flagged as loading meanwhile so that a quit need not wait for it."""
+    seen: list = []
+    worker = None
+
+    def loader(path):
+        engine = Engine.load(path, provider="cpu", threads=1, prompt_session=False)
+        open_now = engine.open_prompt_session
+
+        def opening():
+            seen.append(("opening", worker.loading.is_set()))
+            return open_now()
+
+        engine.open_prompt_session = opening  # type: ignore[method-assign]
+        return engine
+
+    worker = GenerationWorker(loader, caches=lambda engine: engine.conversation_caches())
+    worker.loaded.connect(  # same thread: a direct call at the moment of the emit
+        lambda info: seen.append(("loaded", worker._engine.decoder.has_prompt_session,
+                                  info.prompt_kernels is not None)))
+    worker.on_load_requested(str(gqa_int4_model_dir))
+    assert seen == [("loaded", False, True), ("opening", True)]
+    assert worker._engine.decoder.has_prompt_session and not worker.loading.is_set()
