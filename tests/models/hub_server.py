@@ -26,9 +26,11 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.fixtures.http_server import QuietHTTPServer
 
 LFS_PATTERNS = ("*.onnx", "*.onnx_data*", "*.onnx.data", "*.bin", "*.gguf")
 CHUNK = 16 * 1024
@@ -143,7 +145,7 @@ class FakeHub:
             pass
 
         Handler.hub = hub
-        self.server = _Server(("127.0.0.1", 0), Handler)
+        self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
 
@@ -179,15 +181,6 @@ class FakeHub:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-class _Server(ThreadingHTTPServer):
-    def handle_error(self, request, client_address) -> None:
-        """Clients that vanish mid-response (killed, cancelled) are expected here."""
-        import sys
-
-        if not isinstance(sys.exc_info()[1], OSError):
-            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -13,8 +13,10 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fixtures.http_server import QuietHTTPServer
 
 EXTRA_OPTIONS = ("top_k", "min_p", "repetition_penalty")
 
@@ -56,7 +58,7 @@ class OpenAIStub:
         class Handler(_Handler):
             owner = stub
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
                                        daemon=True)
