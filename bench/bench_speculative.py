@@ -211,8 +211,7 @@ def peers(engine: Engine, folder: Path, gguf: Path | None, threads: int, decode:
     prompts = {name: [engine.encode_chat([Message("user", p)]) for p in
                       (QUOTING if name == "quoting" else FREE)] for name in rows}
     if genai_model is not None:
-        with tempfile.TemporaryDirectory() as tmp, \
-                genai_model(genai_compatible(folder, Path(tmp)), threads) as model:
+        with genai_model(folder, threads) as model:
             if model is not None:
                 header += f" {'genai':>8} {'ratio':>6}"
                 for name, ids_list in prompts.items():
@@ -234,28 +233,6 @@ def peers(engine: Engine, folder: Path, gguf: Path | None, threads: int, decode:
     print(header + "   (ratio: Hearth with speculation / the peer)")
     for name, cells in rows.items():
         print(f"{name:<9} {spec_rates[name]:>12.1f} " + " ".join(cells))
-
-
-def genai_compatible(folder: Path, tmp: Path) -> Path:
-    """``folder`` as onnxruntime-genai can run it: Hearth's GGUF conversions take
-    ``num_logits_to_keep`` (how many last positions get logits, for verify steps), which
-    onnxruntime-genai feeds with a wrong value; this copy fixes it to 1 (the same weights:
-    every other file is a symlink)."""
-    import onnx
-    from onnx import numpy_helper
-
-    model = onnx.load(str(folder / "model.onnx"), load_external_data=False)
-    keep = [i for i in model.graph.input if i.name == "num_logits_to_keep"]
-    if not keep:
-        return folder
-    model.graph.input.remove(keep[0])
-    model.graph.initializer.append(
-        numpy_helper.from_array(np.ones(1, dtype=np.int64), "num_logits_to_keep"))
-    for item in folder.iterdir():
-        if item.name != "model.onnx":
-            (tmp / item.name).symlink_to(item.resolve())
-    onnx.save_model(model, str(tmp / "model.onnx"))
-    return tmp
 
 
 def _genai_rate(model, ids: list[int], decode: int) -> float:

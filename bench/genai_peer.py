@@ -3,7 +3,9 @@
 Its default session options can leave cores idle, so the comparison sets
 ``intra_op_num_threads`` in a temporary copy of genai_config.json (the other files are hard
 links where the filesystem allows: ORT refuses external weight data reached through a symlink
-that leads out of the model's folder).
+that leads out of the model's folder). Hearth's GGUF conversions take ``num_logits_to_keep``
+(how many last positions get logits, for verify steps), which onnxruntime-genai feeds with a
+wrong value: the copy's graph fixes it to 1 (the same weights).
 """
 
 from __future__ import annotations
@@ -31,8 +33,11 @@ def genai_model(model_dir: Path, threads: int) -> Iterator[object | None]:
     workdir = Path(tempfile.mkdtemp(prefix="hearth-genai-"))
     try:
         for item in model_dir.iterdir():
-            if item.name != "genai_config.json":
-                _link(item.resolve(), workdir / item.name)
+            if item.name == "genai_config.json":
+                continue
+            if item.suffix == ".onnx" and _write_one_logit_graph(item, workdir / item.name):
+                continue
+            _link(item.resolve(), workdir / item.name)
         config = json.loads((model_dir / "genai_config.json").read_text())
         options = config["model"]["decoder"].setdefault("session_options", {})
         options["intra_op_num_threads"] = threads
@@ -47,3 +52,21 @@ def _link(source: Path, target: Path) -> None:
         os.link(source, target)
     except OSError:  # another filesystem
         shutil.copy2(source, target)
+
+
+def _write_one_logit_graph(source: Path, target: Path) -> bool:
+    """Write ``source`` with its ``num_logits_to_keep`` input made a constant 1 (its external
+    data stays where it is, beside the copy); False when it has no such input."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(source), load_external_data=False)
+    keep = [i for i in model.graph.input if i.name == "num_logits_to_keep"]
+    if not keep:
+        return False
+    model.graph.input.remove(keep[0])
+    model.graph.initializer.append(
+        numpy_helper.from_array(np.ones(1, dtype=np.int64), "num_logits_to_keep"))
+    onnx.save_model(model, str(target))
+    return True
