@@ -95,11 +95,13 @@ def plan_prompt_session(
     )
     cost = int(files * COST_PER_FILE_BYTE)
     if available_bytes is None or available_bytes < cost + RESERVE_BYTES:
-        free = "unknown" if available_bytes is None else format_bytes(available_bytes)
+        free = ("free memory is unknown" if available_bytes is None
+                else f"{format_bytes(available_bytes)} is free")
         return PromptSessionPlan(
             False,
-            f"Prompts run on the int8 kernels: reading them on fp32 kernels needs "
-            f"{format_bytes(cost)} more memory (free: {free}).",
+            f"Prompts run on the int8 kernels: fp32 kernels for them would take "
+            f"{format_bytes(cost)} more memory and {free} (Hearth keeps "
+            f"{format_bytes(RESERVE_BYTES)} spare).",
             cost,
         )
     return PromptSessionPlan(

@@ -116,10 +116,10 @@ def test_the_plan_opens_it_only_where_it_pays_and_fits(gqa_int4_model_dir, gqa_m
 
     short = plan_prompt_session(model, "cpu", available_bytes=cost + RESERVE_BYTES - 1, **x86)
     assert not short.use and short.cost_bytes == cost
-    assert "needs" in short.note and "more memory" in short.note
+    assert "more memory and" in short.note and "is free" in short.note
 
     unknown = plan_prompt_session(model, "cpu", available_bytes=None, **x86)
-    assert not unknown.use and "free: unknown" in unknown.note
+    assert not unknown.use and "free memory is unknown" in unknown.note
 
     for provider in ("cuda", "dml", "coreml"):
         assert not plan_prompt_session(model, provider, available_bytes=PLENTY, **x86).use
@@ -148,3 +148,18 @@ def test_the_file_summary_counts_matmulnbits_by_kernel_attributes(gqa_int4_model
             node.attribute.extend([onnx.helper.make_attribute("block_size", 16)])
     onnx.save(model, tmp_path / "defaults.onnx")
     assert inspect_onnx(tmp_path / "defaults.onnx").matmul_nbits == {(4, 16, 0): len(nodes)}
+
+
+def test_short_of_memory_the_model_reads_prompts_on_its_decode_session(gqa_int4_model_dir,
+                                                                       monkeypatch):
+    import app.engine.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "available_ram_bytes", lambda: 200_000_000)
+    engine = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1)
+    assert not engine.decoder.has_prompt_session
+    plan = engine.prompt_plan
+    assert not plan.use and plan.worth_telling
+    assert plan.note.startswith("Prompts run on the int8 kernels: fp32 kernels for them would "
+                                "take ")
+    assert plan.note.endswith(" more memory and 200.0 MB is free (Hearth keeps 1.1 GB spare).")
+    assert engine.open_prompt_session() is plan and not engine.decoder.has_prompt_session
