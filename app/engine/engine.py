@@ -276,7 +276,7 @@ class Engine:
         """Stream a continuation of raw token ids (over the engine's own cache)."""
         self._check_budget(len(prompt_ids), settings)
         return self._stream(self._cache_for(None, None, window=False), prompt_ids, settings,
-                            cancel, reuse, quoting=likely_quoting(len(prompt_ids)))
+                            cancel, reuse, quoting=likely_quoting(prompt_ids, len(prompt_ids)))
 
     def _stream(self, cache: KVCache, ids: Sequence[int], settings: GenerationSettings,
                 cancel: threading.Event | None, reuse: bool,
@@ -331,7 +331,7 @@ class Engine:
         if policy != "sliding_window":
             self._check_budget(len(ids), settings)
         stream = self._stream(cache, ids, settings, cancel, reuse, on_prefill,
-                              quoting=self._likely_quoting(messages))
+                              quoting=self._likely_quoting(messages, ids))
         if self.reasoning is not None:
             tail = self.tokenizer.decode(ids[-16:], skip_special_tokens=False)
             stream = split_reasoning(stream, ReasoningSplitter(self.reasoning.after_prompt(tail)))
@@ -339,10 +339,12 @@ class Engine:
             note = f"left out the {dropped} oldest messages to fit the context"
         return _annotate(stream, dropped=dropped, note=note)
 
-    def _likely_quoting(self, messages: Sequence[Message]) -> bool:
-        """Whether the reply will probably repeat the last user message (a long one)."""
+    def _likely_quoting(self, messages: Sequence[Message], ids: Sequence[int]) -> bool:
+        """Whether the reply will probably repeat its prompt (``speculative.likely_quoting``:
+        a long last user message, or a conversation that repeats itself)."""
         last = next((m for m in reversed(messages) if m.role == "user"), None)
-        return last is not None and likely_quoting(len(self.tokenizer.encode(last.content)))
+        tokens = 0 if last is None else len(self.tokenizer.encode(last.content))
+        return likely_quoting(ids, tokens)
 
     # -- caches --------------------------------------------------------------------------
 

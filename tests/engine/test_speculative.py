@@ -350,6 +350,52 @@ def test_a_long_user_message_makes_a_quoting_reply_with_two_row_steps(gqa_int4_m
         assert replies[0] == replies[1]
 
 
+def test_a_chat_that_repeats_itself_makes_a_quoting_reply_too(gqa_int4_model_dir):
+    """Short messages, but a conversation whose turns echo each other (a small model
+    repeating its replies): the prompt's own repetition decides two-row steps, so "auto" may
+    speculate, and it still decides what "off" decides."""
+    from app.engine.speculative import QUOTING_MIN_TOKENS, repetition_rate
+    from app.engine.types import Message
+
+    engine = _load(gqa_int4_model_dir)
+    echo = "the keeper lit the lamp and logged the ships at dawn"
+    assert len(engine.tokenizer.encode(echo)) < QUOTING_MIN_TOKENS
+    history = []
+    for turn in range(6):
+        history += [Message("user", f"and then {turn}?"), Message("assistant", echo)]
+    history.append(Message("user", "and then?"))
+    ids = engine.encode_chat(history)
+    assert repetition_rate(ids) > 0.5
+    replies = []
+    for mode in ("auto", "off"):
+        chunks = list(engine.chat(history, replace(GREEDY, speculation=mode)))
+        assert engine.decoder.step_rows == 2, mode
+        replies.append([c.token_id for c in chunks if c.token_id is not None])
+    assert replies[0] == replies[1]
+    fresh = [Message("user", "and then?")]  # the same last message alone: one row
+    list(engine.chat(fresh, GREEDY))
+    assert engine.decoder.step_rows == 1
+
+
+def test_repetition_rate_is_what_prompt_lookup_would_have_guessed():
+    from app.engine.speculative import (
+        REPEAT_MIN_TOKENS,
+        likely_quoting,
+        repetition_rate,
+    )
+
+    assert repetition_rate([]) == 0.0 and repetition_rate([7]) == 0.0
+    distinct = list(range(3, 503))
+    assert repetition_rate(distinct) == 0.0
+    looped = list(range(3, 53)) * 4  # the first lap cannot be guessed, the next three can
+    assert repetition_rate(looped) == pytest.approx(148 / 199)
+    # only the window counts: the same loop after a long distinct stretch
+    assert repetition_rate(distinct * 3 + looped, window=len(looped)) == repetition_rate(looped)
+    assert likely_quoting(distinct, 64) and not likely_quoting(distinct, 63)
+    assert likely_quoting(looped, 5)
+    assert not likely_quoting(looped[:REPEAT_MIN_TOKENS - 1], 5)  # too short to tell
+
+
 def test_float_graphs_keep_one_row_steps(gqa_model_dir):
     """Float graphs differ between one-row and several-row steps by rounding that does not
     grow (GroupQueryAttention, ~1e-7): the tie margin covers it, no second row is paid for."""
