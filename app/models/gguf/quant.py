@@ -17,7 +17,7 @@ carry over as they are:
   default zero point 8 (no zero-point tensor) and a float block offset ``o + 8·s``:
   ``w = s·(q − 8) + (o + 8·s)``, exact. MatMulNBits computes the first term; the graph adds
   ``block_sums(x) @ offsets`` (a small float Gemm). Without zero points the int8 kernel
-  decodes ~6–9% faster on the starter than with per-block ones (``z = round(−o/s)``, the
+  decodes ~5–9% faster on the starter than with per-block ones (``z = round(−o/s)``, the
   form before; bench/bench_prefill.py), and int8 activations (accuracy_level 4) err as much
   (largest logit difference from fp32 0.92 vs 0.74–0.94 over the same positions).
   The default (``weights.DEFAULT_EXACT_OFFSETS``): on the SmolLM2 starter
