@@ -9,7 +9,8 @@ _MEMINFO = Path("/proc/meminfo")
 
 
 def total_ram_bytes() -> int | None:
-    """Physical memory, from psutil when installed, else sysconf (None: unknown)."""
+    """Physical memory, from psutil (a dependency; the fallbacks serve a stripped
+    environment), else sysconf (None: unknown)."""
     try:
         import psutil
 
@@ -23,8 +24,8 @@ def total_ram_bytes() -> int | None:
 
 
 def available_ram_bytes() -> int | None:
-    """Memory a new allocation can take without swapping: psutil's ``available`` when
-    installed, else Linux's MemAvailable (None: unknown, e.g. Windows without psutil)."""
+    """Memory a new allocation can take without swapping: psutil's ``available``, else
+    Linux's MemAvailable (None: unknown)."""
     try:
         import psutil
 

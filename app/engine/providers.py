@@ -134,7 +134,7 @@ def physical_cores() -> int:
 
     Linux: the distinct (package, core) pairs of the CPUs in the process's affinity mask,
     capped by a cgroup CPU quota. macOS: performance cores (``hw.perflevel0.physicalcpu``).
-    Elsewhere psutil's physical count when installed, else the logical count.
+    Elsewhere psutil's physical count, else the logical count.
     """
     count = None
     if hasattr(os, "sched_getaffinity"):
@@ -147,7 +147,7 @@ def physical_cores() -> int:
         count = _sysctl_int("hw.perflevel0.physicalcpu") or _sysctl_int("hw.physicalcpu")
     if not count:
         try:
-            import psutil  # optional: the only portable physical-core count on Windows
+            import psutil  # the only portable physical-core count on Windows
 
             count = psutil.cpu_count(logical=False)
         except ImportError:
