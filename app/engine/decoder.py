@@ -57,24 +57,25 @@ LOGITS_TO_KEEP = "num_logits_to_keep"
 class _Binding:
     """One session's IOBinding and the record of what it holds now."""
 
-    def __init__(self, session: ort.InferenceSession, device: str) -> None:
+    def __init__(self, session: ort.InferenceSession, device: str,
+                 keep_shape: tuple[int, ...]) -> None:
         self.session = session
         self.io = session.io_binding()
         self.read_outputs = output_reader(self.io)
         self.bind_input, self.bind_output = kv_binder(self.io, device)
         self.step_id_bound = False  # the one-id array is bound as the input ids
         self.keep_bound = 0  # the value bound for ``logits_to_keep`` (0: nothing bound yet)
-        # ``logits_to_keep``'s value: ORT reads the bound array in place, so each binding
-        # needs its own (``Decoder`` gives it the graph's shape)
-        self.keep = np.ones(1, dtype=np.int64)
+        # ``logits_to_keep``'s value (the graph's input shape): ORT reads the bound array in
+        # place, so each binding needs its own
+        self.keep = np.ones(keep_shape, dtype=np.int64)
         self.logits_bound = False  # the reusable one-row logits buffer is bound
         self.tensors: list | None = None  # the ``KVCache.tensors`` list whose tensors it holds
 
 
 class Decoder:
     """One ORT session and its IOBinding; runs steps over the caches it is handed. A second
-    session over the same graph (``prompt_session``, see app/engine/prompt_session.py) may
-    read long prompt chunks, over the same caches.
+    session over the same graph (``attach_prompt_session``, see app/engine/prompt_session.py)
+    may read long prompt chunks, over the same caches.
 
     Not thread-safe: one owner thread (of both sessions)."""
 
@@ -88,13 +89,15 @@ class Decoder:
         prefill_chunk: int | None = None,
         embedder: Embedder | None = None,
         max_checkpoints: int = 4,
-        prompt_session: ort.InferenceSession | None = None,
     ) -> None:
         """``embedder``: the split layout's embedding graph, whose outputs the decoder takes
         instead of ``input_ids``. ``max_checkpoints``: turn-boundary checkpoints a recurrent
-        cache keeps. ``prompt_session``: the same graph on the prompt kernels; chunks of
-        ``prompt_session.MIN_ROWS`` tokens or more run there."""
-        self._main = _Binding(session, device)
+        cache keeps."""
+        # A graph with ``logits_to_keep`` returns the last position only unless told more.
+        keep = next((i for i in session.get_inputs() if i.name == LOGITS_TO_KEEP), None)
+        self._keep_input = None if keep is None else keep.name
+        self._keep_shape = (1,) if keep is not None and keep.shape else ()
+        self._main = _Binding(session, device, self._keep_shape)
         self._prompt: _Binding | None = None
         self.embedder = embedder
         self.max_checkpoints = max_checkpoints
@@ -102,13 +105,6 @@ class Decoder:
         self.context_length = context_length
         self.device = device
         self._ops = KVOps(session.get_providers(), device)
-        # A graph with ``logits_to_keep`` returns the last position only unless told more.
-        keep = next((i for i in session.get_inputs() if i.name == LOGITS_TO_KEEP), None)
-        self._keep_input = None if keep is None else keep.name
-        self._keep_shape = (1,) if keep is not None and keep.shape else ()
-        self._main.keep = np.ones(self._keep_shape, dtype=np.int64)
-        if prompt_session is not None:
-            self.attach_prompt_session(prompt_session)
         self._last_only = graph.logits_last_only or self._keep_input is not None
         vocab = graph.vocab_size or 1
         if prefill_chunk is None:
@@ -172,8 +168,7 @@ class Decoder:
         embeddings live on the decode session's device."""
         if self.embedder is not None:
             return
-        self._prompt = _Binding(session, self.device)
-        self._prompt.keep = np.ones(self._keep_shape, dtype=np.int64)
+        self._prompt = _Binding(session, self.device, self._keep_shape)
 
     @property
     def has_prompt_session(self) -> bool:

@@ -162,7 +162,7 @@ class Engine:
         engine.huge_pages = pages
         engine._threads = threads
         if embed_session is None:
-            engine.prompt_plan = plan_prompt_session(spec.model_path, report.chosen,
+            engine.prompt_plan = plan_prompt_session(spec, report.chosen,
                                                      available_bytes=available_ram_bytes())
         if prompt_session:
             engine.open_prompt_session()

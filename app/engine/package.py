@@ -286,7 +286,7 @@ def _read_genai(root: Path, variant: str | None, *, shared: Path | None = None) 
             f"is not in {root}.",
             hint="Download the model folder again.",
         )
-    check_onnx_file(model_path)
+    graph = check_onnx_file(model_path)
 
     search = config.get("search") if isinstance(config.get("search"), dict) else {}
     context = _positive_int(model.get("context_length")) or _positive_int(search.get("max_length"))
@@ -302,6 +302,8 @@ def _read_genai(root: Path, variant: str | None, *, shared: Path | None = None) 
     hf_config = _optional_json(root / HF_CONFIG)
     heads, head_size = decoder.get("num_key_value_heads"), decoder.get("head_size")
     return ModelSpec(
+        matmul_nbits=graph.matmul_nbits,
+        model_bytes=graph_bytes(model_path, graph),
         root=root,
         layout="genai",
         name=_model_name(root, config.get("_name_or_path") or hf_config.get("_name_or_path")),
@@ -454,7 +456,7 @@ def _read_optimum(root: Path, variant: str | None, provider: str) -> ModelSpec:
             hint=f"Available variants: {', '.join(sorted(candidates))}.",
         ) from None
     model_path = candidates[stem]
-    check_onnx_file(model_path)
+    graph = check_onnx_file(model_path)
     embed_path = None
     embeds = _onnx_stems(root, EMBED_GRAPH_RE)
     if embeds and stem.startswith("decoder_model_merged"):
@@ -477,6 +479,8 @@ def _read_optimum(root: Path, variant: str | None, provider: str) -> ModelSpec:
     )
     pad = generation.get("pad_token_id", config.get("pad_token_id"))
     return ModelSpec(
+        matmul_nbits=graph.matmul_nbits,
+        model_bytes=graph_bytes(model_path, graph),
         root=root,
         layout="optimum",
         name=_model_name(root, config.get("_name_or_path")),
@@ -675,6 +679,11 @@ def check_onnx_file(path: Path) -> OnnxSummary:
                 hint="The download was cut short; download it again.",
             )
     return summary
+
+
+def graph_bytes(path: Path, summary: OnnxSummary) -> int:
+    """The bytes of an ``.onnx`` file and the external data it reads (as checked)."""
+    return path.stat().st_size + sum(summary.external_data.values())
 
 
 def load_json(path: Path) -> dict:

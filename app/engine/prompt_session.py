@@ -27,11 +27,10 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass
-from pathlib import Path
 
 import onnxruntime as ort
 
-from app.engine.onnx_file import inspect_onnx
+from app.engine.types import ModelSpec
 from app.units import format_bytes
 
 #: the session option that moves eligible MatMulNBits nodes onto fp32 kernels
@@ -66,14 +65,16 @@ class PromptSessionPlan:
 
 
 def plan_prompt_session(
-    model_path: Path,
+    spec: ModelSpec,
     provider: str,
     *,
     available_bytes: int | None,
     machine: str | None = None,
     ort_version: str | None = None,
 ) -> PromptSessionPlan:
-    """Decide whether ``model_path`` (already loaded on ``provider``) gets a prompt session.
+    """Decide whether the model ``spec`` describes (already loaded on ``provider``) gets a
+    prompt session, from what the folder check read of its graph (``spec.matmul_nbits``,
+    ``spec.model_bytes``).
 
     ``available_bytes``: memory free now (None: unknown, then no session is opened: the
     cost cannot be checked). ``machine`` / ``ort_version`` default to this machine's."""
@@ -86,14 +87,10 @@ def plan_prompt_session(
     if (machine or platform.machine()).lower() not in _X86:
         return PromptSessionPlan(False, "Prompts run on the same kernels as replies "
                                         "(fp32 prompt kernels are for x86 CPUs).")
-    summary = inspect_onnx(model_path)
-    if not summary.matmul_nbits.get(ELIGIBLE_NBITS):
+    if not spec.matmul_nbits.get(ELIGIBLE_NBITS):
         return PromptSessionPlan(False, "Prompts run on the same kernels as replies (the "
                                         "model has no 4-bit int8-activation matmuls).")
-    files = model_path.stat().st_size + sum(
-        (model_path.parent / location).stat().st_size for location in summary.external_data
-    )
-    cost = int(files * COST_PER_FILE_BYTE)
+    cost = int(spec.model_bytes * COST_PER_FILE_BYTE)
     if available_bytes is None or available_bytes < cost + RESERVE_BYTES:
         free = ("free memory is unknown" if available_bytes is None
                 else f"{format_bytes(available_bytes)} is free")

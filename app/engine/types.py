@@ -257,6 +257,11 @@ class ModelSpec:
     embed_path: Path | None = None
     #: What the model's details should say about it (e.g. encoders Hearth does not run yet).
     notes: tuple[str, ...] = ()
+    #: ``model_path``'s MatMulNBits nodes by (bits, block_size, accuracy_level) and the bytes
+    #: of it and its external data, as the folder check read them (``OnnxSummary``): what
+    #: app/engine/prompt_session.py decides from, without reading the file again
+    matmul_nbits: dict = field(default_factory=dict)
+    model_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import pytest
 from app.engine.decoder import Decoder
 from app.engine.engine import Engine
 from app.engine.onnx_file import inspect_onnx
+from app.engine.package import read_model_folder
 from app.engine.prompt_session import (
     COST_PER_FILE_BYTE,
     MIN_ROWS,
@@ -105,9 +106,9 @@ def test_a_draft_model_never_gets_one(gqa_int4_model_dir, gqa_model_dir):
 
 
 def test_the_plan_opens_it_only_where_it_pays_and_fits(gqa_int4_model_dir, gqa_model_dir):
-    model = gqa_int4_model_dir / "model.onnx"
-    files = model.stat().st_size
-    cost = int(files * COST_PER_FILE_BYTE)
+    model = read_model_folder(gqa_int4_model_dir)
+    assert model.model_bytes == (gqa_int4_model_dir / "model.onnx").stat().st_size  # one file
+    cost = int(model.model_bytes * COST_PER_FILE_BYTE)
     x86 = {"machine": "x86_64", "ort_version": "1.32.0"}
 
     assert plan_prompt_session(model, "cpu", available_bytes=PLENTY, **x86).use
@@ -129,7 +130,7 @@ def test_the_plan_opens_it_only_where_it_pays_and_fits(gqa_int4_model_dir, gqa_m
     arm = plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="arm64",
                               ort_version="1.32.0")
     assert not arm.use and "x86" in arm.note
-    float_graph = plan_prompt_session(gqa_model_dir / "model.onnx", "cpu",
+    float_graph = plan_prompt_session(read_model_folder(gqa_model_dir), "cpu",
                                       available_bytes=PLENTY, **x86)
     assert not float_graph.use and float_graph.cost_bytes == 0
 
@@ -163,3 +164,18 @@ def test_short_of_memory_the_model_reads_prompts_on_its_decode_session(gqa_int4_
                                 "take ")
     assert plan.note.endswith(" more memory and 200.0 MB is free (Hearth keeps 1.1 GB spare).")
     assert engine.open_prompt_session() is plan and not engine.decoder.has_prompt_session
+
+
+def test_the_cost_counts_the_external_weights(gqa_int4_model_dir, tmp_path):
+    import shutil
+
+    folder = tmp_path / "external"
+    shutil.copytree(gqa_int4_model_dir, folder)
+    model = onnx.load(folder / "model.onnx")
+    onnx.save_model(model, folder / "model.onnx", save_as_external_data=True,
+                    location="model.onnx.data", size_threshold=0)
+    spec = read_model_folder(folder)
+    data = (folder / "model.onnx.data").stat().st_size
+    assert data > 0
+    assert spec.model_bytes == (folder / "model.onnx").stat().st_size + data
+    assert spec.matmul_nbits == inspect_onnx(gqa_int4_model_dir / "model.onnx").matmul_nbits
