@@ -223,7 +223,8 @@ def _cache_key(plugin: Path) -> str:
     return f"PySide6 {pyside}|{plugin}|{stat.st_size}|{stat.st_mtime_ns}|{loader}"
 
 
-def _read_os_release() -> str:
+def read_os_release() -> str:
+    """The text of os-release (empty where there is none)."""
     for path in ("/etc/os-release", "/usr/lib/os-release"):
         try:
             return Path(path).read_text(encoding="utf-8", errors="replace")
@@ -254,7 +255,7 @@ def check_xcb(
     output = ldd(plugin)
     if output is None:
         return None
-    report = XcbReport(plugin, parse_ldd(output), distro_family(_read_os_release()))
+    report = XcbReport(plugin, parse_ldd(output), distro_family(read_os_release()))
     if report.ok and cache is not None:
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)

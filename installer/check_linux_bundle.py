@@ -41,6 +41,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import project
 
+from app.desktop_libs import DEBIAN, distro_family, package_for, read_os_release
+
 # One library the bundle carries (a minimal Debian 12 lacks it) and one it leaves to the system.
 HIDDEN_DEFAULT = ("libxcb-icccm.so.4", "libxcb.so.1")
 LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib",
@@ -402,14 +404,14 @@ def check_missing_library(
         return
 
     # The bundle declares it: the check and a plain start name it and the install command.
-    debian = _debian_family()
+    debian = distro_family(read_os_release()) == DEBIAN
     env = user_env(display, Path(tempfile.mkdtemp(dir=work)))
     probe = run(["--check-desktop-libs"], env, None)
     say(f"   Hearth --check-desktop-libs -> {probe.rc}: {probe.stdout.strip()[:300]}")
     report.check(probe.rc == 1 and soname in probe.stdout,
                  "--check-desktop-libs names the library (exit code 1)", f"exit code {probe.rc}")
     if debian:
-        report.check("apt-get install -y" in probe.stdout and _debian_package(soname)
+        report.check("apt-get install -y" in probe.stdout and package_for(soname, DEBIAN)
                      in probe.stdout, "--check-desktop-libs gives the apt-get command")
 
     env = user_env(display, Path(tempfile.mkdtemp(dir=work)))  # fresh: no cached verdict
@@ -421,25 +423,11 @@ def check_missing_library(
     report.check(soname in said and "Hearth cannot open its window" in said,
                  "its stderr names the missing library")
     if debian:
-        report.check(f"sudo apt-get install -y {_debian_package(soname)}" in said,
+        report.check(f"sudo apt-get install -y {package_for(soname, DEBIAN)}" in said,
                      "its stderr gives the install command")
     report.check(start.window_s is None, "no Hearth window was opened")
     if shutil.which("xmessage"):  # xmessage itself may need the hidden library: no check
         say(f"   the message appeared as an xmessage box too: {start.xmessage_seen}")
-
-
-def _debian_family() -> bool:
-    try:
-        text = Path("/etc/os-release").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    return bool(re.search(r"^(ID|ID_LIKE)=.*\b(debian|ubuntu)\b", text, re.MULTILINE))
-
-
-def _debian_package(soname: str) -> str:
-    """libxcb-icccm.so.4 -> libxcb-icccm4 (the libxcb-* naming rule)."""
-    match = re.match(r"^(lib[\w-]+)\.so\.(\d+)$", soname)
-    return f"{match.group(1)}{match.group(2)}" if match else soname
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -273,10 +273,11 @@ class Engine:
         cancel: threading.Event | None = None,
         reuse: bool = True,
     ) -> Iterator[GenerationChunk]:
-        """Stream a continuation of raw token ids (over the engine's own cache)."""
+        """Stream a continuation of raw token ids (over the engine's own cache). A raw prompt
+        has no user message: only its own repetition makes the reply a likely quote."""
         self._check_budget(len(prompt_ids), settings)
         return self._stream(self._cache_for(None, None, window=False), prompt_ids, settings,
-                            cancel, reuse, quoting=likely_quoting(prompt_ids, len(prompt_ids)))
+                            cancel, reuse, quoting=likely_quoting(prompt_ids, 0))
 
     def _stream(self, cache: KVCache, ids: Sequence[int], settings: GenerationSettings,
                 cancel: threading.Event | None, reuse: bool,
@@ -438,7 +439,7 @@ class Engine:
         """Release the session (caches handed out are their owners' to save or drop)."""
         self._own_cache = None
         self.decoder = None  # type: ignore[assignment]
-        self.draft = None
+        self.draft = self.draft_name = None
 
 
 def _annotate(

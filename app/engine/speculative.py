@@ -422,14 +422,11 @@ class Speculator:
         policy: AdaptiveK | FixedK,
         *,
         tie_margin: float = 0.0,
-        strict: bool = False,
     ) -> None:
         self.decoder, self.cache = decoder, cache
         self.tie_margin = tie_margin
         self.proposer, self.sampler, self.policy = proposer, sampler, policy
         self.name = proposer.name
-        #: "auto": speculate only where verify steps reproduce one-token steps' logits.
-        self.strict = strict
         self.proposed = self.accepted = self.target_steps = 0
         self._greedy = sampler.settings.greedy
 
@@ -467,9 +464,6 @@ class Speculator:
             self.target_steps += 1
             return [self.sampler(logits, history)]
         fed = len(self.cache)
-        if self.strict and not self.decoder.verify_agrees:
-            self.policy = FixedK(0)  # speculation would change the output: off
-            return self.advance(history, room)
         rows = self.decoder.verify(self.cache, [pending, *guesses])
         self.policy.record_time(len(guesses) + 1, time.perf_counter() - start)
         self.target_steps += 1
@@ -545,7 +539,7 @@ def make_speculator(
                            timed=sampling.greedy or sampling.seed is None)
     margin = 0.0 if decoder.verify_exact else tie_margin(decoder)
     return Speculator(decoder, cache, proposer, sampler, policy,
-                      tie_margin=margin, strict=mode == "auto")
+                      tie_margin=margin)
 
 
 def tie_margin(decoder: Decoder) -> float:

@@ -73,13 +73,12 @@ class ChatStatusBar(QStatusBar):
         self.model_label.setText(f"Loading {path.rstrip('/').split('/')[-1]}…")
 
     def set_model(self, info: ModelInfo | None, display_name: str = "") -> None:
+        self.set_speculation(None)  # the figures were the previous model's
         if info is None:
             self.model_label.setText("No model loaded")
             self.provider_label.setText("")
             self.provider_label.setToolTip("")
-            self.set_speculation(None)
             return
-        self.set_speculation(None)  # the figures were the previous model's
         self.model_label.setText(display_name or info.name)
         tip = f"{info.path}\nloaded in {info.load_ms:.0f} ms"
         if info.draft:

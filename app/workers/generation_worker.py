@@ -98,8 +98,7 @@ def default_loader(path: Path) -> EngineLike:
     return engine
 
 
-def attach_installed_draft(engine, path: Path, *, threads: int | None = None,
-                           library=None) -> None:
+def attach_installed_draft(engine, path: Path, *, threads: int | None = None) -> None:
     """Give ``engine`` (an ``app.engine.engine.Engine``) the draft model its catalog entry
     names, when that model is installed (``ModelLibrary.draft_for``). A draft that fails to
     load leaves the model without one, and the model's notes say why."""
@@ -107,7 +106,7 @@ def attach_installed_draft(engine, path: Path, *, threads: int | None = None,
 
     from app.models.library import ModelLibrary
 
-    draft = (library or ModelLibrary()).draft_for(path)
+    draft = ModelLibrary().draft_for(path)
     if draft is None:
         return
     try:

@@ -1,6 +1,6 @@
-"""installer/'s modules for the installer tests: ``project`` (imported from installer/) and
-``build`` (installer/build.py, loaded under its own name: "build" is also a PyPI package,
-pypa/build), each loaded once."""
+"""installer/'s modules for the installer tests: ``project`` and ``check_linux_bundle``
+(imported from installer/) and ``build`` (installer/build.py, loaded under its own name:
+"build" is also a PyPI package, pypa/build), each loaded once."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "installer"))
 
+import check_linux_bundle  # noqa: E402
 import project  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location(
@@ -19,4 +20,4 @@ _spec = importlib.util.spec_from_file_location(
 build = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(build)
 
-__all__ = ["ROOT", "build", "project"]
+__all__ = ["ROOT", "build", "check_linux_bundle", "project"]

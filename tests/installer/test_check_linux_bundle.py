@@ -15,11 +15,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "installer"))
-
-import check_linux_bundle as check  # noqa: E402
-import project  # noqa: E402
+from tests.installer.installer_modules import check_linux_bundle as check
+from tests.installer.installer_modules import project
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux bundle")
 BUNDLE_EXE = project.DIST_DIR / project.APP_NAME / project.APP_NAME
