@@ -379,20 +379,23 @@ class MainWindow(QMainWindow):
         self.model_picker.setEnabled(False)
         self.load_progress_action.setVisible(True)
         self.load_progress.show()
-        self.status.set_loading(path)
+        index = self.model_picker.findData(path)
+        self.status.set_loading(self.model_picker.itemText(index) if index >= 0 else Path(path).name)
 
     def on_model_loaded(self, info: ModelInfo) -> None:
         self._loading_done()
         if self.model_picker.findData(info.path) < 0:
             self.refresh_models()
         self._select_picker(info.path)
-        self.status.set_model(info, self.model_picker.currentText())
-        self.chat_view.set_model_name(self.model_picker.currentText() or info.name)
+        name = self.model_picker.currentText() or info.name  # the name the picker shows
+        self.status.set_model(info, name)
+        self.chat_view.set_model_name(name)
         self.settings_panel.set_model_defaults(info.generation_defaults)
         self.settings_panel.set_thinking_control(info.thinking_control)
-        self.status.showMessage(f"Loaded {info.name} in {info.load_ms / 1000:.1f} s", 4000)
+        # the model's name is beside it in the bar already
+        self.status.showMessage(f"Model loaded in {info.load_ms / 1000:.1f} s", 4000)
         if info.notes:  # e.g. a context clamped to this machine's memory, unused encoders
-            self.bridge.info(f"{info.name}: " + " ".join(info.notes))
+            self.bridge.info(f"{name}: " + " ".join(info.notes))
         self._update_page()
 
     def on_model_unloaded(self) -> None:

@@ -5,6 +5,7 @@ loads, that a message waits for it."""
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
@@ -22,6 +23,8 @@ CONTEXT_WARN = 0.8
 #: width kept free at the left for messages ("Reading your message… 1,024 / 3,451 tokens");
 #: where the long speculation text would take it, the short one is shown
 MESSAGE_ROOM_PX = 300
+#: a longer model name is elided ("Qwen3 30B A3B Instruct…"); the whole name is in its tooltip
+MODEL_NAME_PX = 240
 
 
 def reading_text(done: int, total: int) -> str:
@@ -69,18 +72,24 @@ class ChatStatusBar(QStatusBar):
         self.activity_label.setVisible(bool(text))
         self._show_speculation()  # the last reply's figures make room while a new one starts
 
-    def set_loading(self, path: str) -> None:
-        self.model_label.setText(f"Loading {path.rstrip('/').split('/')[-1]}…")
+    def set_loading(self, name: str) -> None:
+        self._set_model_name(f"Loading {name}…")
+
+    def _set_model_name(self, text: str) -> None:
+        metrics = self.model_label.fontMetrics()
+        self.model_label.setText(metrics.elidedText(text, Qt.TextElideMode.ElideRight, MODEL_NAME_PX))
 
     def set_model(self, info: ModelInfo | None, display_name: str = "") -> None:
         self.set_speculation(None)  # the figures were the previous model's
         if info is None:
-            self.model_label.setText("No model loaded")
+            self._set_model_name("No model loaded")
+            self.model_label.setToolTip("")
             self.provider_label.setText("")
             self.provider_label.setToolTip("")
             return
-        self.model_label.setText(display_name or info.name)
-        tip = f"{info.path}\nloaded in {info.load_ms:.0f} ms"
+        name = display_name or info.name
+        self._set_model_name(name)
+        tip = f"{name}\n{info.path}\nloaded in {info.load_ms:.0f} ms"
         if info.draft:
             tip += f"\ndraft model {info.draft}: speeds up replies that quote the chat"
         self.model_label.setToolTip(tip)

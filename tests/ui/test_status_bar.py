@@ -10,6 +10,7 @@ import pytest
 
 from app.engine.types import GenerationStats
 from app.ui.status_bar import ChatStatusBar
+from tests.ui.conftest import make_model_folder
 
 pytestmark = [
     pytest.mark.qt_log_level_fail("WARNING"),
@@ -60,7 +61,7 @@ def test_the_chat_shows_speculation_after_a_reply_and_hides_it_after_a_plain_one
     app.window.resize(1400, 700)
     loader.last.stats_extra = dict(SPECULATED, speculation="draft")
     app.send("quote me")
-    assert bar.currentMessage().startswith("Loaded ")  # shown for 4 s after the load
+    assert bar.currentMessage().startswith("Model loaded in ")  # shown for 4 s after the load
     assert bar.speculation_label.isHidden()  # it has the room meanwhile
     bar.clearMessage()
     assert bar.speculation_label.isVisible()
@@ -100,3 +101,22 @@ def test_the_provider_tip_says_how_long_prompts_are_read(qtbot):
     assert bar.provider_label.accessibleDescription() == tip
     bar.set_model(replace(info, prompt_kernels=None), "m")
     assert bar.provider_label.toolTip() == "Running on CPU.\nNot used:\ncuda: no NVIDIA GPU"
+
+
+def test_at_800_px_the_load_message_fits_beside_a_long_model_name(make_app):
+    long_name = "Qwen3 30B A3B Instruct 2507 Thinking (int4, 32k context)"
+    app = make_app()
+    app.window.resize(800, 600)
+    app.load(make_model_folder("long-model", long_name))
+    app.send("hello")  # speed, TTFT and context join the bar
+    bar = app.window.status
+    message = bar.currentMessage()
+    assert message.startswith("Model loaded in ")
+    label = bar.model_label
+    assert label.text().endswith("…") and long_name.startswith(label.text()[:-1])
+    assert label.toolTip().splitlines()[0] == long_name
+    permanent = [w for w in (label, bar.provider_label, bar.speed_label, bar.ttft_label,
+                             bar.context_label) if w.isVisible() and w.text()]
+    assert len(permanent) == 5
+    room = min(w.geometry().left() for w in permanent)
+    assert bar.fontMetrics().horizontalAdvance(message) + 8 <= room
