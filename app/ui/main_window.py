@@ -380,7 +380,8 @@ class MainWindow(QMainWindow):
         self.load_progress_action.setVisible(True)
         self.load_progress.show()
         index = self.model_picker.findData(path)
-        self.status.set_loading(self.model_picker.itemText(index) if index >= 0 else Path(path).name)
+        name = self.model_picker.itemText(index) if index >= 0 else Path(path).name
+        self.status.set_loading(name)
 
     def on_model_loaded(self, info: ModelInfo) -> None:
         self._loading_done()

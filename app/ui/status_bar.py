@@ -76,8 +76,9 @@ class ChatStatusBar(QStatusBar):
         self._set_model_name(f"Loading {name}…")
 
     def _set_model_name(self, text: str) -> None:
-        metrics = self.model_label.fontMetrics()
-        self.model_label.setText(metrics.elidedText(text, Qt.TextElideMode.ElideRight, MODEL_NAME_PX))
+        elided = self.model_label.fontMetrics().elidedText(
+            text, Qt.TextElideMode.ElideRight, MODEL_NAME_PX)
+        self.model_label.setText(elided)
 
     def set_model(self, info: ModelInfo | None, display_name: str = "") -> None:
         self.set_speculation(None)  # the figures were the previous model's
