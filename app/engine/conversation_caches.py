@@ -61,8 +61,7 @@ def reusable_prefix(cache: KVCache, prompt_ids: Sequence[int]) -> int:
     """The tokens of ``cache`` a run of ``prompt_ids`` can reuse: the shared prefix, less the
     prompt's last token (which must run for its logits), at a point the cache can rewind to
     (what ``generation.reuse_prefix`` will cut to)."""
-    shared = min(cache.common_prefix(prompt_ids), max(len(prompt_ids) - 1, 0))
-    return cache.rewind_point(shared)
+    return cache.rewind_point(cache.shared_with_prompt(prompt_ids))
 
 
 def continues(cache: KVCache, prompt_ids: Sequence[int], shared: int) -> bool:
@@ -101,7 +100,6 @@ class ConversationCaches:
         self.tips_per_conversation = tips_per_conversation
         self.min_branch_tokens = min_branch_tokens
         self._serial = itertools.count()
-        self._active_id: str | None = None
         self._active_key: _Key | None = None
         self._active: KVCache | None = None
         self._parked: OrderedDict[_Key, KVCache] = OrderedDict()
@@ -136,7 +134,7 @@ class ConversationCaches:
             if branch is not None:  # the tip stays parked, as recent as the new branch
                 self._parked[key] = cache
                 key, cache = self._new_key(conversation_id), branch
-        self._active_id, self._active_key, self._active = conversation_id, key, cache
+        self._active_key, self._active = key, cache
         self._limit_tips(conversation_id)
         self._enforce_budget()
         return cache
@@ -159,8 +157,8 @@ class ConversationCaches:
         was deleted)."""
         for key, _ in self._parked_tips(conversation_id):
             del self._parked[key]
-        if conversation_id == self._active_id:
-            self._active_id, self._active_key, self._active = None, None, None
+        if conversation_id == self.active_id:
+            self._active_key, self._active = None, None
         if self.snapshots is not None:
             self.snapshots.delete(conversation_id)
 
@@ -174,12 +172,12 @@ class ConversationCaches:
         """Conversations other than the active one with a tip parked in memory, least recent
         first (by each one's most recent tip)."""
         order = [cid for cid, _ in reversed(self._parked)]
-        seen = list(dict.fromkeys(cid for cid in order if cid != self._active_id))
+        seen = list(dict.fromkeys(cid for cid in order if cid != self.active_id))
         return list(reversed(seen))
 
     @property
     def active_id(self) -> str | None:
-        return self._active_id
+        return None if self._active_key is None else self._active_key[0]
 
     @property
     def parked_bytes(self) -> int:
@@ -199,7 +197,7 @@ class ConversationCaches:
         """Save what can be saved, then let every cache go (the model is unloaded)."""
         self.save_all()
         self._parked.clear()
-        self._active_id, self._active_key, self._active = None, None, None
+        self._active_key, self._active = None, None
 
     # -- internals -----------------------------------------------------------------------
 
@@ -219,7 +217,7 @@ class ConversationCaches:
 
     def _park_active(self) -> None:
         key, cache = self._active_key, self._active
-        self._active_id, self._active_key, self._active = None, None, None
+        self._active_key, self._active = None, None
         if key is None or cache is None or not len(cache):
             return
         slack = self.min_branch_tokens

@@ -45,7 +45,7 @@ def reuse_prefix(
         cache.reset()
         return 0, "reuse disabled"
     held = len(cache)
-    shared = min(cache.common_prefix(prompt_ids), len(prompt_ids) - 1)
+    shared = cache.shared_with_prompt(prompt_ids)
     common = cache.rewind_point(shared)  # a recurrent cache: its checkpoint at or before
     reason = None
     if held and shared == 0:

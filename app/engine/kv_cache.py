@@ -122,6 +122,12 @@ class KVCache(ABC):
     def common_prefix(self, ids: Sequence[int]) -> int:
         return common_prefix_length(self._tokens, ids)
 
+    def shared_with_prompt(self, prompt_ids: Sequence[int]) -> int:
+        """The tokens a run of ``prompt_ids`` over this cache could keep: the common prefix,
+        less the prompt's last token (it must run for the logits that start the reply). Where
+        the cache cuts to is ``rewind_point`` of this."""
+        return min(self.common_prefix(prompt_ids), max(len(prompt_ids) - 1, 0))
+
     def can_trim_to(self, length: int) -> bool:
         return 0 <= length <= len(self._tokens)
 

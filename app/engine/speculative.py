@@ -147,7 +147,7 @@ class DraftProposer:
         decoder, cache = self.model.decoder, self.model.cache
         if len(history) >= decoder.context_length:
             return None
-        common = min(cache.common_prefix(history), len(history) - 1)
+        common = cache.rewind_point(cache.shared_with_prompt(history))
         try:
             cache.trim_to(common)
         except CacheRewindError:

@@ -9,16 +9,9 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.ui.model_manager_model import CatalogRow
-from app.units import format_bytes
+from app.units import format_bytes, format_parameters
 
 DRAFT_INSTALLED = "Draft installed: replies that quote the chat come out faster"
-
-
-def _parameters(count: int) -> str:
-    """"1.5B parameters", "360M parameters"."""
-    if count >= 10**9:
-        return f"{count / 10**9:.1f}B parameters"
-    return f"{count / 10**6:.0f}M parameters" if count >= 10**6 else f"{count:,} parameters"
 
 
 def draft_offer(row: CatalogRow, draft: CatalogRow) -> str:
@@ -74,8 +67,8 @@ class CatalogDetails(QWidget):
         self.title.setVisible(row is not None)
         self.description.setVisible(row is not None)
         if row is not None:
-            self.title.setText(f"<b>{row.entry.name}</b> · {_parameters(row.entry.parameters)}"
-                               f" · {row.entry.license}")
+            parameters = format_parameters(row.entry.parameters)
+            self.title.setText(f"<b>{row.entry.name}</b> · {parameters} · {row.entry.license}")
             self.description.setText(row.entry.description)
         self.draft_id = draft.entry.id if draft is not None else None
         self.model_id = row.entry.id if row is not None else None

@@ -26,16 +26,9 @@ from PySide6.QtWidgets import (
 from app.errors import HearthError
 from app.models.gguf.preview import PRECISION_HELP, GGUFPreview, preview_gguf
 from app.models.gguf.weights import PRECISIONS
-from app.units import format_bytes
+from app.units import format_bytes, format_parameters
 
 PRECISION_LABELS = {"native": "Native", "int4": "int4", "fp16": "fp16", "fp32": "fp32"}
-
-
-def _count(n: int) -> str:
-    for unit, size in (("B", 10**9), ("M", 10**6), ("K", 10**3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}".replace(".0 ", " ")
-    return str(n)
 
 
 class GGUFImportDialog(QDialog):
@@ -110,7 +103,7 @@ class GGUFImportDialog(QDialog):
         if p is None:
             return
         self._fact("Architecture",
-                   f"{p.architecture} · {p.layers} layers · {_count(p.parameters)} parameters · "
+                   f"{p.architecture} · {p.layers} layers · {format_parameters(p.parameters)} · "
                    f"{p.context_length:,} tokens of context")
         self._fact("Quantization", p.quantization)
         self.name_edit.setText(p.suggested_name)
