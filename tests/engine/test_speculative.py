@@ -557,7 +557,7 @@ def test_a_guess_rides_free_in_a_two_row_step():
     assert two_rows.choose(8) == 0
 
 
-def test_a_seeded_sampled_reply_does_not_depend_on_step_times(plain_model_dir):
+def test_a_seeded_sampled_reply_does_not_depend_on_step_times(plain_model_dir, monkeypatch):
     """K decides how many random draws a step takes: a seeded sampled reply keeps the prior
     costs, so the same seed gives the same reply however fast the machine was."""
     untimed = AdaptiveK(timed=False)
@@ -565,14 +565,36 @@ def test_a_seeded_sampled_reply_does_not_depend_on_step_times(plain_model_dir):
     untimed.record_plain(0.001)
     untimed.record_time(5, 1.0)  # verify steps look ruinously slow: a timed policy would stop
     assert [untimed.choose(8), untimed.cost(5)] == before
+
     engine = _load(plain_model_dir)
-    seeded = replace(GREEDY, sampling=SamplingSettings(temperature=0.9, seed=7))
-    cache = engine.new_cache()
-    engine.decoder.calibrate(tolerance=verify_tolerance(engine.decoder))
-    spec = make_speculator("auto", engine.decoder, cache, Sampler(seeded.sampling))
-    assert spec is not None and spec.policy.timed is False
-    greedy_spec = make_speculator("auto", engine.decoder, cache, Sampler(GREEDY.sampling))
-    assert greedy_spec.policy.timed is True
+    draft = DraftModel(_load(plain_model_dir).decoder)  # the target itself: guesses land
+    prompt = _prompts(engine.graph.vocab_size, 2, seed=4)[1]
+    seeded = replace(GREEDY, sampling=SamplingSettings(temperature=0.9, seed=7),
+                     speculation="auto")
+    greedy = replace(GREEDY, speculation="auto")
+
+    def reply(settings):
+        draft.cache.reset()
+        tokens, _, last = _run(engine, engine.new_cache(), prompt, settings, draft=draft)
+        return tokens, last.stats
+
+    fast = {"seeded": reply(seeded), "greedy": reply(greedy)}
+    init = AdaptiveK.__init__
+
+    def on_a_slow_machine(self, **options):  # verify steps measured at 1000x a plain step
+        init(self, **options)
+        self.record_plain(0.001)
+        for positions in range(2, 10):
+            self.record_time(positions, 1.0)
+
+    monkeypatch.setattr(AdaptiveK, "__init__", on_a_slow_machine)
+    slow = {"seeded": reply(seeded), "greedy": reply(greedy)}
+    assert fast["seeded"][1].proposed > 0
+    assert slow["seeded"][0] == fast["seeded"][0]  # the same seed, the same reply
+    assert slow["seeded"][1].target_steps == fast["seeded"][1].target_steps
+    # the timings do reach a greedy reply's policy: it stops guessing, with the same tokens
+    assert fast["greedy"][1].proposed > slow["greedy"][1].proposed
+    assert slow["greedy"][0] == fast["greedy"][0]
 
 
 def test_prior_cost_matches_the_measured_points():
