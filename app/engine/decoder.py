@@ -281,23 +281,31 @@ class Decoder:
         return (cache.steady_step and cache.window is None and not cache.feeds_whole_sequence
                 and cache.kv_length + 2 <= self.context_length)
 
-    def _pair_step(self, cache: KVCache, token: int) -> np.ndarray:
+    def _pair_step(self, cache: KVCache, token: int, guess: int | None = None) -> np.ndarray:
         """``step`` as two rows, kept bound between steps like the one-row steady step: per
-        step it writes the ids, rebinds the mask (and position ids) and runs."""
+        step it writes the ids, rebinds the mask (and position ids) and runs. With ``guess``
+        it is a two-token verify step over the same binding (``[token, guess]``, both rows'
+        logits, a copy); without, the second row is a scratch copy of ``token``."""
         io, graph = self._main.io, self.graph
         if cache.tensors is not self._pair_tensors or len(cache.tokens) + 2 > self._pair_limit:
             if (self.embedder is not None or graph.vocab_size is None or self.device != "cpu"
                     or graph.attention_mask is None):
+                if guess is not None:
+                    return self._run(cache, [token, guess], all_rows=True)
                 return self._run_pair(cache, token, False)
             self._bind_pair(cache)
         total = len(cache.tokens) + 2
-        self._pair_ids[0, :] = token
+        self._pair_ids[0, 0] = token
+        self._pair_ids[0, 1] = token if guess is None else guess
         io.bind_cpu_input(graph.attention_mask, self._mask[:, :total])
         if graph.position_ids:
             io.bind_cpu_input(graph.position_ids, self._positions[:, total - 2 : total])
         self.session.run_with_iobinding(io)
         cache.append_step(token)  # the scratch row's KV lies past the cursor, never shown
-        return self._pair_logits[0, 0].astype(np.float32, copy=False)
+        if guess is None:
+            return self._pair_logits[0, 0].astype(np.float32, copy=False)
+        cache.append_step(guess)
+        return self._pair_logits[0].astype(np.float32, copy=True)
 
     def _bind_pair(self, cache: KVCache) -> None:
         """Bind everything a two-row step on ``cache`` keeps (its buffers may grow first)."""
@@ -404,6 +412,9 @@ class Decoder:
             raise ValueError("this graph returns logits for the last position only")
         if not tokens:
             raise ValueError("verify() needs at least one token")
+        if len(tokens) == 2 and self.step_rows == 2 and self._pairs_fit(cache):
+            # one guess riding in the plain step's second row: keep the steps' binding
+            return self._pair_step(cache, tokens[0], tokens[1])
         return self._run(cache, list(tokens), all_rows=True)
 
     def _logits_target(self, rows: int) -> ort.OrtValue | None:

@@ -290,6 +290,22 @@ def test_a_quantized_graph_steps_in_pairs_so_verify_steps_match_bit_for_bit(gqa_
     rows, steps = rows_and_steps()
     for i, step in enumerate(steps):
         assert np.array_equal(rows[i], step), f"row {i}"
+    # A two-token verify (one guess in the pair's second row) runs on the steps' binding,
+    # never the general path; its rows and the steps after it (the guess rejected) equal
+    # plain steps' logits
+    cache = engine.new_cache()
+    decoder.feed(cache, prompt)
+    mixed = [decoder.step(cache, tokens[0]).copy()]
+    general = decoder._run
+    decoder._run = lambda *args, **kwargs: pytest.fail("a two-token verify rebound")
+    pair = decoder.verify(cache, tokens[1:3])
+    assert len(cache) == len(prompt) + 3
+    cache.trim_to(len(cache) - 1)  # the guess rejected
+    mixed += [pair[0], *(decoder.step(cache, t).copy() for t in tokens[2:])]
+    decoder._run = general
+    for i, step in enumerate(steps):
+        assert np.array_equal(mixed[i], step), f"step {i} around a two-token verify"
+    assert np.array_equal(pair[1], steps[2])
     # past the KV buffer's first size (256 positions: it grows and is bound again)
     long_prompt = (prompt * 12)[:250]
     cache = engine.new_cache()
