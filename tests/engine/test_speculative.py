@@ -18,7 +18,6 @@ from app.engine.speculative import (
     PromptLookup,
     Proposal,
     dense,
-    make_speculator,
     prior_cost,
     verify_sampled,
     verify_tolerance,
