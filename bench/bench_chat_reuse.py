@@ -171,7 +171,7 @@ def run_genai(model_dir: Path, prompts: list[list[int]], reply: int, threads: in
                 generator.rewind_to(common)
                 generator.append_tokens(prompt[common:])
             else:
-                params.set_search_options(max_length=prompt_len_cap(prompt, reply))
+                params.set_search_options(max_length=prompt_len_cap(prompt, reply), do_sample=False)
                 generator = og.Generator(model, params)
                 generator.append_tokens(prompt)
             generator.generate_next_token()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from app import paths
 from app.errors import ConversionError, DownloadError
-from app.models.gguf import EXACT_OFFSETS_FORM
+from app.models.gguf import EXACT_OFFSETS_FORM, SAMPLING_FORM
 from app.models.manifest import Manifest
 
 STARTER_ID = "smollm2-135m-instruct-starter"
@@ -170,7 +170,7 @@ def ensure_starter(progress: Callable[[float, str], None] | None = None,
 
 def is_current(folder: Path) -> bool:
     """Whether the starter in ``folder`` was converted with ``STARTER_CONVERSION`` (and, for
-    exact offsets, in this converter's form of them)."""
+    exact offsets, in this converter's form of them; with its sampling defaults)."""
     manifest = Manifest.read(folder)
     if manifest is None:
         return False
@@ -178,6 +178,8 @@ def is_current(folder: Path) -> bool:
     recorded = {**conversion, "precision": manifest.extra.get("precision")}
     if STARTER_CONVERSION["exact_offsets"] and recorded.get("offsets_form") != EXACT_OFFSETS_FORM:
         return False  # an older form of the same weights: converting again decodes faster
+    if recorded.get("sampling_form") != SAMPLING_FORM:
+        return False  # it suggests greedy replies, which loop on this model
     return all(recorded.get(k) == v for k, v in STARTER_CONVERSION.items())
 
 

@@ -373,3 +373,19 @@ def test_a_known_source_hash_is_not_computed_again(tmp_path, monkeypatch):
                         progress=lambda f, m: messages.append(m))
     assert Manifest.read(dest).source["sha256"] == "ab" * 32
     assert "Hashing tiny.gguf" not in messages
+
+
+def test_a_conversion_suggests_sampled_replies_not_greedy_ones(tmp_path):
+    """A GGUF says nothing of sampling; greedy replies loop on small models, so a conversion
+    suggests what llama.cpp front ends give GGUFs, and the app's settings start from it."""
+    from app.engine.package import read_model_folder
+    from app.engine.types import GenerationSettings, SamplingSettings
+
+    src = tmp_path / "m.gguf"
+    write_tiny_gguf(src, qtype=Q.Q8_0)
+    dest = convert_gguf(src, tmp_path / "model", name="Tiny")
+    sampling = GenerationSettings.from_model(read_model_folder(dest).generation_defaults).sampling
+    assert sampling == SamplingSettings(temperature=0.8, top_k=40, top_p=0.95,
+                                        repetition_penalty=1.1)
+    manifest = json.loads((dest / "hearth-manifest.json").read_text())
+    assert manifest["conversion"]["sampling_form"] == 1

@@ -189,14 +189,16 @@ def test_older_starter_stays_when_no_gguf_is_at_hand(tmp_path, monkeypatch):
     assert not starter.is_current(folder)
 
 
-def test_a_starter_in_the_older_offsets_form_is_converted_again(tmp_path, monkeypatch):
+@pytest.mark.parametrize("record", ["offsets_form", "sampling_form"])
+def test_a_starter_in_an_older_form_is_converted_again(tmp_path, monkeypatch, record):
     """Same options, but converted before the default zero point (no ``offsets_form`` in its
-    manifest): converted again when the GGUF is at hand, then current."""
+    manifest) or while conversions suggested greedy replies (no ``sampling_form``): converted
+    again when the GGUF is at hand, then current."""
     import json
 
     from gguf import GGMLQuantizationType as Q
 
-    from app.models.gguf import EXACT_OFFSETS_FORM
+    from app.models.gguf import EXACT_OFFSETS_FORM, SAMPLING_FORM
     from app.models.manifest import Manifest
     from tests.models.tiny_gguf import write_tiny_gguf
 
@@ -209,10 +211,12 @@ def test_a_starter_in_the_older_offsets_form_is_converted_again(tmp_path, monkey
     assert starter.is_current(folder)
     manifest_path = next(folder.glob("*manifest*.json"))
     doc = json.loads(manifest_path.read_text(encoding="utf-8"))
-    assert doc["conversion"].pop("offsets_form") == EXACT_OFFSETS_FORM
+    current = {"offsets_form": EXACT_OFFSETS_FORM, "sampling_form": SAMPLING_FORM}
+    assert doc["conversion"].pop(record) == current[record]
     manifest_path.write_text(json.dumps(doc), encoding="utf-8")
     assert not starter.is_current(folder)
 
     assert starter.ensure_starter() == folder
-    assert Manifest.read(folder).extra["conversion"]["offsets_form"] == EXACT_OFFSETS_FORM
+    conversion = Manifest.read(folder).extra["conversion"]
+    assert {k: conversion[k] for k in current} == current
     assert starter.is_current(folder)

@@ -5,3 +5,11 @@
 #: without a record (form 1) carry per-block zero points: the same weights, slower decoding.
 #: Kept here, free of imports, so the starter's check costs no numpy or gguf import.
 EXACT_OFFSETS_FORM = 2
+
+#: What a conversion suggests replies run with (genai_config.json's ``search``): a GGUF file
+#: carries no sampling advice, so the defaults llama.cpp front ends (LM Studio) give GGUFs.
+#: Greedy decoding, as conversions suggested before (form 0, no record), loops on small
+#: models ("a simple yet delicious thing, a simple yet delicious thing, ...").
+SAMPLING_DEFAULTS = {"do_sample": True, "temperature": 0.8, "top_k": 40, "top_p": 0.95,
+                     "repetition_penalty": 1.1}
+SAMPLING_FORM = 1

@@ -14,7 +14,7 @@ from pathlib import Path
 import onnx
 
 from app.errors import ConversionError, DiskFullError
-from app.models.gguf import EXACT_OFFSETS_FORM
+from app.models.gguf import EXACT_OFFSETS_FORM, SAMPLING_FORM
 from app.models.gguf.graph_builder import ExternalData, GraphBuilder
 from app.models.gguf.naming import readable_name
 from app.models.gguf.package_files import genai_config, manifest, write_json
@@ -155,6 +155,7 @@ def convert_gguf(
             "accuracy_level": accuracy_level,
             "exact_offsets": exact_offsets,
             "offsets_form": EXACT_OFFSETS_FORM if exact_offsets else None,
+            "sampling_form": SAMPLING_FORM,
         }
         doc = manifest(
             tmp,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.fileio import write_json_atomic
+from app.models.gguf import SAMPLING_DEFAULTS
 from app.models.gguf.reader import ModelParams
 from app.models.manifest import Manifest, describe_files, now_iso
 from app.models.manifest import source as source_record
@@ -50,7 +51,6 @@ def genai_config(
         },
         "search": {
             "diversity_penalty": 0.0,
-            "do_sample": False,
             "early_stopping": True,
             "length_penalty": 1.0,
             "max_length": p.context_length,
@@ -59,10 +59,7 @@ def genai_config(
             "num_beams": 1,
             "num_return_sequences": 1,
             "past_present_share_buffer": True,
-            "repetition_penalty": 1.0,
-            "temperature": 1.0,
-            "top_k": 1,
-            "top_p": 1.0,
+            **SAMPLING_DEFAULTS,
         },
     }
 
