@@ -97,6 +97,8 @@ class SettingsPanel(QWidget):
         self._updating = False
         self.editors: dict[str, QWidget] = {}
         form = QFormLayout()
+        # a narrow panel (an 800 px window) puts each field under its label
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
         for setting in PER_CHAT:
             editor = self._make_editor(setting)
             editor.setAccessibleName(setting.label)
@@ -107,7 +109,11 @@ class SettingsPanel(QWidget):
                 editor.setToolTip(setting.help)
             label = QLabel(setting.label, self)
             label.setBuddy(editor)
-            form.addRow(label, editor)
+            if isinstance(editor, QPlainTextEdit):  # a text box: the panel's width, below
+                form.addRow(label)
+                form.addRow(editor)
+            else:
+                form.addRow(label, editor)
         self.think_label = form.labelForField(self.editors["thinking"])
         self.set_thinking_control(None, loaded=False)
         self.reset_button = QPushButton("Reset to model defaults", self)

@@ -128,3 +128,25 @@ def test_screenshots_reply_with_thinking_light_and_dark(make_app, model_dir, tmp
         assert _count(image, LIGHT.assistant_bg) < 50
     finally:
         QApplication.setPalette(QApplication.style().standardPalette())
+
+
+def test_the_chat_settings_panel_fits_an_800x600_window(app, tmp_path):
+    """Opened beside a chat, the panel wraps its rows (each field under its label) instead
+    of widening the window past an 800 px screen; the chat's Send button and the panel's
+    last button stay inside the window."""
+    window = app.window
+    window.resize(800, 600)
+    if not window.panel_action.isChecked():
+        window.panel_action.trigger()
+    app.send("hello")
+    image = _grab(app, _folder(tmp_path), "chat-settings-800x600.png")
+    assert (image.width(), image.height()) == (800, 600)
+    assert window.minimumSizeHint().width() <= 800
+    panel = window.settings_panel
+    for widget in (window.composer.button, panel.reset_button,
+                   panel.editors["system_prompt"]):
+        assert widget.isVisible()
+        box = widget.rect().translated(widget.mapTo(window, widget.rect().topLeft()))
+        assert window.rect().contains(box), widget.accessibleName()
+    # the system prompt box spans the panel (it is not squeezed beside its label)
+    assert panel.editors["system_prompt"].width() > panel.width() * 0.8
