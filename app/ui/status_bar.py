@@ -127,7 +127,7 @@ class ChatStatusBar(QStatusBar):
     def _show_speculation(self) -> None:
         """The long text where the bar has room for it and for messages, else the short one;
         hidden without figures, while the activity label (a new reply starting) shows and
-        while a message ("Copied", "Loaded … in 0.8 s") does: it needs the room."""
+        while a message ("Copied", "Model loaded in 0.8 s") does: it needs the room."""
         figures = self._speculation
         label = self.speculation_label
         if figures is None or not self.activity_label.isHidden() or self.currentMessage():
