@@ -15,38 +15,18 @@ import socket
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx2
 
 from app.network import feature, is_offline, record_refusal
 from app.network.guard import is_loopback
 from app.remote.errors import RemoteError, describe, offline_error, status_error
+from app.remote.urls import normalize_base_url
 
 FEATURE = "remote engine"
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 300.0  # a big model's prefill may take minutes before the first token
-
-
-def normalize_base_url(url: str) -> str:
-    """``http(s)://host[:port][/prefix]`` without a trailing ``/`` or ``/v1``; a bare
-    ``host:port`` gets ``http://``. Raises RemoteError for anything else."""
-    text = url.strip()
-    if text and "://" not in text:
-        text = "http://" + text
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise RemoteError(f"“{url}” is not an address Hearth can use for a remote engine.",
-                          kind="url", hint="Use an address like http://localhost:8000/v1.")
-    try:
-        parts.port  # noqa: B018 - raises on a bad port
-    except ValueError:
-        raise RemoteError(f"“{url}” has an invalid port number.", kind="url",
-                          hint="Use an address like http://localhost:8000/v1.") from None
-    path = parts.path.rstrip("/")
-    if path.endswith("/v1"):
-        path = path[: -len("/v1")]
-    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
 def iter_sse_data(lines: Iterable[str]) -> Iterator[str]:

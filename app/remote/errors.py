@@ -13,8 +13,6 @@ import socket
 import ssl
 from urllib.parse import urlsplit
 
-import httpx2
-
 from app.errors import HearthError
 from app.network import OfflineBlockedError
 
@@ -60,6 +58,8 @@ def offline_error(url: str) -> RemoteError:
 
 def describe(exc: BaseException, url: str, *, timeout_s: float | None = None) -> RemoteError:
     """The user's sentence for a transport failure while requesting ``url``."""
+    import httpx2  # here: the chat window imports this module, and httpx2 costs ~60 ms
+
     if isinstance(exc, RemoteError):
         return exc
     host, port = _host_port(url)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.remote.client import OpenAIClient
 from app.remote.errors import RemoteError
 from app.remote.models import context_length_of, fetch_models
 from app.remote.sources import RemoteSource, SourceStore
@@ -42,8 +41,16 @@ def _typed(source: RemoteSource) -> tuple[RemoteModel, ...]:
                  for m in source.models)
 
 
+def _client(url: str, api_key: str | None):
+    """An ``OpenAIClient`` (imported here: httpx2 costs ~60 ms, and the chat window imports
+    this module before it can paint)."""
+    from app.remote.client import OpenAIClient
+
+    return OpenAIClient(url, api_key)
+
+
 def list_source(source: RemoteSource, api_key: str | None) -> SourceListing:
-    client = OpenAIClient(source.base_url, api_key)
+    client = _client(source.base_url, api_key)
     try:
         entries = fetch_models(client)
     except RemoteError as exc:
@@ -77,7 +84,7 @@ class ConnectionTest:
 def check_connection(url: str, api_key: str | None) -> ConnectionTest:
     """Ask ``GET /v1/models`` and say exactly what happened."""
     try:
-        client = OpenAIClient(url, api_key or None)
+        client = _client(url, api_key or None)
     except RemoteError as exc:
         return ConnectionTest(False, str(exc), exc.kind)
     try:

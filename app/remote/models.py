@@ -4,10 +4,12 @@ and OpenRouter's ``context_length``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.remote.client import OpenAIClient
 from app.remote.errors import RemoteError
+
+if TYPE_CHECKING:  # the client (httpx2, ~60 ms) is imported where a request is made
+    from app.remote.client import OpenAIClient
 
 LIST_TIMEOUT_S = 4.0  # short: listing runs on a job thread that shutdown waits for
 

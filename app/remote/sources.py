@@ -11,8 +11,8 @@ from pathlib import Path
 
 from app.fileio import read_json, write_json_atomic
 from app.paths import data_root
-from app.remote.client import normalize_base_url
 from app.remote.errors import RemoteError
+from app.remote.urls import normalize_base_url
 from app.secrets import SecretStore
 
 SOURCES_NAME = "remote-engines.json"

@@ -17,10 +17,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.remote.client import normalize_base_url
 from app.remote.errors import RemoteError
 from app.remote.listing import ConnectionTest
 from app.remote.sources import RemoteSource, remote_keys
+from app.remote.urls import normalize_base_url
 from app.ui.model_controller import ModelController
 
 
