@@ -81,11 +81,6 @@ def render_markdown(text: str, colors: Colors, row: int = 0) -> Rendered:
     return Rendered(html=body, code_blocks=tuple(env["blocks"]))
 
 
-#: ``render_markdown`` for finished messages: opening a chat again (or switching back to it)
-#: renders its last page from memory. A streaming reply's passing texts never go in.
-render_finished_markdown = lru_cache(maxsize=256)(render_markdown)
-
-
 def _code_table(code: str, lang: str, colors: Colors, href: str) -> str:
     label = html.escape(lang or "code")
     return (

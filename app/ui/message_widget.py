@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 from app.storage.records import StoredMessage
 from app.storage.transfer import provenance_line
 from app.ui.icons import icon
-from app.ui.markdown_render import Rendered, render_finished_markdown, render_markdown
+from app.ui.markdown_render import Rendered, render_markdown
 from app.ui.message_body import MessageBody
 from app.ui.speculation_text import info_text, speculation_figures
 from app.ui.theme import Colors
@@ -212,9 +212,7 @@ class MessageWidget(QWidget):
 
     def rendered(self) -> Rendered:
         if self._rendered is None or self._rendered_text != self.message.content:
-            render = (render_markdown if self.message.status == "streaming"
-                      else render_finished_markdown)
-            self._rendered = render(self.message.content, self._colors, self.row)
+            self._rendered = render_markdown(self.message.content, self._colors, self.row)
             self._rendered_text = self.message.content
         return self._rendered
 

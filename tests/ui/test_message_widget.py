@@ -131,24 +131,3 @@ def test_the_column_keeps_a_readable_width(make_app, model_dir):
     right = view.width() - (left + view.column.width())
     assert abs(left - right) < 40
 
-
-def test_a_chat_opened_again_renders_its_finished_messages_from_memory(app, loader):
-    """Switching back to a chat re-renders no Markdown; a streaming reply's passing texts
-    never fill that memory."""
-    from app.ui.markdown_render import render_finished_markdown
-
-    render_finished_markdown.cache_clear()
-    loader.last.script = ["Here is `code`:\n\n", "```python\n", "print(1)\n", "```\n"]
-    loader.last.delay = 0.05  # the reply renders while it streams
-    app.send("show me code")
-    first = app.controller.current_id
-    html = [w.html() for w in app.window.chat_view.message_widgets()]
-    assert app.window.chat_view.message_widget(1).render_count > 1  # it rendered streaming
-    # the question and the finished reply, none of the reply's passing texts
-    assert render_finished_markdown.cache_info().currsize == 2
-    app.controller.new_conversation()
-    before = render_finished_markdown.cache_info()
-    app.controller.open_conversation(first)
-    after = render_finished_markdown.cache_info()
-    assert after.hits - before.hits == 2 and after.misses == before.misses
-    assert [w.html() for w in app.window.chat_view.message_widgets()] == html
