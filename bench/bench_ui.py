@@ -196,6 +196,8 @@ def main() -> None:
         if args.model:  # the earlier messages overflow a small context: keep the newest
             controller.settings.set("context_policy", "truncate_oldest")
         load_s = load(app, controller, path)
+        from app.ui.chat_view import PAGE
+
         conversation = seed_history(controller, args.history)
         opened = time.perf_counter()
         controller.open_conversation(conversation)
@@ -207,7 +209,8 @@ def main() -> None:
         controller.open_conversation(conversation)
         app.processEvents()
         print(
-            f"open a chat of {args.history} messages (newest 100 rendered): {first * 1000:.0f} ms"
+            f"open a chat of {args.history} messages (newest {PAGE} rendered): "
+            f"{first * 1000:.0f} ms"
             f"; again after another chat: {(time.perf_counter() - opened) * 1000:.0f} ms"
         )
         worst, p99, worst_prefill, ttft = stall(app, controller, window)

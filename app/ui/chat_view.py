@@ -3,7 +3,8 @@
 The column is about 72 characters wide with generous spacing; an empty chat shows the
 welcome page instead. Only the streaming (last) message is re-rendered while a reply
 streams, at most ~30 times a second; the other widgets are left alone, so long chats stay
-smooth. A chat opens with its newest ``PAGE`` messages; "Show earlier messages" adds more.
+smooth. A chat opens with its newest ``PAGE`` messages; "Show earlier messages" puts as many more
+above them (the shown ones stay, and so does the view).
 
 Every action (icon buttons, branch arrows, code-copy links) arrives as a ``hearth:`` URL at
 ``on_anchor_clicked``: ``copy/<row>``, ``code/<row>/<n>``, ``edit/<row>``, ``delete/<row>``,
@@ -12,6 +13,7 @@ Every action (icon buttons, branch arrows, code-copy links) arrives as a ``heart
 
 from __future__ import annotations
 
+import itertools
 import time
 
 from PySide6.QtCore import QEvent, QModelIndex, Qt, QTimer, QUrl, Signal
@@ -34,7 +36,7 @@ from app.ui.undo_toast import UndoToast
 from app.ui.welcome_page import WelcomePage
 
 STREAM_INTERVAL_MS = 33  # ~30 Hz
-PAGE = 100  # messages rendered when a chat opens; "Show earlier messages" adds more
+PAGE = 50  # messages rendered when a chat opens; "Show earlier messages" adds as many more
 COLUMN_CHARS = 72  # the readable line length of the column
 ROW_ACTIONS = ("edit", "delete", "regenerate", "previous", "next")
 
@@ -198,18 +200,47 @@ class ChatView(QWidget):
             self.scroll_to_end()
 
     def show_earlier(self) -> None:
-        self._page += PAGE
+        """Render up to ``PAGE`` older messages above those shown (the shown ones stay as they
+        are), the view staying on the message that was at its top."""
+        if self._first == 0:
+            return
+        self._stream_timer.stop()
         self._follow = False
-        self.render_all()
-        self.verticalScrollBar().setValue(0)
+        bar = self.verticalScrollBar()
+        anchor = self._widgets[0] if self._widgets else None
+        offset = (anchor.y() if anchor else 0) - bar.value()
+        first = max(0, self._first - PAGE)
+        self.column.setUpdatesEnabled(False)
+        older = [self._make_widget(row) for row in range(first, self._first)]
+        for index, widget in enumerate(older):
+            self._column_layout.insertWidget(1 + index, widget)  # after "Show earlier"
+        self._widgets[:0] = older
+        self._first = first
+        self._page = self._model.rowCount() - first  # a later full render keeps them
+        self._update_show_earlier()
+        # Tab goes through the messages in their order: new widgets join the focus chain at
+        # its end, so move them in front of the ones shown before
+        chain = [self.show_earlier_button, *older, *self._widgets[len(older):len(older) + 1]]
+        for before, after in itertools.pairwise(chain):
+            QWidget.setTabOrder(before, after)
+        self.column.setUpdatesEnabled(True)
+        if self.column.isVisible():
+            for widget in older:
+                widget.show()
+        QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+        bar.setValue(anchor.y() - offset if anchor else 0)
 
     def _update_show_earlier(self) -> None:
         self.show_earlier_button.setText(f"Show earlier messages ({self._first} more)")
         self.show_earlier_button.setVisible(self._first > 0)
 
-    def _add_widget(self, row: int) -> MessageWidget:
+    def _make_widget(self, row: int) -> MessageWidget:
         widget = MessageWidget(self._model.message(row), row, self._colors, self.column)
         widget.link_activated.connect(self.on_link_activated)
+        return widget
+
+    def _add_widget(self, row: int) -> MessageWidget:
+        widget = self._make_widget(row)
         # before the trailing stretch
         self._column_layout.insertWidget(self._column_layout.count() - 1, widget)
         self._widgets.append(widget)

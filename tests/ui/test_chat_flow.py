@@ -220,26 +220,71 @@ def test_view_follows_the_end_unless_scrolled_up(app, loader):
 
 
 def test_long_chat_renders_newest_page_and_streams_after_it(app):
+    from app.ui.chat_view import PAGE
+
     h = app.history
     conv = h.create_conversation("long")
-    for i in range(250):
+    total = 3 * PAGE + PAGE // 2
+    for i in range(total):
         h.add_message(conv.id, "user" if i % 2 == 0 else "assistant", f"message number {i}.")
     app.controller.open_conversation(conv.id)
     view = app.window.chat_view
     text = view.toPlainText()
-    assert "message number 249." in text and "message number 149." not in text
-    assert "Show earlier messages (150 more)" in text
+    first = total - PAGE
+    assert f"message number {total - 1}." in text and f"message number {first - 1}." not in text
+    assert f"message number {first}." in text
+    assert f"Show earlier messages ({first} more)" in text
     app.send("newest")
     text = view.toPlainText()
-    assert text.rstrip().endswith("You said: newest") or "You said: newest" in text
-    assert "message number 150." in text
+    assert "You said: newest" in text
+    assert f"message number {first}." in text
+    shown = view.message_widgets()
+    renders = view.render_count
     view.anchorClicked.emit(QUrl("hearth:more/0"))
-    assert "message number 60." in view.toPlainText()
-    view.anchorClicked.emit(QUrl("hearth:more/0"))
+    assert f"message number {first - PAGE}." in view.toPlainText()
+    assert f"message number {first - PAGE - 1}." not in view.toPlainText()
+    # the older page went in above: the shown widgets stay, nothing was rendered again
+    assert view.message_widgets()[PAGE:] == shown and view.render_count == renders
+    for _ in range(3):
+        view.anchorClicked.emit(QUrl("hearth:more/0"))
     text = view.toPlainText()
     assert "message number 0." in text and "Show earlier" not in text
+    assert [w.row for w in view.message_widgets()] == list(range(total + 2))
     # actions still address the right rows after paging
-    view.anchorClicked.emit(QUrl("hearth:regenerate/251"))
+    view.anchorClicked.emit(QUrl(f"hearth:regenerate/{total + 1}"))
     app.wait_idle()
     assert app.rows()[-1] == ("assistant", "You said: newest", "complete")
     assert view.toPlainText().count("You said: newest") == 1
+
+
+def test_showing_earlier_messages_keeps_the_view_and_the_tab_order(app):
+    from app.ui.chat_view import PAGE
+    from app.ui.message_widget import MessageWidget
+
+    app.window.resize(800, 600)
+    conv = app.history.create_conversation("long")
+    for i in range(3 * PAGE):
+        app.history.add_message(conv.id, "user" if i % 2 == 0 else "assistant", f"number {i}.")
+    app.controller.open_conversation(conv.id)
+    view = app.window.chat_view
+    app.qtbot.waitUntil(lambda: view.verticalScrollBar().maximum() > 0)
+    bar = view.verticalScrollBar()
+    bar.setValue(0)  # the user scrolled up to "Show earlier messages"
+    anchor = view.message_widgets()[0]
+    assert anchor.row == 2 * PAGE
+    before = anchor.y() - bar.value()
+    view.show_earlier_button.click()
+    assert view.message_widgets()[PAGE] is anchor
+    assert abs((anchor.y() - bar.value()) - before) <= 2  # it did not jump away
+    assert bar.value() > 0
+    # Tab from "Show earlier messages" reaches the oldest shown message first
+    widget = view.show_earlier_button.nextInFocusChain()
+    while not isinstance(widget, MessageWidget) and widget is not view.show_earlier_button:
+        parent = widget.parentWidget()
+        while parent is not None and not isinstance(parent, MessageWidget):
+            parent = parent.parentWidget()
+        if parent is not None:
+            widget = parent
+            break
+        widget = widget.nextInFocusChain()
+    assert isinstance(widget, MessageWidget) and widget.row == PAGE
