@@ -584,20 +584,12 @@ def likely_quoting(prompt_ids: Sequence[int], message_tokens: int) -> bool:
             and repetition_rate(prompt_ids) >= REPEAT_MIN_RATE)
 
 
-def repetition_rate(ids: Sequence[int], *, window: int = REPEAT_WINDOW, max_ngram: int = 4,
-                    min_ngram: int = 2) -> float:
-    """The share of the last ``window`` tokens that prompt lookup (``PromptLookup``'s rule:
-    the latest earlier occurrence of the longest 2–4-gram ending before it) would have
-    guessed right from the tokens before them within the window. Linear in ``window``."""
+def repetition_rate(ids: Sequence[int], *, window: int = REPEAT_WINDOW) -> float:
+    """The share of the last ``window`` tokens that ``PromptLookup`` would have guessed
+    right from the tokens before them within the window."""
     ids = [int(t) for t in ids[-window:]]
-    latest: dict[tuple[int, ...], int] = {}  # n-gram -> index of its last token
-    hits = 0
-    for i in range(1, len(ids)):
-        for size in range(min(max_ngram, i), min_ngram - 1, -1):
-            end = latest.get(tuple(ids[i - size : i]))
-            if end is not None:
-                hits += ids[end + 1] == ids[i]
-                break
-        for size in range(1, min(max_ngram, i) + 1):  # n-grams ending at i - 1
-            latest[tuple(ids[i - size : i])] = i - 1
+    lookup, seen, hits = PromptLookup(), ids[:1], 0
+    for token in ids[1:]:  # ``seen`` grows in place: the lookup indexes only what is new
+        hits += lookup.propose(seen, 1).tokens == (token,)
+        seen.append(token)
     return hits / max(1, len(ids) - 1)
