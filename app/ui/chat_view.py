@@ -220,7 +220,7 @@ class ChatView(QWidget):
         self._update_show_earlier()
         # Tab goes through the messages in their order: new widgets join the focus chain at
         # its end, so move them in front of the ones shown before
-        chain = [self.show_earlier_button, *older, *self._widgets[len(older):len(older) + 1]]
+        chain = [self.show_earlier_button, *older, *([anchor] if anchor else [])]
         for before, after in itertools.pairwise(chain):
             QWidget.setTabOrder(before, after)
         self.column.setUpdatesEnabled(True)
