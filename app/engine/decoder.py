@@ -39,6 +39,11 @@ _NP_LOGITS = {"float32": np.float32, "float16": np.float16}
 LOGITS_CHUNK_BYTES = 64 * 1024 * 1024
 MAX_PREFILL_CHUNK = 512
 INITIAL_INPUT_POSITIONS = 4096  # mask / position-id buffers start here and double as needed
+#: ``calibrate``'s probe: positions fed first, then rows of one verify step compared with
+#: one-token steps at each of them (one row at position 2 missed differences of ~4e-6 that
+#: an int4 graph's later rows showed on an AVX-512 machine)
+CALIBRATION_PREFIX = 8
+CALIBRATION_ROWS = 4
 
 
 class PrefillStopped(Exception):
@@ -89,10 +94,14 @@ class Decoder:
         prefill_chunk: int | None = None,
         embedder: Embedder | None = None,
         max_checkpoints: int = 4,
+        exact: bool = True,
     ) -> None:
         """``embedder``: the split layout's embedding graph, whose outputs the decoder takes
         instead of ``input_ids``. ``max_checkpoints``: turn-boundary checkpoints a recurrent
-        cache keeps."""
+        cache keeps. ``exact``: every reply's one-token steps run on the kernels its prompt
+        chunks run on (two rows where one-row steps round otherwise, ``choose_rows``), so a
+        position's logits and KV never depend on whether a cache held it: a reply is the same
+        with or without the prompt cache. False is the faster inexact mode."""
         # A graph with ``logits_to_keep`` returns the last position only unless told more.
         keep = next((i for i in session.get_inputs() if i.name == LOGITS_TO_KEEP), None)
         self._keep_input = None if keep is None else keep.name
@@ -144,6 +153,7 @@ class Decoder:
         #: scratch copy of it whose KV position is cut off again, so that every step takes
         #: the several-row kernels and a verify step decides exactly what plain steps do.
         self.step_rows = 1
+        self.exact = exact
         # The two-row step's own buffers and binding record (as the one-row steady step's):
         # its ids [token, token], its logits [1, 2, vocab], the tensors bound for it.
         self._pair_ids = np.zeros((1, 2), dtype=np.int64)
@@ -165,8 +175,9 @@ class Decoder:
     def attach_prompt_session(self, session: ort.InferenceSession) -> None:
         """From now on run prompt chunks of ``MIN_PROMPT_ROWS`` tokens or more on ``session``
         (the same graph; app/engine/prompt_session.py). Not for the split layout, whose
-        embeddings live on the decode session's device."""
-        if self.embedder is not None:
+        embeddings live on the decode session's device, nor for an ``exact`` decoder (its
+        kernels round otherwise, so a cached prompt's tail would read differently)."""
+        if self.embedder is not None or self.exact:
             return
         self._prompt = _Binding(session, self.device, self._keep_shape)
 
@@ -232,37 +243,56 @@ class Decoder:
         steps miss ``tolerance`` and two-row steps meet it (bit for bit on the starter),
         ``choose_rows`` can run one-token steps as two rows (~19% more per step on the
         starter; a guess rides in the second row for free) and speculation is exact.
-        Measured on a scratch cache with fixed probe tokens: no conversation is touched and
-        the result does not depend on one."""
+        Measured on a scratch cache with fixed probe tokens (``CALIBRATION_PREFIX``
+        positions, then ``CALIBRATION_ROWS`` verify rows, each compared with a one-token step
+        and, where those miss, with a two-row step): no conversation is touched and the
+        result does not depend on one. Each CPU kind rounds in its own way (app/cpu.py); the
+        measurement, not the kind, decides."""
         if self.one_row_agrees is not None:
             return
         scratch = self.new_cache()
         vocab = self.graph.vocab_size or 8
-        probe = [(17 + 31 * i) % vocab for i in range(4)]
+        probe = [(17 + 31 * i) % vocab for i in range(CALIBRATION_PREFIX + CALIBRATION_ROWS)]
+        prefix, tail = probe[:CALIBRATION_PREFIX], probe[CALIBRATION_PREFIX:]
         if (not self.can_verify or not scratch.rewinds_anywhere
+                or (scratch.max_step is not None and scratch.max_step < len(tail))
                 or self.context_length < len(probe) + 1):
             self.one_row_agrees = False
             return
         rows_before = self.step_rows
-        self.step_rows = 1
-        self.feed(scratch, probe[:2])
-        rows = self.verify(scratch, probe[2:])
-        scratch.trim_to(2)
-        single = float(np.abs(rows[0] - self._run(scratch, probe[2:3])).max())
-        scratch.trim_to(2)
-        if single > tolerance and self._pairs_fit(scratch):
-            self.step_rows = 2
-            paired = float(np.abs(rows[0] - self._run(scratch, probe[2:3])).max())
-            self.pairs_agree = paired <= tolerance
-            self._pairs_exact = paired == 0.0
-        self.step_rows = rows_before
+        try:
+            self.step_rows = 1
+            self.feed(scratch, prefix)
+            rows = self.verify(scratch, tail).copy()
+            single = self._step_difference(scratch, len(prefix), tail, rows)
+            paired = None
+            if single > tolerance and self._pairs_fit(scratch):
+                self.step_rows = 2
+                paired = self._step_difference(scratch, len(prefix), tail, rows)
+        finally:
+            self.step_rows = rows_before
         self.one_row_agrees = single <= tolerance
         self.one_row_exact = single == 0.0
+        if paired is not None:
+            self.pairs_agree = paired <= tolerance
+            self._pairs_exact = paired == 0.0
+
+    def _step_difference(self, cache: KVCache, start: int, tokens: list[int],
+                         rows: np.ndarray) -> float:
+        """The largest difference between ``rows`` (a verify step's logits for ``tokens``
+        after ``start`` positions) and what this reply's one-token steps give there."""
+        cache.trim_to(start)
+        worst = 0.0
+        for token, row in zip(tokens, rows, strict=True):
+            worst = max(worst, float(np.abs(row - self.step(cache, token)).max()))
+        return worst
 
     def choose_rows(self, *, pairs: bool) -> None:
-        """How this reply's one-token steps run: two rows when ``pairs`` is asked for and
-        two-row steps make verify steps agree (``calibrate``), else one."""
-        self.step_rows = 2 if pairs and self.pairs_agree else 1
+        """How this reply's one-token steps run: two rows when two-row steps make several-row
+        runs (prompt chunks, verify steps) agree where one-row steps do not (``calibrate``)
+        and either the decoder is ``exact`` (every reply: the cache then never changes one)
+        or ``pairs`` is asked for (a reply that speculates or will likely quote); else one."""
+        self.step_rows = 2 if (pairs or self.exact) and self.pairs_agree else 1
 
     @property
     def verify_agrees(self) -> bool:

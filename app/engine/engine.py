@@ -62,10 +62,11 @@ class Engine:
 
     def __init__(
         self, spec: ModelSpec, session, report: ProviderReport, tokenizer: Tokenizer,
-        *, embed_session=None,
+        *, embed_session=None, exact: bool = True,
     ) -> None:
         """``embed_session``: the split layout's embedding graph (``spec.embed_path``) on the
-        same provider; it is used when the decoder takes its outputs."""
+        same provider; it is used when the decoder takes its outputs. ``exact``: see
+        ``load``."""
         self.spec = spec
         self.provider_report = report
         self.tokenizer = tokenizer
@@ -87,6 +88,7 @@ class Engine:
             context_length=spec.context_length,
             device=device,
             embedder=None if embed_session is None else Embedder(embed_session, device),
+            exact=exact,
         )
         #: whether long prompts get their own session (``open_prompt_session`` opens it),
         #: and the sentence the model's details show
@@ -127,6 +129,7 @@ class Engine:
         threads: int | None = None,
         huge_pages: bool = True,
         prompt_session: bool = True,
+        exact: bool = True,
     ) -> Engine:
         """Load a model folder (either layout). Raises ModelLoadError with a readable reason.
 
@@ -134,7 +137,8 @@ class Engine:
         (``huge_pages``; see app/engine/huge_pages.py): decoding reads all of them per token.
         ``prompt_session``: open the fp32 prompt session now where :func:`plan_prompt_session`
         says it pays and memory allows (False: only when ``open_prompt_session`` is called;
-        a draft model never calls it).
+        a draft model never calls it). ``exact``: a reply never depends on what the cache
+        held (``Decoder(exact=)``; no prompt session then); False is the faster inexact mode.
         """
         spec = read_model_folder(
             Path(model_dir), variant=variant, provider=provider or machine_provider()
@@ -158,12 +162,14 @@ class Engine:
             pages = back_with_huge_pages()
         elif huge_pages:
             pages = HugePageReport(note=f"the weights are on the {report.summary()} device")
-        engine = cls(spec, session, report, tokenizer, embed_session=embed_session)
+        engine = cls(spec, session, report, tokenizer, embed_session=embed_session,
+                     exact=exact)
         engine.huge_pages = pages
         engine._threads = threads
         if embed_session is None:
             engine.prompt_plan = plan_prompt_session(spec, report.chosen,
-                                                     available_bytes=available_ram_bytes())
+                                                     available_bytes=available_ram_bytes(),
+                                                     exact=exact)
         if prompt_session:
             engine.open_prompt_session()
         return engine

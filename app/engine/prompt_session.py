@@ -13,8 +13,11 @@ prompt session with the option — and the decoder gives the prompt session ever
 least :data:`MIN_ROWS` tokens (the crossover measured on a 2-core AVX2 CPU is ~64 rows).
 
 Both sessions run the same graph over the same KV buffers; only rounding differs (the fp32
-kernels do not round activations to int8). Which session reads a chunk depends only on the
-chunk's length, so a reply stays a function of its prompt.
+kernels do not round activations to int8). That rounding makes a reply depend on the cache:
+a fresh prompt is read here in long chunks, a cached one's short tail on the decode session
+(and an earlier reply's positions were decode steps), and the 135M starter's top two logits
+can lie 0.06 apart. So the session is only for the inexact mode (``exact=False``); by default
+every position runs on the decode session's kernels.
 
 The cost is memory: the prompt session packs its own copy of the weights, about 1.6× the
 model's files at its peak (+183 MB peak RSS on the 112 MB starter, bench/bench_prefill.py).
@@ -71,13 +74,17 @@ def plan_prompt_session(
     available_bytes: int | None,
     machine: str | None = None,
     ort_version: str | None = None,
+    exact: bool = True,
 ) -> PromptSessionPlan:
     """Decide whether the model ``spec`` describes (already loaded on ``provider``) gets a
     prompt session, from what the folder check read of its graph (``spec.matmul_nbits``,
     ``spec.model_bytes``).
 
     ``available_bytes``: memory free now (None: unknown, then no session is opened: the
-    cost cannot be checked). ``machine`` / ``ort_version`` default to this machine's."""
+    cost cannot be checked). ``machine`` / ``ort_version`` default to this machine's.
+    ``exact``: replies must not depend on the cache (``Decoder(exact=True)``, the default),
+    which rules the prompt session out: its kernels round otherwise than the decode
+    session's, and a cached prompt's tail is read on the decode session."""
     if provider != "cpu":
         return PromptSessionPlan(False, f"Prompts run on {provider.upper()} like replies.")
     version = _version(ort_version or ort.__version__)
@@ -91,6 +98,12 @@ def plan_prompt_session(
         return PromptSessionPlan(False, "Prompts run on the same kernels as replies (the "
                                         "model has no 4-bit int8-activation matmuls).")
     cost = int(spec.model_bytes * COST_PER_FILE_BYTE)
+    if exact:
+        return PromptSessionPlan(
+            False,
+            "Prompts run on the same kernels as replies, so a reply never depends on what "
+            "the cache held (fp32 prompt kernels are the faster, inexact mode).",
+        )
     if available_bytes is None or available_bytes < cost + RESERVE_BYTES:
         free = ("free memory is unknown" if available_bytes is None
                 else f"{format_bytes(available_bytes)} is free")

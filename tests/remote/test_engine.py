@@ -13,6 +13,7 @@ from app.network import NetworkLog, install_guard, set_offline, uninstall_guard
 from app.remote.engine import RemoteEngine
 from app.remote.errors import RemoteError
 from app.remote.sources import SourceStore
+from tests.bounds import AT_ONCE_S
 
 HELLO = [Message("system", "Be brief."), Message("user", "say hello")]
 
@@ -89,7 +90,7 @@ def test_cancel_closes_a_silent_stream_at_once(make_stub):
             threading.Timer(0.2, cancel.set).start()
         if chunk.finish_reason is not None:
             break
-    assert started is not None and time.perf_counter() - started < 2.0
+    assert started is not None and time.perf_counter() - started < AT_ONCE_S  # stall: 30 s
     assert chunk.finish_reason == "cancelled" and "".join(seen) == "Hello,"
 
 

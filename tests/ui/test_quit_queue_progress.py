@@ -9,6 +9,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.ui.status_bar import WAITING_TEXT
+from tests.bounds import AT_ONCE_S
 from tests.ui.conftest import make_model_folder
 from tests.workers.fake_engine import FakeLoader
 
@@ -75,9 +76,9 @@ def test_quit_during_a_load_does_not_wait_for_it(make_app):
     assert app.controller.shutdown() is False
     waited = time.monotonic() - started
     assert app.controller.abandoned_load
-    assert waited < LOAD_WAIT_ON_QUIT_MS / 1000 + 0.5, waited
+    assert waited < LOAD_WAIT_ON_QUIT_MS / 1000 + 1.5, waited  # the load takes 3 s
     assert app.controller.shutdown() is False  # twice: no second wait
-    assert time.monotonic() - started < LOAD_WAIT_ON_QUIT_MS / 1000 + 0.6
+    assert time.monotonic() - started < LOAD_WAIT_ON_QUIT_MS / 1000 + 1.6
     stored = app.history.messages(app.controller.current_id)
     assert [(m.role, m.content) for m in stored] == [("user", "hello while loading")]
     # the test's own clean-up: let the load end so that no running thread is destroyed
@@ -123,7 +124,7 @@ def test_long_prompt_shows_progress_in_the_status_bar_and_stop_ends_it(make_app,
     stopped = time.perf_counter()
     app.qtbot.keyClick(app.window.composer.edit, Qt.Key.Key_Escape)
     app.wait_idle()
-    assert time.perf_counter() - stopped < 1.0
+    assert time.perf_counter() - stopped < AT_ONCE_S
     assert not label.isVisibleTo(app.window)
     assert app.rows() == [("user", "a very long message", "complete"),
                           ("assistant", "", "stopped")]

@@ -1,0 +1,118 @@
+"""A reply never depends on the cache: on the path the app and the server take (an engine
+loaded with its defaults, a ``ConversationCaches`` across turns, 4-bit graphs, prompts past the
+prompt-session threshold) every turn's tokens equal a fresh run's, greedy and seeded, on the
+kernels this CPU really has (tests/engine/test_speculative.py makes the one-row difference
+itself as well)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from app.engine.engine import Engine
+from app.engine.prompt_session import MIN_ROWS
+from app.engine.types import GenerationSettings, Message, SamplingSettings
+
+GREEDY = GenerationSettings(sampling=SamplingSettings(temperature=0.0), max_new_tokens=16)
+SEEDED = GenerationSettings(
+    sampling=SamplingSettings(temperature=0.9, top_k=40, top_p=0.95, seed=1234),
+    max_new_tokens=16,
+)
+MODELS = [
+    "int4_long_context_dir",  # an onnxruntime-genai int4 graph (MatMulNBits, accuracy level 4)
+    pytest.param("starter_model", marks=pytest.mark.starter),  # the starter's own conversion
+]
+SENTENCE = ("the keeper lit the lamp and logged the ships at dawn while gulls cried over the "
+            "grey sea and the bell rang twice before the fog came in")
+WORDS = SENTENCE.split(" ")
+
+
+@pytest.fixture(scope="module")
+def int4_long_context_dir(tmp_path_factory):
+    """``gqa_int4_model_dir`` with room for eight turns of a character-level tokenizer."""
+    from tests.fixtures.quantized import quantize_matmuls
+    from tests.fixtures.tiny_models import build_gqa_model
+
+    folder = build_gqa_model(tmp_path_factory.mktemp("int4_long"), context_length=4096)
+    assert quantize_matmuls(folder / "model.onnx") > 0
+    return folder
+
+
+def _user_turns(count: int) -> list[str]:
+    """Short and long messages by turns: a long one's new tail is read in chunks of more than
+    ``MIN_ROWS`` tokens (where a prompt session would take over), a short one's is not."""
+    turns = []
+    for i in range(count):
+        words = WORDS[i % 7:] + WORDS[: i % 7]
+        turns.append(" ".join(words * 3) if i % 2 else f"and then, {WORDS[i]}? ({i})")
+    return turns
+
+
+def _load(folder) -> Engine:
+    return Engine.load(folder, provider="cpu", threads=1, huge_pages=False)
+
+
+def _reply(chunks) -> tuple[list[int], object]:
+    chunks = list(chunks)
+    return [c.token_id for c in chunks if c.token_id is not None], chunks[-1].stats
+
+
+@pytest.mark.parametrize(("model", "settings"), [
+    ("int4_long_context_dir", GREEDY),
+    ("int4_long_context_dir", SEEDED),
+    pytest.param("starter_model", GREEDY, marks=pytest.mark.starter),
+], ids=["int4-greedy", "int4-seeded", "starter-greedy"])
+def test_an_eight_turn_chat_with_reuse_equals_the_same_turns_without(model, settings, request):
+    folder = request.getfixturevalue(model)
+    cached, fresh = _load(folder), _load(folder)
+    assert not cached.decoder.has_prompt_session  # exact by default: one kernel family
+    caches = cached.conversation_caches()
+    history: list[Message] = []
+    reused = []
+    for turn, text in enumerate(_user_turns(8)):
+        history.append(Message("user", text))
+        with_cache, stats = _reply(cached.chat(history, settings, caches=caches,
+                                               conversation_id="chat"))
+        without, _ = _reply(fresh.chat(history, settings, reuse=False))
+        assert with_cache == without, f"turn {turn}"
+        reused.append(stats.reused_tokens)
+        history.append(Message("assistant", cached.tokenizer.decode(with_cache)))
+    assert reused[0] == 0 and all(r > 0 for r in reused[1:])  # the cache really served
+    long_tails = [len(cached.encode_chat(history[: 2 * t + 1])) - reused[t] for t in range(8)]
+    assert max(long_tails) > MIN_ROWS > min(long_tails)
+
+
+@pytest.mark.parametrize("settings", [GREEDY, SEEDED], ids=["greedy", "seeded"])
+@pytest.mark.parametrize("model", MODELS)
+def test_a_regenerate_equals_a_fresh_run_and_a_repeat_equals_the_first(model, settings,
+                                                                          request):
+    folder = request.getfixturevalue(model)
+    cached, fresh = _load(folder), _load(folder)
+    caches = cached.conversation_caches()
+    history: list[Message] = []
+    for text in _user_turns(3):
+        history.append(Message("user", text))
+        reply, _ = _reply(cached.chat(history, settings, caches=caches, conversation_id="c"))
+        history.append(Message("assistant", cached.tokenizer.decode(reply)))
+    question = history[:-1]  # Regenerate: the last reply again, from the cache
+    regenerated, stats = _reply(cached.chat(question, settings, caches=caches,
+                                            conversation_id="c"))
+    assert stats.reused_tokens > 0
+    first, _ = _reply(fresh.chat(question, settings, reuse=False))
+    assert regenerated == first
+    # the same request again on the warm engine's own cache (a server's repeat)
+    again, stats = _reply(fresh.chat(question, settings))
+    assert stats.reused_tokens > 0 and again == first
+
+
+def test_the_inexact_mode_is_opt_in_and_named(gqa_int4_model_dir):
+    engine = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1, huge_pages=False)
+    assert engine.decoder.exact
+    assert "never depends on what the cache held" in engine.prompt_plan.note
+    fast = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1, huge_pages=False,
+                       exact=False)
+    assert not fast.decoder.exact
+    assert "never depends" not in fast.prompt_plan.note
+    reply, _ = _reply(fast.chat([Message("user", "hello")], replace(GREEDY, max_new_tokens=4)))
+    assert len(reply) == 4
