@@ -107,6 +107,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE messages ADD COLUMN reasoning_ms REAL NOT NULL DEFAULT 0;
         """,
     ),
+    (
+        # Each new active variant takes MAX(active_rank) + 1 of its chat: without an index
+        # that is a scan of the chat per insert, and an import of 50,000 messages quadratic.
+        "m007_messages_rank_index",
+        """
+        CREATE INDEX messages_rank ON messages (conversation_id, active_rank);
+        """,
+    ),
 ]
 
 

@@ -37,8 +37,10 @@ from app.paths import history_db_path
 from app.storage import db
 from app.storage.errors import storage_error
 from app.storage.records import (
+    TITLE_LIMIT,
     Conversation,
     StoredMessage,
+    clamp_title,
     conversation_from_row,
     message_from_row,
 )
@@ -77,7 +79,10 @@ class History:
     """Conversations and message trees in SQLite. Every write is committed at once.
 
     ``read_only`` opens an existing history without writing to it (for a file the user
-    cannot write: every write then raises ``HistoryReadOnlyError``).
+    cannot write: every write then raises ``HistoryReadOnlyError``). ``housekeeping=False``
+    skips the start-up repairs (replies left 'streaming' marked failed, old deletes purged):
+    a second connection opened while the app runs (an import job's) must not touch the reply
+    the app is streaming.
     """
 
     def __init__(
@@ -86,11 +91,12 @@ class History:
         *,
         read_only: bool = False,
         purge_after: float = PURGE_AFTER_S,
+        housekeeping: bool = True,
     ) -> None:
         self.path = Path(path) if path is not None else history_db_path()
         self.read_only = read_only
         self._conn = db.connect(self.path, read_only=read_only)
-        if not read_only:
+        if not read_only and housekeeping:
             try:
                 self.recover_interrupted()
                 self.purge_deleted(purge_after)
@@ -124,7 +130,7 @@ class History:
         now = time.time() if created_at is None else created_at
         conv = Conversation(
             id=uuid.uuid4().hex,
-            title=clean_text(title),
+            title=clamp_title(clean_text(title)),
             created_at=now,
             updated_at=now,
             system_prompt=clean_text(system_prompt),
@@ -162,16 +168,18 @@ class History:
         text (case-insensitive).
 
         Here ``damaged`` reflects the conversation's own row only (messages are not read).
+        A title longer than ``TITLE_LIMIT`` (an older version stored any length) is cut in
+        SQL, so a 50 MB title is never read for the list.
         """
         if not query.strip():
             rows = self._read(
-                "SELECT * FROM conversations WHERE deleted_at IS NULL "
+                f"SELECT {_LIST_COLUMNS} FROM conversations c WHERE deleted_at IS NULL "
                 "ORDER BY pinned DESC, updated_at DESC, rowid DESC"
             )
         else:
             pattern = "%" + _escape_like(clean_text(query.strip())) + "%"
             rows = self._read(
-                "SELECT * FROM conversations c WHERE c.deleted_at IS NULL AND ("
+                f"SELECT {_LIST_COLUMNS} FROM conversations c WHERE c.deleted_at IS NULL AND ("
                 "c.title LIKE ?1 ESCAPE '\\' OR EXISTS ("
                 "SELECT 1 FROM messages m WHERE m.conversation_id = c.id "
                 "AND m.deleted_at IS NULL AND m.content LIKE ?1 ESCAPE '\\')) "
@@ -182,7 +190,8 @@ class History:
 
     def rename_conversation(self, conversation_id: str, title: str) -> None:
         self._write(
-            "UPDATE conversations SET title = ? WHERE id = ?", (clean_text(title), conversation_id)
+            "UPDATE conversations SET title = ? WHERE id = ?",
+            (clamp_title(clean_text(title)), conversation_id),
         )
 
     def update_conversation(
@@ -663,6 +672,14 @@ class ReplyWriter:
         )
         self._saved = (self.text, self.reasoning)
         self.writes += 1
+
+
+#: the conversation columns the list reads: the title cut one character past the limit, so
+#: ``clamp_title`` still sees that it was longer
+_LIST_COLUMNS = (
+    f"c.id, substr(c.title, 1, {TITLE_LIMIT + 1}) AS title, c.created_at, c.updated_at, "
+    "c.system_prompt, c.settings, c.model_id, c.pinned"
+)
 
 
 def _escape_like(text: str) -> str:

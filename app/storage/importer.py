@@ -10,6 +10,18 @@ Formats: a single conversation (``"format": "hearth-conversation"``) or several
 messages in order; version 2 gives each message an ``id``, its ``parent`` (an earlier id or
 null) and whether it is the ``active`` variant, so every branch survives a round trip. A
 message may carry ``reasoning`` (a reasoning model's thinking) and ``reasoning_ms``.
+
+Every time must be one the history can hold and a calendar can show (``TIME_MIN`` ..
+``TIME_MAX`` in ``app.storage.records``: ``"updated_at": 1e18`` is refused with a sentence
+naming the file and the field, never stored to stop the sidebar later); every duration and
+every number inside ``settings`` and ``provenance`` must be finite and in range. A title
+longer than ``TITLE_LIMIT`` is cut (harmless: the text is the file's, the list shows the
+start).
+
+``import_job`` is the same import as a ``Job`` (progress, cancel) for the app's job thread;
+it opens its own connection, and writes in one transaction, so a cancel or a failure part
+way leaves the history as it was. Writing is linear in messages: each insert's ``MAX(seq)``
+and ``MAX(active_rank)`` are index lookups (migration ``m007_messages_rank_index``).
 """
 
 from __future__ import annotations
@@ -20,8 +32,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.jobs import Job, JobControl, Progress, ProgressReport
 from app.storage.errors import ImportFileError
 from app.storage.history import ROLES, STATUSES, Conversation, History
+from app.storage.records import (
+    DURATION_MAX_MS,
+    TIME_MAX,
+    TIME_MIN,
+    valid_duration,
+    valid_time,
+)
 from app.text import clean_text, clean_value
 from app.units import format_bytes
 
@@ -33,6 +53,10 @@ MAX_IMPORT_BYTES = 64 * 1024 * 1024
 MAX_CHATS = 10_000
 MAX_MESSAGES_PER_CHAT = 50_000
 MAX_MESSAGES_TOTAL = 500_000
+#: the largest magnitude a number in ``settings`` or ``provenance`` may have (a seed fits)
+MAX_NUMBER = 2.0**64
+#: a progress report (and a chance to cancel) after this many messages written
+PROGRESS_EVERY = 500
 
 _HINT = "Nothing was imported. Export the chat again, or fix the file."
 
@@ -64,6 +88,35 @@ class ImportedChat:
 
 def import_file(history: History, path: Path | str) -> list[Conversation]:
     """Import the export at ``path``; return the new conversations (nothing on error)."""
+    return write_chats(history, read_export(path))
+
+
+def import_job(history_path: Path | str, path: Path | str, job_id: str | None = None) -> Job:
+    """The import of ``path`` into the history at ``history_path`` as a ``Job``.
+
+    Run on a worker thread: it opens its own connection (without the start-up repairs, which
+    belong to the app's own), reports "Checking …" and then the messages written, and
+    returns the new conversations' ids. Cancelling it, or any failure, rolls the one
+    transaction back: the history is left as it was.
+    """
+    path = Path(path)
+
+    def work(report: ProgressReport, control: JobControl) -> list[str]:
+        report(Progress(None, f"Checking {path.name}…"))
+        chats = read_export(path)
+        control.checkpoint()
+        history = History(history_path, housekeeping=False)
+        try:
+            done = write_chats(history, chats, report=report, control=control, name=path.name)
+        finally:
+            history.close()
+        return [c.id for c in done]
+
+    return Job(job_id or f"import-chat:{path}", f"Import {path.name}", work)
+
+
+def read_export(path: Path | str) -> list[ImportedChat]:
+    """Read and check the export at ``path`` (its size first); raise ImportFileError."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -82,7 +135,7 @@ def import_file(history: History, path: Path | str) -> list[Conversation]:
         raise ImportFileError(
             f"{path} cannot be imported: it is not UTF-8 text (byte {exc.start}).", hint=_HINT
         ) from exc
-    return write_chats(history, parse_export(text, source=str(path)))
+    return parse_export(text, source=str(path))
 
 
 def import_text(history: History, text: str, *, source: str = "This file") -> list[Conversation]:
@@ -107,10 +160,32 @@ def parse_export(text: str, *, source: str = "This file") -> list[ImportedChat]:
     return _Checker(source).document(data)
 
 
-def write_chats(history: History, chats: list[ImportedChat]) -> list[Conversation]:
-    """Add checked chats in one transaction; return them as stored."""
+def write_chats(
+    history: History,
+    chats: list[ImportedChat],
+    *,
+    report: ProgressReport | None = None,
+    control: JobControl | None = None,
+    name: str = "the file",
+) -> list[Conversation]:
+    """Add checked chats in one transaction; return them as stored.
+
+    Every ``PROGRESS_EVERY`` messages it calls ``report`` and ``control.checkpoint()``; an
+    exception from either (``JobCancelled`` included) rolls everything back.
+    """
     ids: list[str] = []
+    total = sum(len(chat.messages) for chat in chats)
+    written = 0
+
+    def step() -> None:
+        if control is not None:
+            control.checkpoint()
+        if report is not None:
+            report(Progress(written / total if total else None,
+                            f"Importing {name}: {written:,} of {total:,} messages"))
+
     with history.transaction():
+        step()
         for chat in chats:
             conv = history.create_conversation(
                 chat.title,
@@ -133,9 +208,13 @@ def write_chats(history: History, chats: list[ImportedChat]) -> list[Conversatio
                     reasoning=m.reasoning,
                     reasoning_ms=m.reasoning_ms,
                 )
+                written += 1
+                if written % PROGRESS_EVERY == 0:
+                    step()
             if chat.updated_at is not None:
                 history.touch(conv.id, chat.updated_at)
             ids.append(conv.id)
+        step()
     result = [history.get_conversation(i) for i in ids]
     return [c for c in result if c is not None]
 
@@ -261,23 +340,62 @@ class _Checker:
             return {}
         if not isinstance(value, dict):
             raise self.fail(where, f"'{key}' must be an object")
-        return clean_value(value)
+        try:
+            bad = _bad_number(value)
+            if bad is not None:
+                raise self.fail(where, f"'{key}' holds a number that is not finite or is out "
+                                       f"of range (at {bad})")
+            return clean_value(value)
+        except RecursionError as exc:
+            raise self.fail(where, f"'{key}' is nested too deeply") from exc
 
     def duration(self, data: dict, key: str, where: str) -> float:
         value = data.get(key)
         if value is None:
             return 0.0
-        if (isinstance(value, bool) or not isinstance(value, (int, float))
-                or not math.isfinite(value) or value < 0):
-            raise self.fail(where, f"'{key}' must be a duration in milliseconds")
+        if not valid_duration(value):
+            raise self.fail(where, f"'{key}' must be a duration in milliseconds from 0 to "
+                                   f"{DURATION_MAX_MS:.0f} (30 days), not {_shown(value)}")
         return float(value)
 
     def time(self, data: dict, key: str, where: str) -> float | None:
         value = data.get(key)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
-            value
-        ):
-            raise self.fail(where, f"'{key}' must be a time in seconds")
+        if not valid_time(value):
+            raise self.fail(where, f"'{key}' must be a time in seconds from {TIME_MIN:.0f} "
+                                   f"(1970) to {TIME_MAX:.0f} (the year 3000), not "
+                                   f"{_shown(value)}")
         return float(value)
+
+
+def _shown(value: Any) -> str:
+    """A rejected value as the error sentence quotes it (short even for a huge number)."""
+    if isinstance(value, float) and math.isfinite(value):
+        return f"{value:.6g}"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**15:
+        return f"{float(value):.6g}" if abs(value) < 2**1000 else "a number that large"
+    text = json.dumps(value) if isinstance(value, (str, bool, type(None))) else str(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _bad_number(value: Any, where: str = "") -> str | None:
+    """The dotted path of the first number in ``value`` that is not finite or is larger
+    than ``MAX_NUMBER`` (None when every number is fine)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return where if abs(value) > MAX_NUMBER else None
+    if isinstance(value, float):
+        return where if not (math.isfinite(value) and abs(value) <= MAX_NUMBER) else None
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = ((str(i), v) for i, v in enumerate(value))
+    else:
+        return None
+    for key, item in items:
+        found = _bad_number(item, f"{where}.{key}" if where else str(key))
+        if found is not None:
+            return found
+    return None

@@ -1,16 +1,50 @@
 """The values the history hands out, and tolerant decoding of the rows they come from.
 
 A row that cannot be read as written (invalid UTF-8 in a text column, JSON that does not
-parse, a number stored as text) must not stop the app from starting: its fields fall back
-to empty values and the record is flagged ``damaged`` so the UI can say so.
+parse, a number stored as text, a time no calendar can show such as ``1e18`` or ``-1e15``,
+a duration that is negative or infinite) must not stop the app from starting: its fields fall
+back to empty values (a time to 0, the epoch) and the record is flagged ``damaged`` so the UI
+can say so.
+
+This module owns the ranges a stored value may take (``TIME_MIN`` .. ``TIME_MAX``,
+``DURATION_MAX_MS``, ``TITLE_LIMIT``); the importer refuses a file outside them.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
+
+#: the times the history holds: seconds since 1970-01-01 UTC, up to the year 3000 (the
+#: range every platform's ``date.fromtimestamp`` can show, Windows' included)
+TIME_MIN = 0.0
+TIME_MAX = 32_503_680_000.0
+#: the longest duration a message may record (a reasoning model's thinking): 30 days, in ms
+DURATION_MAX_MS = 30 * 24 * 3600 * 1000.0
+#: the longest title a chat keeps (longer ones end in "…" when stored and when read)
+TITLE_LIMIT = 300
+
+
+def clamp_title(title: str) -> str:
+    """``title`` cut to ``TITLE_LIMIT`` characters, its last one "…" when it was cut."""
+    if len(title) <= TITLE_LIMIT:
+        return title
+    return title[: TITLE_LIMIT - 1].rstrip() + "…"
+
+
+def valid_time(value: Any) -> bool:
+    """Whether ``value`` is a number the history may hold as a time (see ``TIME_MAX``)."""
+    return (not isinstance(value, bool) and isinstance(value, (int, float))
+            and TIME_MIN <= value <= TIME_MAX)  # NaN fails both comparisons
+
+
+def valid_duration(value: Any) -> bool:
+    """Whether ``value`` is a number of milliseconds the history may hold."""
+    return (not isinstance(value, bool) and isinstance(value, (int, float))
+            and 0 <= value <= DURATION_MAX_MS)
 
 
 @dataclass
@@ -101,8 +135,24 @@ class _Reader:
 
     def number(self, key: str) -> float:
         value = self._get(key)
-        if isinstance(value, (int, float)):
+        if isinstance(value, (int, float)) and math.isfinite(value):
             return float(value)
+        self.damaged = True
+        return 0.0
+
+    def time(self, key: str) -> float:
+        """A time in seconds; one outside ``TIME_MIN`` .. ``TIME_MAX`` reads as 0, damaged."""
+        value = self.number(key)
+        if valid_time(value):
+            return value
+        self.damaged = True
+        return 0.0
+
+    def duration(self, key: str) -> float:
+        """Milliseconds; a negative or over-long duration reads as 0 (not measured), damaged."""
+        value = self.number(key)
+        if valid_duration(value):
+            return value
         self.damaged = True
         return 0.0
 
@@ -130,9 +180,9 @@ def conversation_from_row(row: sqlite3.Row) -> Conversation:
     r = _Reader(row)
     conv = Conversation(
         id=r.text("id"),
-        title=r.text("title"),
-        created_at=r.number("created_at"),
-        updated_at=r.number("updated_at"),
+        title=clamp_title(r.text("title")),
+        created_at=r.time("created_at"),
+        updated_at=r.time("updated_at"),
         system_prompt=r.text("system_prompt"),
         settings=r.json_object("settings"),
         model_id=r.optional_text("model_id"),
@@ -153,9 +203,9 @@ def message_from_row(row: sqlite3.Row, **tree_fields: Any) -> StoredMessage:
         content=r.text("content"),
         status=r.text("status", "complete"),
         provenance=r.json_object("provenance"),
-        created_at=r.number("created_at"),
+        created_at=r.time("created_at"),
         reasoning=r.text("reasoning"),
-        reasoning_ms=r.number("reasoning_ms"),
+        reasoning_ms=r.duration("reasoning_ms"),
         **tree_fields,
     )
     msg.damaged = r.damaged

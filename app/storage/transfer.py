@@ -10,6 +10,7 @@ with each reply's thinking folded in a ``<details>`` block.
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime, timezone
 
 from app.storage.history import Conversation, History, StoredMessage
@@ -133,13 +134,16 @@ def _quote_reasoning(text: str) -> str:
 
 
 def provenance_line(p: dict) -> str:
-    """One human line: model, provider, sampling, seed, token counts, timings."""
+    """One human line: model, provider, sampling, seed, token counts, timings.
+
+    Tolerant of any JSON (a row edited by hand, an old export): a part of the wrong type is
+    left out, a figure that is not a finite number shows as 0."""
     parts = []
     if p.get("model"):
         parts.append(f"model {p['model']}")
     if p.get("provider"):
         parts.append(f"provider {p['provider']}")
-    sampling = p.get("sampling") or {}
+    sampling = _mapping(p.get("sampling"))
     if sampling:
         parts.append(
             "temperature {t}, top-p {tp}, top-k {tk}".format(
@@ -148,16 +152,32 @@ def provenance_line(p: dict) -> str:
         )
     if "seed" in p:
         parts.append(f"seed {p['seed']}")
-    stats = p.get("stats") or {}
+    stats = _mapping(p.get("stats"))
     if stats:
         parts.append(
-            f"{stats.get('prompt_tokens', 0)} prompt + {stats.get('generated_tokens', 0)} "
-            f"generated tokens, TTFT {stats.get('ttft_ms', 0):.0f} ms, "
-            f"{stats.get('decode_tok_s', 0):.1f} tok/s"
+            f"{_figure(stats.get('prompt_tokens')):.0f} prompt + "
+            f"{_figure(stats.get('generated_tokens')):.0f} "
+            f"generated tokens, TTFT {_figure(stats.get('ttft_ms')):.0f} ms, "
+            f"{_figure(stats.get('decode_tok_s')):.1f} tok/s"
         )
     if p.get("finish_reason"):
         parts.append(f"finish {p['finish_reason']}")
     return " · ".join(parts)
+
+
+def _mapping(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _figure(value: object) -> float:
+    """A stored figure as a float to format: 0 for anything else (text, inf, a huge int)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0.0
+    try:
+        number = float(value)
+    except OverflowError:
+        return 0.0
+    return number if math.isfinite(number) else 0.0
 
 
 def import_json(history: History, text: str, *, source: str = "This file") -> Conversation:

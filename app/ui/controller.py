@@ -28,6 +28,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.engine.types import GenerationSettings, GenerationStats, Message
 from app.errors import HearthError, StorageError
+from app.jobs import Progress
 from app.settings import PER_CHAT, Settings, chat_settings
 from app.storage import importer, transfer
 from app.storage.history import Deletion, History, ReplyWriter, StoredMessage
@@ -43,12 +44,15 @@ from app.workers.generation_worker import (
     GenerationWorker,
     ModelInfo,
 )
+from app.workers.job_worker import JobRunner
 from app.workers.thread_host import ThreadHost
 
 #: on quit: how long to wait for the engine's thread to stop a reply or finish a model call
 WORKER_STOP_WAIT_MS = 5000
 #: on quit: how long a model being read is waited for before the process leaves without it
 LOAD_WAIT_ON_QUIT_MS = 150
+#: the one chat import that may run at a time
+IMPORT_JOB = "import-chat"
 
 
 @dataclass
@@ -87,6 +91,7 @@ class ChatController(QObject):
         the prompt read so far); (0, 0) when it has finished reading or the reply ended.
     waiting_for_model(bool): a message sent while the model loads is queued (True) until
         the model is ready or the load failed (False).
+    import_progress(Progress | None): how far the chat import is; None when it has ended.
     """
 
     conversation_opened = Signal(object, dict)
@@ -102,6 +107,7 @@ class ChatController(QObject):
     notice = Signal(str)
     prefill_progress = Signal(int, int)
     waiting_for_model = Signal(bool)
+    import_progress = Signal(object)
 
     def __init__(
         self,
@@ -141,6 +147,16 @@ class ChatController(QObject):
         w.finished.connect(self.on_finished)
         w.failed.connect(self.on_failed)
         w.crashed.connect(self.bridge.crash)
+        # imports run as a job on their own thread, with their own connection (one
+        # transaction: a cancel or failure leaves the history as it was)
+        self.imports = JobRunner("hearth-import", self)
+        iw = self.imports.worker
+        iw.progress.connect(self.on_import_progress)
+        iw.finished.connect(self.on_import_finished)
+        iw.failed.connect(self.on_import_failed)
+        iw.cancelled.connect(self.on_import_cancelled)
+        iw.crashed.connect(self.bridge.crash)
+        self._import_path: Path | None = None
 
     # state --------------------------------------------------------------------------------
 
@@ -148,6 +164,11 @@ class ChatController(QObject):
     def generating(self) -> bool:
         """A reply is streaming, or a message waits for the model to load."""
         return self._active is not None or self._queued is not None
+
+    @property
+    def importing(self) -> bool:
+        """A chat import is running on the import thread."""
+        return self._import_path is not None
 
     @property
     def queued(self) -> bool:
@@ -267,7 +288,8 @@ class ChatController(QObject):
         if conv is not None and conv.damaged:
             self.bridge.warning(
                 f"Part of the chat “{conv.title or 'New chat'}” could not be read from "
-                f"{self.history.path}: the damaged text is shown with � marks or left empty. "
+                f"{self.history.path}: the damaged text is shown with � marks or left empty, "
+                "and a date that no calendar can show as 1 January 1970. "
                 "Export it to keep what is readable."
             )
 
@@ -314,6 +336,9 @@ class ChatController(QObject):
             return False
         if self.generating:
             self.bridge.info("Wait for the reply to finish, or stop it first.")
+            return False
+        if self.importing:  # the import holds the history's write lock until it ends
+            self.bridge.info("Wait for the chat import to finish, or cancel it first.")
             return False
         waiting = self.loading_path is not None  # queued until the model is ready
         if self.model_info is None and not waiting:
@@ -505,20 +530,58 @@ class ChatController(QObject):
         self.notice.emit(f"Exported to {path}")
         return True
 
-    def import_conversation(self, path: str | Path) -> str | None:
-        try:
-            imported = importer.import_file(self.history, path)
-        except HearthError as exc:
-            self.bridge.report(exc)
-            return None
+    def import_conversation(self, path: str | Path) -> bool:
+        """Start importing the export at ``path`` as a job (progress on ``import_progress``);
+        when it ends its first chat opens, or the banner says why nothing was imported.
+        False when it could not start (another import, or a reply, is running)."""
+        if self.importing:
+            self.bridge.info("A chat import is already running: wait for it, or cancel it.")
+            return False
+        if self.generating:
+            self.bridge.info("Wait for the reply to finish, or stop it, before importing.")
+            return False
+        path = Path(path)
+        job = importer.import_job(self.history.path, path, job_id=IMPORT_JOB)
+        if not self.imports.submit(job):
+            return False
+        self._import_path = path
+        self.import_progress.emit(Progress(None, f"Checking {path.name}…"))
+        return True
+
+    def cancel_import(self) -> None:
+        """Stop the import: its transaction rolls back, nothing of the file is kept."""
+        self.imports.cancel(IMPORT_JOB)
+
+    def on_import_progress(self, _job_id: str, progress: Progress) -> None:
+        if self.importing:
+            self.import_progress.emit(progress)
+
+    def on_import_finished(self, _job_id: str, ids: object) -> None:
+        path = self._end_import()
+        self.conversations.refresh()
+        imported = list(ids) if isinstance(ids, list) else []
         if not imported:
             self.bridge.info(f"{path} holds no chats to import.")
-            return None
-        conv = imported[0]
-        self.conversations.refresh()
-        self.open_conversation(conv.id)
-        self.notice.emit(f"Imported “{conv.title}”")
-        return conv.id
+            return
+        self.open_conversation(imported[0])
+        conv = self.history.get_conversation(imported[0])
+        title = conv.title if conv is not None and conv.title else "New chat"
+        more = f" and {len(imported) - 1:,} more" if len(imported) > 1 else ""
+        self.notice.emit(f"Imported “{title}”{more}")
+
+    def on_import_failed(self, _job_id: str, sentence: str) -> None:
+        self._end_import()
+        self.bridge.error(sentence)
+
+    def on_import_cancelled(self, _job_id: str) -> None:
+        path = self._end_import()
+        self.notice.emit(f"Import of {path.name if path else 'the file'} cancelled: "
+                         "nothing was imported.")
+
+    def _end_import(self) -> Path | None:
+        path, self._import_path = self._import_path, None
+        self.import_progress.emit(None)
+        return path
 
     # worker results -----------------------------------------------------------------------
 
@@ -606,10 +669,11 @@ class ChatController(QObject):
             self._active.writer.finish("stopped", self._provenance(self._active, None, None),
                                        reasoning_ms=self._active.measured_thinking_ms())
             self._active = None
+        imports = self.imports.shutdown()  # an import part way is rolled back
         if not self._wait_for_worker():
             return False
         self.worker.close_engine()  # no other thread runs it any more
-        return True
+        return imports
 
     def _wait_for_worker(self) -> bool:
         """Stop the worker's thread: True once it has ended. A reply stops at its next token

@@ -3,6 +3,11 @@
 Chats are grouped by date (Pinned, Today, Yesterday, Previous 7 days, Older); a group's name
 is painted above its first chat by ``GroupDelegate``, so every row is a chat and the arrow
 keys never land on a header. The list's selection is always the chat on screen.
+
+No row can stop the list from being built: a chat whose row could not be read as written
+(``Conversation.damaged``: damaged text, a time no calendar can show) is listed with
+"(damaged)" after its title and says why in its tooltip, and a date that still cannot be
+shown puts it under "Older".
 """
 
 from __future__ import annotations
@@ -43,14 +48,21 @@ Index = QModelIndex | QPersistentModelIndex
 
 GROUPS = ("Pinned", "Today", "Yesterday", "Previous 7 days", "Older")
 HEADER_HEIGHT = 26
+DAMAGED_SUFFIX = " (damaged)"
+DAMAGED_TIP = ("Part of this chat could not be read from the history (damaged text, or a "
+               "date no calendar can show). Open it to see what is readable, and export it "
+               "to keep that.")
 
 
 def date_group(conv: Conversation, now: float | None = None) -> str:
     """The sidebar group of a chat: pinned, or by the local date it was last used."""
     if conv.pinned:
         return "Pinned"
-    today = dt.date.fromtimestamp(time.time() if now is None else now)
-    day = dt.date.fromtimestamp(conv.updated_at)
+    try:
+        today = dt.date.fromtimestamp(time.time() if now is None else now)
+        day = dt.date.fromtimestamp(conv.updated_at)
+    except (OverflowError, OSError, ValueError):  # a time outside what the platform can show
+        return "Older"
     age = (today - day).days
     if age <= 0:
         return "Today"
@@ -92,15 +104,20 @@ class ConversationListModel(QAbstractListModel):
             return None
         row = index.row()
         conv = self._rows[row]
-        if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole):
-            return conv.title or "New chat"
+        title = conv.title or "New chat"
+        if role == Qt.ItemDataRole.DisplayRole:
+            return title + DAMAGED_SUFFIX if conv.damaged else title
+        if role == Qt.ItemDataRole.EditRole:
+            return title
         if role == Qt.ItemDataRole.ToolTipRole:
-            return conv.title or "New chat"
+            return f"{title}\n\n{DAMAGED_TIP}" if conv.damaged else title
         if role == Qt.ItemDataRole.AccessibleTextRole:
             pinned = "Pinned chat" if conv.pinned else "Chat"
-            return f"{pinned}: {conv.title or 'New chat'} ({self._groups[row]})"
-        if role == Qt.ItemDataRole.DecorationRole and conv.pinned:
-            return icon("pinned", colors_for(QGuiApplication.palette()))
+            damaged = ", damaged" if conv.damaged else ""
+            return f"{pinned}: {title} ({self._groups[row]}{damaged})"
+        if role == Qt.ItemDataRole.DecorationRole and (conv.pinned or conv.damaged):
+            name = "info" if conv.damaged else "pinned"
+            return icon(name, colors_for(QGuiApplication.palette()))
         if role == self.IdRole:
             return conv.id
         if role == self.ConversationRole:

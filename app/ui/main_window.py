@@ -293,6 +293,8 @@ class MainWindow(QMainWindow):
         self.chat_view.welcome.prompt_chosen.connect(self.on_submitted)
         self.conversation_list.pin_requested.connect(c.set_pinned)
         c.prefill_progress.connect(self.status.set_prefill)
+        c.import_progress.connect(self.status.set_import)
+        self.status.import_cancel_requested.connect(c.cancel_import)
         c.waiting_for_model.connect(self.on_waiting_for_model)
         c.notice.connect(lambda text: self.status.showMessage(text, 4000))
         self.bridge.message_shown.connect(self.banner.show_message)

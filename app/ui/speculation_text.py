@@ -40,22 +40,37 @@ class SpeculationFigures:
 
 def speculation_figures(stats: GenerationStats | Mapping | None) -> SpeculationFigures | None:
     """The figures of a reply that speculated (``stats`` as the engine returns them or as
-    stored in a reply's provenance); None when no guess was made."""
+    stored in a reply's provenance); None when no guess was made, or when the stored stats
+    are not an object (a row edited by hand). A figure that is not a count reads as 0."""
     if stats is None:
         return None
-    values = stats if isinstance(stats, Mapping) else stats.as_dict()
+    if isinstance(stats, GenerationStats):
+        values: Mapping = stats.as_dict()
+    elif isinstance(stats, Mapping):
+        values = stats
+    else:
+        return None
     get = values.get
     proposer = str(get("speculation", "off") or "off")
-    proposed = int(get("proposed", 0) or 0)
+    proposed = _count(get("proposed"))
     if proposer == "off" or proposed <= 0:
         return None
     return SpeculationFigures(
         proposer=proposer,
         proposed=proposed,
-        accepted=int(get("accepted", 0) or 0),
-        generated=int(get("generated_tokens", 0) or 0),
-        target_steps=int(get("target_steps", 0) or 0),
+        accepted=_count(get("accepted")),
+        generated=_count(get("generated_tokens")),
+        target_steps=_count(get("target_steps")),
     )
+
+
+def _count(value: object) -> int:
+    """A stored count: a whole number of at most 2**53 (else 0: text, inf, NaN, 1e300)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    if not -(2**53) <= value <= 2**53:  # NaN fails too
+        return 0
+    return int(value)
 
 
 def status_text(figures: SpeculationFigures) -> str:

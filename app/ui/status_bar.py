@@ -1,15 +1,17 @@
 """Status bar: model, execution provider (why, on hover), speed, TTFT, context used / max,
 and after a reply that speculated, how many guesses were accepted and how many model steps
 that saved (what it means, on hover); while a long prompt is read, how far; while the model
-loads, that a message waits for it."""
+loads, that a message waits for it; while chats are imported, how far, with a Cancel
+button."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QResizeEvent
-from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
+from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QStatusBar, QWidget
 
 from app.engine.types import GenerationStats
+from app.jobs import Progress
 from app.ui.speculation_text import (
     SpeculationFigures,
     compact_status_text,
@@ -36,12 +38,30 @@ WAITING_TEXT = "Waiting for the model to load; your message goes out when it is 
 
 
 class ChatStatusBar(QStatusBar):
+    """Signals: import_cancel_requested(): the user pressed Cancel beside the import's bar."""
+
+    import_cancel_requested = Signal()
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.activity_label = QLabel("", self)  # reading a long prompt / waiting for the model
         self.activity_label.setAccessibleName("Activity")
         self.activity_label.hide()
         self.addWidget(self.activity_label, 1)
+        self.import_label = QLabel("", self)
+        self.import_label.setAccessibleName("Import")
+        self.import_bar = QProgressBar(self)
+        self.import_bar.setAccessibleName("Import progress")
+        self.import_bar.setMaximumWidth(160)
+        self.import_bar.setTextVisible(False)
+        self.import_cancel = QPushButton("Cancel", self)
+        self.import_cancel.setAccessibleName("Cancel import")
+        self.import_cancel.setAccessibleDescription(
+            "Stop importing; nothing of this file is kept.")
+        self.import_cancel.clicked.connect(self.import_cancel_requested)
+        for widget in (self.import_label, self.import_bar, self.import_cancel):
+            self.addWidget(widget)
+            widget.hide()
         self.model_label = self._label("No model loaded", "Model")
         self.provider_label = self._label("", "Execution provider")
         self.speed_label = self._label("", "Decoding speed")
@@ -66,6 +86,20 @@ class ChatStatusBar(QStatusBar):
     def set_waiting(self, waiting: bool) -> None:
         """A message waits for the model to finish loading."""
         self._set_activity(WAITING_TEXT if waiting else "")
+
+    def set_import(self, progress: Progress | None) -> None:
+        """Show how far an import is (a busy bar while the file is checked); None hides it."""
+        visible = progress is not None
+        for widget in (self.import_label, self.import_bar, self.import_cancel):
+            widget.setVisible(visible)
+        if progress is None:
+            return
+        self.import_label.setText(progress.message)
+        if progress.fraction is None:
+            self.import_bar.setRange(0, 0)
+        else:
+            self.import_bar.setRange(0, 100)
+            self.import_bar.setValue(progress.percent)
 
     def _set_activity(self, text: str) -> None:
         self.activity_label.setText(text)

@@ -113,8 +113,9 @@ def test_previous_schema_migrates_with_its_messages(tmp_path):
     path = tmp_path / "h.sqlite3"
     _old_schema_db(path)
     h = History(path)
-    assert db.applied_migrations(h._conn)[-3:] == [
-        "m004_branches_and_soft_delete", "m005_pinned_conversations", "m006_message_reasoning"
+    assert db.applied_migrations(h._conn)[-4:] == [
+        "m004_branches_and_soft_delete", "m005_pinned_conversations", "m006_message_reasoning",
+        "m007_messages_rank_index",
     ]
     assert db.stored_major(h._conn) == 2
     assert [c.title for c in h.list_conversations()] == ["Second", "First"]

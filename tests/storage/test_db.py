@@ -16,6 +16,11 @@ EXPECTED_SCHEMA = [
         "CREATE INDEX conversations_updated ON conversations (updated_at DESC)",
     ),
     ("index", "messages_parent", "CREATE INDEX messages_parent ON messages (parent_id)"),
+    (
+        "index",
+        "messages_rank",
+        "CREATE INDEX messages_rank ON messages (conversation_id, active_rank)",
+    ),
     ("table", "_meta", "CREATE TABLE _meta ( key TEXT PRIMARY KEY, value TEXT NOT NULL )"),
     (
         "table",
@@ -115,7 +120,8 @@ def test_m006_adds_reasoning_to_a_database_with_messages(tmp_path):
     old.close()
 
     conn = db.connect(path)
-    assert db.applied_migrations(conn)[-1] == "m006_message_reasoning"
+    assert db.applied_migrations(conn)[-2:] == ["m006_message_reasoning",
+                                                "m007_messages_rank_index"]
     assert db.schema_snapshot(conn) == EXPECTED_SCHEMA
     rows = conn.execute("SELECT role, content, provenance, parent_id, reasoning, reasoning_ms "
                         "FROM messages ORDER BY seq").fetchall()

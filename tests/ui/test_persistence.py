@@ -33,6 +33,7 @@ def test_export_markdown_json_and_import_round_trip(app, tmp_path, monkeypatch):
         QFileDialog, "getOpenFileName", lambda *a, **k: (str(tmp_path / "chat.json"), "")
     )
     app.window.import_action.trigger()
+    app.qtbot.waitUntil(lambda: not app.controller.importing, timeout=10000)
     imported = app.controller.current_id
     assert imported != original
     assert app.controller.conversations.rowCount() == 2
@@ -47,6 +48,7 @@ def test_import_garbage_is_a_readable_error(app, tmp_path, monkeypatch):
     bad.write_text("{not json")
     monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(bad), ""))
     app.window.import_action.trigger()
+    app.qtbot.waitUntil(lambda: not app.controller.importing, timeout=10000)
     assert "not valid JSON" in app.window.banner.text()
     assert app.window.crash_dialogs == []
 
