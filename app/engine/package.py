@@ -37,6 +37,7 @@ from typing import Any
 from app.engine.onnx_file import OnnxSummary, inspect_onnx
 from app.engine.types import ModelSpec
 from app.errors import ModelLoadError, ProviderError
+from app.machine import PROVIDERS
 from app.models import package_manifest
 from app.models.policy import (
     EMBED_GRAPH_RE,
@@ -55,8 +56,6 @@ TOKENIZER = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 CHAT_TEMPLATE_JSON = "chat_template.json"
-
-PROVIDERS = ("cpu", "dml", "cuda", "coreml")
 
 _CONTEXT_KEYS = (
     "max_position_embeddings",

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from app import paths
 from app.errors import DiskFullError, HearthError
+from app.machine import machine_provider
 from app.models import package_manifest, policy
 from app.models.catalog import (
     Catalog,
@@ -493,7 +494,7 @@ class ModelLibrary:
 
         ``variant``: a variant name or provider (catalog), or a provider, genai folder,
         Optimum graph stem or precision (Hub repo); None chooses for ``provider`` (default:
-        :func:`app.models.policy.machine_provider`). A Hub repo is resolved to a commit and
+        :func:`app.machine.machine_provider`). A Hub repo is resolved to a commit and
         listed now (network); a catalog entry keeps its pinned revision. Raises HearthError
         when ``key`` is neither, or the repo holds no ONNX chat model Hearth can load.
         """
@@ -503,7 +504,7 @@ class ModelLibrary:
         entry = catalog.find(key)
         if variant in policy.PRECISION_ORDER:
             provider, variant = variant, None
-        provider = provider or policy.machine_provider()
+        provider = provider or machine_provider()
         if entry is not None:
             chosen = entry.variant(variant) if variant else choose_variant(entry, provider)
             return DownloadRequest.from_catalog(entry, chosen)

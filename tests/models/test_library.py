@@ -283,11 +283,11 @@ def cuda_wheel(monkeypatch):
     """This machine's onnxruntime lists CUDA; ``devices`` is what the driver reports."""
     import onnxruntime as ort
 
-    from app.engine import providers
+    from app import machine
 
     state = {"devices": 0}
     monkeypatch.setattr(ort, "get_available_providers", lambda: list(CUDA_WHEEL))
-    monkeypatch.setattr(providers, "cuda_device_count", lambda: state["devices"])
+    monkeypatch.setattr(machine, "cuda_device_count", lambda: state["devices"])
     return state
 
 
