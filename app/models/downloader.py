@@ -38,6 +38,7 @@ from app import paths
 from app.errors import DiskFullError, DownloadError
 from app.fileio import read_json, write_json_atomic
 from app.jobs import JobCancelled, JobControl
+from app.manifest import Manifest, source
 from app.models.catalog import CatalogEntry, Variant
 from app.models.hub import (
     MAX_REDIRECTS,
@@ -49,7 +50,6 @@ from app.models.hub import (
     parse_retry_after,
     repo_path_problem,
 )
-from app.models.manifest import Manifest, source
 from app.models.revision_record import RevisionRecord
 from app.units import format_bytes
 

@@ -4,7 +4,7 @@
 through it. It owns:
 
 - the installed models: one folder per model id under the models folder, each with a
-  :class:`~app.models.manifest.Manifest`. A model exists only once its folder is in place:
+  :class:`~app.manifest.Manifest`. A model exists only once its folder is in place:
   downloads and conversions are built in the staging folder and moved here with one atomic
   rename. A local folder imported "in place" is registered with a small link folder holding
   only the manifest; removing it never touches the user's files. A model folder copied into
@@ -15,7 +15,7 @@ through it. It owns:
   to fetch from a repo outside the catalog), and the download itself (resumable, verified).
 - removal and imports (a folder in place, a GGUF file through the converter).
 
-Which build suits this machine is :mod:`app.models.policy`'s answer.
+Which build suits this machine is :mod:`app.engine.policy`'s answer.
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app import paths
+from app.engine import package_manifest, policy
 from app.errors import DiskFullError, HearthError
 from app.machine import machine_provider
-from app.models import package_manifest, policy
+from app.manifest import Manifest, describe_files, now_iso, source
 from app.models.catalog import (
     Catalog,
     CatalogEntry,
@@ -47,7 +48,6 @@ from app.models.catalog import (
     load_catalog,
     probe_machine,
 )
-from app.models.manifest import Manifest, describe_files, now_iso, source
 from app.models.revision_record import RevisionRecord
 
 if TYPE_CHECKING:
@@ -596,12 +596,12 @@ def variant_for_repo(
 
     ONNX Runtime model packages (``manifest.json`` + variant descriptors, read through
     ``read_json(path)``) become the package's descriptors and shared files plus the folder of
-    the variant :func:`app.models.policy.best_package_variant` picks (or the one ``requested``
+    the variant :func:`app.engine.policy.best_package_variant` picks (or the one ``requested``
     names). onnxruntime-genai repos (``genai_config.json``, possibly one folder per provider) become
-    a subfolder variant, the folder chosen by :func:`app.models.policy.best_genai_folder`;
+    a subfolder variant, the folder chosen by :func:`app.engine.policy.best_genai_folder`;
     Optimum / transformers.js repos (``config.json`` + ``onnx/model*.onnx`` or a root
     ``model.onnx``) become the top-level configuration files plus one graph with its external
-    data, chosen by :func:`app.models.policy.best_graph`. ``requested`` names a genai folder
+    data, chosen by :func:`app.engine.policy.best_graph`. ``requested`` names a genai folder
     (or its last part), a graph stem or a precision instead. Raises HearthError when the repo
     holds no loadable ONNX chat model, or nothing matches ``requested``.
     """

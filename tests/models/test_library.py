@@ -10,10 +10,10 @@ import pytest
 
 from app import paths
 from app.errors import HearthError, ModelLoadError
+from app.manifest import MANIFEST_NAME
 from app.models import library as library_module
 from app.models.hub import RemoteFile
 from app.models.library import ModelLibrary, slugify, variant_for_repo
-from app.models.manifest import MANIFEST_NAME
 from tests.fixtures.tiny_models import build_gqa_model, build_plain_kv_model
 from tests.models.hub_server import FakeHub, FakeRepo, allow_hub_requests
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.models import policy
-from app.models.policy import best_genai_folder, best_graph, graph_precision
+from app.engine import policy
+from app.engine.policy import best_genai_folder, best_graph, graph_precision
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.errors import HearthError
-from app.models.manifest import sha256_file
+from app.manifest import sha256_file
 
 if TYPE_CHECKING:
     from app.models.library import InstalledModel
