@@ -48,6 +48,7 @@ from app.models.catalog import (
     load_catalog,
     probe_machine,
 )
+from app.models.installed import InstalledModel
 from app.models.revision_record import RevisionRecord
 
 if TYPE_CHECKING:
@@ -95,44 +96,6 @@ def folder_size(folder: Path) -> int:
 def is_model_folder(path: Path) -> bool:
     """Whether ``path`` holds a model the engine may read (a genai or Optimum config)."""
     return path.is_dir() and any((path / marker).is_file() for marker in MODEL_MARKERS)
-
-
-@dataclass(frozen=True)
-class InstalledModel:
-    """A model on disk. ``path`` is the folder the engine loads (the linked folder for an
-    in-place import); ``size_on_disk`` counts the bytes of that folder."""
-
-    id: str
-    name: str
-    path: Path
-    manifest: Manifest
-    size_on_disk: int
-
-    @property
-    def source(self) -> dict:
-        return self.manifest.source
-
-    @property
-    def source_kind(self) -> str:
-        return self.manifest.source_kind
-
-    @property
-    def linked(self) -> bool:
-        """True for a folder registered in place (removing it keeps the files)."""
-        return self.source_kind == "local" and bool(self.source.get("path"))
-
-    def as_dict(self) -> dict:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "path": str(self.path),
-            "size_on_disk": self.size_on_disk,
-            "source": self.manifest.source,
-            "format": self.manifest.format,
-            "installed_at": self.manifest.installed_at,
-            "context_length": self.manifest.context_length,
-            "parameters": self.manifest.parameters,
-        }
 
 
 @dataclass(frozen=True)
