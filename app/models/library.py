@@ -15,7 +15,8 @@ through it. It owns:
   to fetch from a repo outside the catalog), and the download itself (resumable, verified).
 - removal and imports (a folder in place, a GGUF file through the converter).
 
-Which build suits this machine is :mod:`app.engine.policy`'s answer.
+Which provider this machine has is :mod:`app.machine`'s answer; which build suits it,
+:mod:`app.engine.policy`'s.
 """
 
 from __future__ import annotations
