@@ -22,7 +22,7 @@ from pathlib import Path
 
 from app import paths
 from app.fileio import read_json, write_json_atomic
-from app.models.manifest import Manifest
+from app.manifest import Manifest
 
 SEEDED_STATE = "bundled-models.json"  # under data_root(): ids already seeded once
 BUNDLED_MODELS_SUBDIR = "models"

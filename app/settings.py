@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.engine.types import SPECULATION_MODES
 from app.fileio import write_json_atomic
+from app.machine import PROVIDERS
+from app.options import CACHE_BUDGET_MB, SPECULATION_MODES
 from app.paths import settings_path
 
 
@@ -59,10 +60,10 @@ class Setting:
 
 CONTEXT_POLICIES = ("stop", "truncate_oldest", "sliding_window")
 THINKING_CHOICES = ("default", "on", "off")
-SPECULATION_CHOICES = SPECULATION_MODES  # the engine's modes (a plain-data module)
+SPECULATION_CHOICES = SPECULATION_MODES  # the engine's modes (app/options.py)
 THEMES = ("system", "light", "dark")
 SEND_KEYS = ("enter", "ctrl+enter")
-PROVIDER_CHOICES = ("auto", "cpu", "dml", "cuda", "coreml")
+PROVIDER_CHOICES = ("auto", *PROVIDERS)  # labelled in this order below
 SECTIONS = (("general", "General"), ("models", "Models"), ("hardware", "Hardware"),
             ("server", "Local server"), ("privacy", "Privacy"))
 
@@ -108,7 +109,7 @@ SETTINGS: tuple[Setting, ...] = (
             help="A Hugging Face mirror's address; empty means huggingface.co."),
     # Kept only to read tokens saved by older versions: the token lives in the OS keyring.
     Setting("hub_token", str, "", "Hugging Face access token (when no keyring is available)"),
-    Setting("kv_snapshot_budget_mb", int, 512,
+    Setting("kv_snapshot_budget_mb", int, CACHE_BUDGET_MB,
             "Memory for keeping other chats' caches (MB)", 0, 65536, section="models",
             help="Switching back to a recent chat is instant while its cache fits here."),
     Setting("provider", str, "auto", "Run models on", choices=PROVIDER_CHOICES,

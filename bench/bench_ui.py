@@ -186,7 +186,7 @@ def main() -> None:
     script = [w if i == 0 else " " + w for i, w in enumerate(words)] * 8
     with tempfile.TemporaryDirectory() as home:
         if args.model:
-            from app.workers.generation_worker import default_loader
+            from app.loading import default_loader
 
             loader, path, label = default_loader, args.model, f"real engine ({args.model})"
         else:

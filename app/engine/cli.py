@@ -13,11 +13,11 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.engine.types import SPECULATION_MODES, GenerationSettings, Message
+from app.engine.types import GenerationSettings, Message
 from app.errors import HearthError
+from app.machine import PROVIDERS
+from app.options import SPECULATION_MODES
 from app.text import clean_text
-
-PROVIDERS = ("cpu", "dml", "cuda", "coreml")
 
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:

@@ -49,11 +49,11 @@ from app.engine.types import (
     ThinkingMode,
 )
 from app.errors import ContextOverflowError, HearthError, ModelLoadError, TemplateError
+from app.machine import machine_provider
 from app.memory import available_ram_bytes
-from app.models.policy import machine_provider
+from app.options import CACHE_BUDGET_BYTES
 
 _DEVICES = {"cuda": "cuda", "dml": "dml"}
-DEFAULT_SNAPSHOT_BUDGET_MB = 512
 ATTENTION_SINKS = 4
 
 
@@ -366,7 +366,7 @@ class Engine:
     def conversation_caches(
         self,
         *,
-        budget_bytes: int = DEFAULT_SNAPSHOT_BUDGET_MB * 1024 * 1024,
+        budget_bytes: int = CACHE_BUDGET_BYTES,
         snapshot_folder: Path | None = None,
         min_tokens: int = 256,
     ) -> ConversationCaches:

@@ -21,7 +21,7 @@ import numpy as np
 from app.engine.kv_cache import KVCache
 from app.engine.types import ModelSpec
 from app.fileio import read_json, write_json_atomic
-from app.models.manifest import Manifest
+from app.manifest import Manifest
 
 FORMAT = 1
 

@@ -13,8 +13,8 @@ Two layouts are recognised:
   decoder fed ``inputs_embeds``) records the embedding graph of the matching precision in
   ``ModelSpec.embed_path``; vision / audio encoders beside it are noted, not run.
 - **model package**: ``manifest.json`` with one genai folder per hardware variant under
-  ``models/<component>/`` (:mod:`app.models.package_manifest`); the variant for the provider is
-  :func:`app.models.policy.best_package_variant`'s choice, and it is read as a genai folder
+  ``models/<component>/`` (:mod:`app.engine.package_manifest`); the variant for the provider is
+  :func:`app.engine.policy.best_package_variant`'s choice, and it is read as a genai folder
   (tokenizer files from the variant folder, else the package's ``configs/``).
 
 Both share the tokenizer files (``tokenizer.json``, ``tokenizer_config.json``) and the chat
@@ -34,11 +34,9 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
+from app.engine import package_manifest
 from app.engine.onnx_file import OnnxSummary, inspect_onnx
-from app.engine.types import ModelSpec
-from app.errors import ModelLoadError, ProviderError
-from app.models import package_manifest
-from app.models.policy import (
+from app.engine.policy import (
     EMBED_GRAPH_RE,
     OPTIMUM_BASES,
     OPTIMUM_GRAPH_RE,
@@ -46,6 +44,9 @@ from app.models.policy import (
     choose_embed_graph,
     graph_precision,
 )
+from app.engine.types import ModelSpec
+from app.errors import ModelLoadError, ProviderError
+from app.machine import PROVIDERS
 from app.units import format_bytes
 
 GENAI_CONFIG = "genai_config.json"
@@ -55,8 +56,6 @@ TOKENIZER = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 CHAT_TEMPLATE_JSON = "chat_template.json"
-
-PROVIDERS = ("cpu", "dml", "cuda", "coreml")
 
 _CONTEXT_KEYS = (
     "max_position_embeddings",

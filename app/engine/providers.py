@@ -15,32 +15,21 @@ placement counts where the installed ORT records them.
 
 from __future__ import annotations
 
-import ctypes
-import math
-import os
 import platform
 import re
-import subprocess
 from collections.abc import Iterable
-from functools import lru_cache
 from pathlib import Path
 
 import onnxruntime as ort
 
+from app import machine
 from app.engine.onnx_file import inspect_onnx
-from app.engine.package import PROVIDERS
 from app.engine.prompt_session import prompt_session_options
 from app.engine.types import ModelSpec, ProviderReport
 from app.errors import ModelLoadError, ProviderError
+from app.machine import ORT_NAMES, PROVIDERS, SHORT_NAMES, physical_cores, unavailable_reason
 from app.network.telemetry import prepare_onnxruntime
 
-ORT_NAMES = {
-    "cpu": "CPUExecutionProvider",
-    "cuda": "CUDAExecutionProvider",
-    "dml": "DmlExecutionProvider",
-    "coreml": "CoreMLExecutionProvider",
-}
-SHORT_NAMES = {v: k for k, v in ORT_NAMES.items()}
 AUTO_ORDER = ("dml", "cuda", "coreml", "cpu")
 
 # Standard ONNX operators CoreML's op builders cover (onnxruntime
@@ -126,89 +115,6 @@ _ORT_LOAD_PREFIX = re.compile(r"^Load model from .*? failed:\s*")
 _ORT_SOURCE_LOCATION = re.compile(r"\S+\.(?:cc|cpp|h):\d+\s+[\w:~<>]+\([^)]*\)(?:\s*const)?\s*")
 
 
-# ---------------------------------------------------------------- machine facts
-
-
-def physical_cores() -> int:
-    """Physical CPU cores this process may use (at least 1).
-
-    Linux: the distinct (package, core) pairs of the CPUs in the process's affinity mask,
-    capped by a cgroup CPU quota. macOS: performance cores (``hw.perflevel0.physicalcpu``).
-    Elsewhere psutil's physical count, else the logical count.
-    """
-    count = None
-    if hasattr(os, "sched_getaffinity"):
-        cpus = os.sched_getaffinity(0)
-        count = _linux_physical_cores(cpus) or len(cpus)
-        quota = _cgroup_cpu_quota()
-        if quota:
-            count = min(count, quota)
-    elif platform.system() == "Darwin":
-        count = _sysctl_int("hw.perflevel0.physicalcpu") or _sysctl_int("hw.physicalcpu")
-    if not count:
-        try:
-            import psutil  # the only portable physical-core count on Windows
-
-            count = psutil.cpu_count(logical=False)
-        except ImportError:
-            count = None
-    return max(1, count or os.cpu_count() or 1)
-
-
-def _linux_physical_cores(cpus: Iterable[int]) -> int | None:
-    cores = set()
-    for cpu in cpus:
-        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
-        try:
-            core = (topology / "core_id").read_text().strip()
-            package = (topology / "physical_package_id").read_text().strip()
-        except OSError:
-            return None
-        cores.add((package, core))
-    return len(cores) or None
-
-
-def _cgroup_cpu_quota() -> int | None:
-    """CPUs allowed by a cgroup v2 / v1 quota (containers), rounded up; None when unlimited."""
-    try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
-        if quota == "max":
-            return None
-        return max(1, math.ceil(int(quota) / int(period)))
-    except (OSError, ValueError):
-        pass
-    try:
-        quota = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").read_text())
-        period = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read_text())
-        return max(1, math.ceil(quota / period)) if quota > 0 and period > 0 else None
-    except (OSError, ValueError):
-        return None
-
-
-def _sysctl_int(name: str) -> int | None:
-    try:
-        out = subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, timeout=5)
-        return int(out.stdout.strip()) if out.returncode == 0 else None
-    except (OSError, ValueError, subprocess.SubprocessError):
-        return None
-
-
-@lru_cache(maxsize=1)
-def cuda_device_count() -> int:
-    """CUDA devices the NVIDIA driver reports (0 when there is no driver or no device)."""
-    names = ("nvcuda.dll",) if platform.system() == "Windows" else ("libcuda.so.1", "libcuda.so")
-    for name in names:
-        try:
-            lib = ctypes.CDLL(name)
-        except OSError:
-            continue
-        count = ctypes.c_int(0)
-        if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
-            return 0
-        return count.value
-    return 0
-
-
 def coreml_uncovered_ops(op_types: Iterable[tuple[str, str]]) -> list[str]:
     """The graph's operators CoreML cannot run, contrib operators first, sorted."""
     uncovered = {
@@ -220,36 +126,6 @@ def coreml_uncovered_ops(op_types: Iterable[tuple[str, str]]) -> list[str]:
 
 
 # ---------------------------------------------------------------- choice
-
-
-def unavailable_reason(
-    provider: str, *, system: str, available: Iterable[str], cuda_devices: int
-) -> str | None:
-    """Why ``provider`` cannot run on this machine at all, or None when it can."""
-    available = set(available)
-    if provider == "cpu":
-        return None
-    if provider == "dml":
-        if system != "Windows":
-            return "DirectML runs on Windows only"
-        if ORT_NAMES["dml"] not in available:
-            return "not built into this onnxruntime wheel (DirectML needs onnxruntime-directml)"
-        return None
-    if provider == "coreml":
-        if system != "Darwin":
-            return "CoreML runs on macOS only"
-        if ORT_NAMES["coreml"] not in available:
-            return "not built into this onnxruntime wheel"
-        return None
-    if provider == "cuda":
-        if ORT_NAMES["cuda"] not in available:
-            return "not built into this onnxruntime wheel (CUDA needs onnxruntime-gpu)"
-        if cuda_devices <= 0:
-            return "no CUDA device found (no NVIDIA GPU or driver)"
-        return None
-    raise ProviderError(
-        f"Unknown execution provider '{provider}'.", hint=f"Choose one of: {', '.join(PROVIDERS)}."
-    )
 
 
 def choose_provider(
@@ -377,7 +253,7 @@ def create_session(
     op_types = None
     if provider is None and system == "Darwin" and ORT_NAMES["coreml"] in available:
         op_types = inspect_onnx(spec.model_path).op_types
-    cuda = cuda_device_count() if ORT_NAMES["cuda"] in available else 0
+    cuda = machine.cuda_device_count() if ORT_NAMES["cuda"] in available else 0
     attempt, reasons = choose_provider(
         provider, system=system, available=available, cuda_devices=cuda, op_types=op_types
     )

@@ -7,10 +7,11 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from app.options import SPECULATION_MODES
+
 FinishReason = Literal["eos", "stop", "length", "max_tokens", "cancelled"]
 ContextPolicy = Literal["stop", "truncate_oldest", "sliding_window"]
 Speculation = Literal["auto", "off", "lookup", "draft"]
-SPECULATION_MODES: tuple[str, ...] = ("auto", "off", "lookup", "draft")
 Layout = Literal["genai", "optimum", "remote"]  # "remote": app.remote.engine
 DecodePath = Literal["rebind", "shared", "recurrent", "none"]
 ThinkingMode = Literal["default", "on", "off"]

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Literal
 
 from app.errors import HearthError
+from app.machine import machine_provider
 from app.memory import total_ram_bytes
-from app.models.policy import machine_provider
 from app.units import format_bytes
 
 Provider = Literal["cpu", "dml", "cuda"]
-PROVIDERS: tuple[str, ...] = ("cpu", "dml", "cuda")
+#: the providers a catalog variant may name (a CoreML machine runs the CPU builds)
+VARIANT_PROVIDERS: tuple[str, ...] = ("cpu", "dml", "cuda")
 CATALOG_PATH = Path(__file__).resolve().parents[2] / "resources" / "catalog.json"
 # Disk headroom kept free after a download (the OS, the chat history, other apps).
 DISK_MARGIN_BYTES = 1 << 30
@@ -168,7 +169,7 @@ class Catalog:
 
 def _parse_variant(raw: dict) -> Variant:
     provider = raw["provider"]
-    if provider not in PROVIDERS:
+    if provider not in VARIANT_PROVIDERS:
         raise ValueError(f"unknown provider {provider!r}")
     if bool(raw.get("subfolder")) == bool(raw.get("include")):
         raise ValueError(f"variant {raw['name']!r} needs exactly one of subfolder / include")

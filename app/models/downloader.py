@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import filelock
 import httpx2
@@ -38,6 +38,7 @@ from app import paths
 from app.errors import DiskFullError, DownloadError
 from app.fileio import read_json, write_json_atomic
 from app.jobs import JobCancelled, JobControl
+from app.manifest import Manifest, source
 from app.models.catalog import CatalogEntry, Variant
 from app.models.hub import (
     MAX_REDIRECTS,
@@ -49,12 +50,9 @@ from app.models.hub import (
     parse_retry_after,
     repo_path_problem,
 )
-from app.models.manifest import Manifest, source
+from app.models.installed import InstalledModel
 from app.models.revision_record import RevisionRecord
 from app.units import format_bytes
-
-if TYPE_CHECKING:
-    from app.models.library import InstalledModel, ModelLibrary
 
 STATE_NAME = ".hearth-download.json"
 PART_SUFFIX = ".part"
@@ -70,6 +68,20 @@ def same_filesystem(a: Path, b: Path) -> bool:
     """Whether ``a`` and ``b`` are on one file system, so a rename moves without copying
     (tests patch this probe)."""
     return os.stat(a).st_dev == os.stat(b).st_dev
+
+
+class InstallTarget(Protocol):
+    """Where a download's verified files go: the model library (``ModelLibrary``), which
+    builds the downloader and hands itself over, so this module never imports it. The
+    downloader checks ``get`` again under its cross-process lock and installs there, so two
+    processes never both install one model."""
+
+    @property
+    def root(self) -> Path: ...
+
+    def get(self, model_id: str) -> InstalledModel | None: ...
+
+    def install_from_staging(self, staging: Path, manifest: Manifest) -> InstalledModel: ...
 
 
 # Downloads are jobs: the job's control and its cancel exception are the downloader's.
@@ -211,7 +223,8 @@ class _Meter:
 
 class Downloader:
     """Downloads one model at a time into the staging folder, then installs it into
-    ``library`` (default: a :class:`~app.models.library.ModelLibrary` on the models folder).
+    ``library`` (an :class:`InstallTarget`: the :class:`~app.models.library.ModelLibrary`
+    that built it).
 
     ``endpoint`` / ``token``: the Hub or mirror to use and an optional access token.
     ``retries`` / ``backoff_s``: attempts without progress per file, and the first wait
@@ -222,7 +235,7 @@ class Downloader:
 
     def __init__(
         self,
-        library: ModelLibrary | None = None,
+        library: InstallTarget,
         *,
         endpoint: str | None = None,
         token: str | None = None,
@@ -238,10 +251,6 @@ class Downloader:
         disk_check_every_bytes: int = 8 << 20,
         progress_interval_s: float = 0.2,
     ) -> None:
-        if library is None:
-            from app.models.library import ModelLibrary  # the library builds downloaders too
-
-            library = ModelLibrary()
         self.library = library
         self.hub = HubClient(endpoint, token, retries=retries, backoff_s=backoff_s)
         self.staging_root = Path(staging_root) if staging_root else paths.staging_dir()

@@ -4,7 +4,7 @@
 through it. It owns:
 
 - the installed models: one folder per model id under the models folder, each with a
-  :class:`~app.models.manifest.Manifest`. A model exists only once its folder is in place:
+  :class:`~app.manifest.Manifest`. A model exists only once its folder is in place:
   downloads and conversions are built in the staging folder and moved here with one atomic
   rename. A local folder imported "in place" is registered with a small link folder holding
   only the manifest; removing it never touches the user's files. A model folder copied into
@@ -15,7 +15,8 @@ through it. It owns:
   to fetch from a repo outside the catalog), and the download itself (resumable, verified).
 - removal and imports (a folder in place, a GGUF file through the converter).
 
-Which build suits this machine is :mod:`app.models.policy`'s answer.
+Which provider this machine has is :mod:`app.machine`'s answer; which build suits it,
+:mod:`app.engine.policy`'s.
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app import paths
+from app.engine import package_manifest, policy
 from app.errors import DiskFullError, HearthError
-from app.models import package_manifest, policy
+from app.machine import machine_provider
+from app.manifest import Manifest, describe_files, now_iso, source
 from app.models.catalog import (
     Catalog,
     CatalogEntry,
@@ -46,7 +49,7 @@ from app.models.catalog import (
     load_catalog,
     probe_machine,
 )
-from app.models.manifest import Manifest, describe_files, now_iso, source
+from app.models.installed import InstalledModel
 from app.models.revision_record import RevisionRecord
 
 if TYPE_CHECKING:
@@ -94,44 +97,6 @@ def folder_size(folder: Path) -> int:
 def is_model_folder(path: Path) -> bool:
     """Whether ``path`` holds a model the engine may read (a genai or Optimum config)."""
     return path.is_dir() and any((path / marker).is_file() for marker in MODEL_MARKERS)
-
-
-@dataclass(frozen=True)
-class InstalledModel:
-    """A model on disk. ``path`` is the folder the engine loads (the linked folder for an
-    in-place import); ``size_on_disk`` counts the bytes of that folder."""
-
-    id: str
-    name: str
-    path: Path
-    manifest: Manifest
-    size_on_disk: int
-
-    @property
-    def source(self) -> dict:
-        return self.manifest.source
-
-    @property
-    def source_kind(self) -> str:
-        return self.manifest.source_kind
-
-    @property
-    def linked(self) -> bool:
-        """True for a folder registered in place (removing it keeps the files)."""
-        return self.source_kind == "local" and bool(self.source.get("path"))
-
-    def as_dict(self) -> dict:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "path": str(self.path),
-            "size_on_disk": self.size_on_disk,
-            "source": self.manifest.source,
-            "format": self.manifest.format,
-            "installed_at": self.manifest.installed_at,
-            "context_length": self.manifest.context_length,
-            "parameters": self.manifest.parameters,
-        }
 
 
 @dataclass(frozen=True)
@@ -493,7 +458,7 @@ class ModelLibrary:
 
         ``variant``: a variant name or provider (catalog), or a provider, genai folder,
         Optimum graph stem or precision (Hub repo); None chooses for ``provider`` (default:
-        :func:`app.models.policy.machine_provider`). A Hub repo is resolved to a commit and
+        :func:`app.machine.machine_provider`). A Hub repo is resolved to a commit and
         listed now (network); a catalog entry keeps its pinned revision. Raises HearthError
         when ``key`` is neither, or the repo holds no ONNX chat model Hearth can load.
         """
@@ -503,7 +468,7 @@ class ModelLibrary:
         entry = catalog.find(key)
         if variant in policy.PRECISION_ORDER:
             provider, variant = variant, None
-        provider = provider or policy.machine_provider()
+        provider = provider or machine_provider()
         if entry is not None:
             chosen = entry.variant(variant) if variant else choose_variant(entry, provider)
             return DownloadRequest.from_catalog(entry, chosen)
@@ -595,12 +560,12 @@ def variant_for_repo(
 
     ONNX Runtime model packages (``manifest.json`` + variant descriptors, read through
     ``read_json(path)``) become the package's descriptors and shared files plus the folder of
-    the variant :func:`app.models.policy.best_package_variant` picks (or the one ``requested``
+    the variant :func:`app.engine.policy.best_package_variant` picks (or the one ``requested``
     names). onnxruntime-genai repos (``genai_config.json``, possibly one folder per provider) become
-    a subfolder variant, the folder chosen by :func:`app.models.policy.best_genai_folder`;
+    a subfolder variant, the folder chosen by :func:`app.engine.policy.best_genai_folder`;
     Optimum / transformers.js repos (``config.json`` + ``onnx/model*.onnx`` or a root
     ``model.onnx``) become the top-level configuration files plus one graph with its external
-    data, chosen by :func:`app.models.policy.best_graph`. ``requested`` names a genai folder
+    data, chosen by :func:`app.engine.policy.best_graph`. ``requested`` names a genai folder
     (or its last part), a graph stem or a precision instead. Raises HearthError when the repo
     holds no loadable ONNX chat model, or nothing matches ``requested``.
     """

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from app.models import policy
+from app.engine import policy
 from app.units import format_bytes
 
 # Search results list at most this many file names per repo; a repo with more is judged on

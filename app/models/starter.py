@@ -17,8 +17,8 @@ from pathlib import Path
 
 from app import paths
 from app.errors import ConversionError, DownloadError
+from app.manifest import Manifest
 from app.models.gguf import EXACT_OFFSETS_FORM, SAMPLING_FORM
-from app.models.manifest import Manifest
 
 STARTER_ID = "smollm2-135m-instruct-starter"
 STARTER_NAME = "SmolLM2 135M Instruct (starter)"

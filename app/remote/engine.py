@@ -29,6 +29,7 @@ from app.engine.types import (
     ModelSpec,
     ProviderReport,
 )
+from app.options import CACHE_BUDGET_BYTES
 from app.remote.caches import NoCaches
 from app.remote.client import OpenAIClient, iter_sse_data, parse_event
 from app.remote.errors import RemoteError, describe
@@ -309,7 +310,7 @@ class RemoteEngine:
     def conversation_caches(
         self,
         *,
-        budget_bytes: int = 512 * 1024 * 1024,
+        budget_bytes: int = CACHE_BUDGET_BYTES,
         snapshot_folder: Path | None = None,
         min_tokens: int = 256,
     ) -> Any:

@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from app.options import CACHE_BUDGET_MB as DEFAULT_CACHE_BUDGET_MB
 from app.server.errors import EngineUnavailableError
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 Job = Callable[[Any, Any], T]  # (engine or None, caches or None) -> result
-DEFAULT_CACHE_BUDGET_MB = 512
 
 
 @dataclass(frozen=True)

@@ -345,7 +345,7 @@ class MainWindow(QMainWindow):
 
     def on_provider_menu(self) -> None:
         """Check the chosen provider; disable what this machine cannot run, saying why."""
-        from app.models.policy import provider_choices
+        from app.machine import provider_choices
 
         reasons = provider_choices()
         chosen = str(self.controller.settings.get("provider"))

@@ -25,7 +25,8 @@ from app.errors import HearthError
 from app.jobs import Job, JobControl, Progress, ProgressReport
 from app.models.catalog import Catalog, CatalogEntry, MachineInfo
 from app.models.gguf.duplicates import AlreadyInstalledError
-from app.models.library import CatalogChoice, InstalledModel, ModelLibrary, slugify
+from app.models.installed import InstalledModel
+from app.models.library import CatalogChoice, ModelLibrary, slugify
 from app.network import feature
 from app.remote.errors import RemoteError
 from app.remote.listing import ConnectionTest, check_connection, list_all

@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 
 from app.errors import HearthError
 from app.jobs import Progress
-from app.models.library import InstalledModel
+from app.models.installed import InstalledModel
 from app.ui.catalog_details import CatalogDetails
 from app.ui.model_controller import ModelController
 from app.ui.model_manager_model import (

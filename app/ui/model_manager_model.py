@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt
 
 from app.models.catalog import CatalogEntry, FitReport, Variant
-from app.models.library import InstalledModel
+from app.models.installed import InstalledModel
 from app.units import format_bytes
 
 if TYPE_CHECKING:  # huggingface_hub: loaded when the Hub is first searched

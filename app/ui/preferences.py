@@ -193,7 +193,7 @@ class PreferencesDialog(QDialog):
         combo.setMinimumContentsLength(24)
         reasons = self.provider_reasons
         if reasons is None:
-            from app.models.policy import provider_choices
+            from app.machine import provider_choices
 
             reasons = self.provider_reasons = provider_choices()
         setting = next(s for s in SETTINGS if s.key == "provider")

@@ -27,6 +27,7 @@ from app.engine.types import (
     ProviderReport,
 )
 from app.errors import HearthError
+from app.loading import default_caches, default_loader
 
 if TYPE_CHECKING:  # the engine's modules pull in onnxruntime: loaded only with a model
     from app.engine.conversation_caches import ConversationCaches
@@ -73,57 +74,6 @@ PREFILL_PROGRESS_INTERVAL_S = 0.1
 PREFILL_PROGRESS_MIN_TOKENS = 512
 #: ``caches(engine)``: the ConversationCaches the worker keeps for a freshly loaded engine.
 CachesFactory = Callable[[EngineLike], "ConversationCaches"]
-
-
-def default_loader(path: Path) -> EngineLike:
-    """Load a real engine on the provider and thread count the settings ask for (imported
-    lazily: the engine module pulls in onnxruntime), or a ``RemoteEngine`` for
-    ``remote:<source-id>/<model-id>`` (app/remote)."""
-    from app.remote.sources import is_remote_target
-
-    if is_remote_target(path):
-        from app.remote.engine import RemoteEngine
-
-        return RemoteEngine.load(str(path))
-    from app.engine.engine import Engine
-    from app.settings import Settings
-
-    settings = Settings()
-    provider = settings.get("provider")
-    threads = settings.get("cpu_threads") or None
-    # the prompt session opens after the model shows as loaded (on_load_requested)
-    engine = Engine.load(path, provider=None if provider == "auto" else provider, threads=threads,
-                         prompt_session=False)
-    attach_installed_draft(engine, path, threads=threads)
-    return engine
-
-
-def attach_installed_draft(engine, path: Path, *, threads: int | None = None) -> None:
-    """Give ``engine`` (an ``app.engine.engine.Engine``) the draft model its catalog entry
-    names, when that model is installed (``ModelLibrary.draft_for``). A draft that fails to
-    load leaves the model without one, and the model's notes say why."""
-    from dataclasses import replace
-
-    from app.models.library import ModelLibrary
-
-    draft = ModelLibrary().draft_for(path)
-    if draft is None:
-        return
-    try:
-        engine.attach_draft(draft.path, threads=threads)
-    except HearthError as exc:
-        note = f"The draft model {draft.name} was not used: {exc}"
-        engine.spec = replace(engine.spec, notes=(*engine.spec.notes, note))
-
-
-def default_caches(engine: EngineLike) -> ConversationCaches:
-    """The engine's conversation caches within the user's memory budget, long chats kept
-    on disk under the cache folder."""
-    from app.paths import cache_dir
-    from app.settings import Settings
-
-    budget = Settings().get("kv_snapshot_budget_mb") * 1024 * 1024
-    return engine.conversation_caches(budget_bytes=budget, snapshot_folder=cache_dir() / "kv")
 
 
 @dataclass(frozen=True)

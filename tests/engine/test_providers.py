@@ -18,17 +18,14 @@ from app.engine.onnx_file import inspect_onnx
 from app.engine.package import read_model_folder
 from app.engine.providers import (
     COREML_OPS,
-    SHORT_NAMES,
     choose_provider,
     coreml_uncovered_ops,
     create_session,
-    cuda_device_count,
-    physical_cores,
     provider_options,
     session_options,
-    unavailable_reason,
 )
 from app.errors import ModelLoadError, ProviderError
+from app.machine import SHORT_NAMES, cuda_device_count, physical_cores, unavailable_reason
 
 MACHINE = {"system": platform.system(), "available": ort.get_available_providers()}
 
@@ -135,7 +132,7 @@ def test_physical_cores_follow_the_affinity_mask():
     cpu = min(os.sched_getaffinity(0))
     code = (
         f"import os; os.sched_setaffinity(0, {{{cpu}}}); "
-        "from app.engine.providers import physical_cores; print(physical_cores())"
+        "from app.machine import physical_cores; print(physical_cores())"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=os.getcwd()

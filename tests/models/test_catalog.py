@@ -6,8 +6,8 @@ import re
 
 import pytest
 
+from app.engine import policy
 from app.errors import HearthError
-from app.models import policy
 from app.models.catalog import (
     CatalogEntry,
     MachineInfo,

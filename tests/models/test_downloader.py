@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.errors import DiskFullError, DownloadError
+from app.manifest import MANIFEST_NAME
 from app.models import downloader as dl
 from app.models.catalog import Variant
 from app.models.downloader import (
@@ -20,7 +21,6 @@ from app.models.downloader import (
     DownloadRequest,
 )
 from app.models.library import ModelLibrary
-from app.models.manifest import MANIFEST_NAME
 from tests.bounds import AT_ONCE_S
 from tests.fixtures.tiny_models import build_gqa_model, build_plain_kv_model
 from tests.models.hub_server import FakeHub, FakeRepo, allow_hub_requests, random_bytes

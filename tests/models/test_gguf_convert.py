@@ -359,7 +359,7 @@ def test_progress_names_each_layer_and_phase_in_order(tmp_path):
 
 def test_a_known_source_hash_is_not_computed_again(tmp_path, monkeypatch):
     import app.models.gguf.convert as convert_mod
-    from app.models.manifest import Manifest
+    from app.manifest import Manifest
 
     src = tmp_path / "tiny.gguf"
     write_tiny_gguf(src)

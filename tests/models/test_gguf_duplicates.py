@@ -6,10 +6,10 @@ import pytest
 
 from app import paths
 from app.jobs import JobCancelled, JobControl
+from app.manifest import sha256_file
 from app.models.gguf import duplicates
 from app.models.gguf.duplicates import AlreadyInstalledError, find_installed, quick_fingerprint
 from app.models.library import ModelLibrary
-from app.models.manifest import sha256_file
 from tests.models.tiny_gguf import write_tiny_gguf
 
 

@@ -10,10 +10,10 @@ import pytest
 
 from app import paths
 from app.errors import HearthError, ModelLoadError
+from app.manifest import MANIFEST_NAME
 from app.models import library as library_module
 from app.models.hub import RemoteFile
 from app.models.library import ModelLibrary, slugify, variant_for_repo
-from app.models.manifest import MANIFEST_NAME
 from tests.fixtures.tiny_models import build_gqa_model, build_plain_kv_model
 from tests.models.hub_server import FakeHub, FakeRepo, allow_hub_requests
 
@@ -283,11 +283,11 @@ def cuda_wheel(monkeypatch):
     """This machine's onnxruntime lists CUDA; ``devices`` is what the driver reports."""
     import onnxruntime as ort
 
-    from app.engine import providers
+    from app import machine
 
     state = {"devices": 0}
     monkeypatch.setattr(ort, "get_available_providers", lambda: list(CUDA_WHEEL))
-    monkeypatch.setattr(providers, "cuda_device_count", lambda: state["devices"])
+    monkeypatch.setattr(machine, "cuda_device_count", lambda: state["devices"])
     return state
 
 

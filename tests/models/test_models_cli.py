@@ -173,11 +173,11 @@ def _with_external_data(folder: Path, graph: str) -> Path:
 def cuda_wheel_without_device(monkeypatch):
     import onnxruntime as ort
 
-    from app.engine import providers
+    from app import machine
 
     wheel = ["CUDAExecutionProvider", "CPUExecutionProvider"]
     monkeypatch.setattr(ort, "get_available_providers", lambda: list(wheel))
-    monkeypatch.setattr(providers, "cuda_device_count", lambda: 0)
+    monkeypatch.setattr(machine, "cuda_device_count", lambda: 0)
 
 
 def test_download_any_genai_repo_with_one_folder_per_provider(

@@ -143,7 +143,7 @@ def test_starter_of_an_older_conversion_is_converted_again(tmp_path, monkeypatch
     form) is converted again in place with ``STARTER_CONVERSION``; a current one is kept."""
     from gguf import GGMLQuantizationType as Q
 
-    from app.models.manifest import Manifest
+    from app.manifest import Manifest
     from tests.models.tiny_gguf import write_tiny_gguf
 
     gguf_dir = tmp_path / "gguf"
@@ -192,8 +192,8 @@ def test_a_starter_in_an_older_form_is_converted_again(tmp_path, monkeypatch, re
 
     from gguf import GGMLQuantizationType as Q
 
+    from app.manifest import Manifest
     from app.models.gguf import EXACT_OFFSETS_FORM, SAMPLING_FORM
-    from app.models.manifest import Manifest
     from tests.models.tiny_gguf import write_tiny_gguf
 
     gguf_dir = tmp_path / "gguf"

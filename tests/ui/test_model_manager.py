@@ -14,11 +14,11 @@ import pytest
 from PySide6.QtCore import Qt, QThread
 
 from app import settings as settings_module
+from app.loading import default_loader
 from app.models import catalog as catalog_module
 from app.models.library import ModelLibrary
 from app.settings import Setting
 from app.ui.model_manager_model import KeyRole
-from app.workers.generation_worker import default_loader
 from tests.models.hub_server import FakeHub, FakeRepo, allow_hub_requests, random_bytes
 from tests.ui.conftest import on_ui_thread
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
+from app.loading import default_loader
 from app.network import NetworkLog, install_guard, set_offline, uninstall_guard
 from app.remote.sources import is_remote_target
-from app.workers.generation_worker import default_loader
 from tests.remote.openai_stub import OpenAIStub, StubConfig
 from tests.ui.conftest import on_ui_thread
 from tests.workers.fake_engine import FakeLoader

@@ -10,8 +10,8 @@ import pytest
 
 from app.engine.engine import Engine
 from app.engine.types import GenerationSettings, Message, SamplingSettings
+from app.loading import default_loader
 from app.remote.sources import is_remote_target
-from app.workers.generation_worker import default_loader
 from tests.fixtures.tiny_models import build_gqa_model
 from tests.server.conftest import serve  # noqa: F401 - the fixture
 from tests.workers.fake_engine import FakeLoader

@@ -58,7 +58,7 @@ def test_smoke_test_with_real_engine(qapp, gqa_model_dir, tmp_path, capsys):
 
 @needs_engine
 def test_real_engine_end_to_end(make_app, gqa_model_dir):
-    from app.workers.generation_worker import default_loader
+    from app.loading import default_loader
 
     first = make_app(default_loader)
     first.load(gqa_model_dir)

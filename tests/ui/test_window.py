@@ -306,9 +306,9 @@ def test_unload_frees_the_model_and_sending_then_asks_for_one(app):
 def test_the_provider_menu_offers_only_what_runs_here_and_reloads_on_the_choice(
     app, monkeypatch
 ):
-    from app.models import policy
+    from app import machine
 
-    monkeypatch.setattr(policy, "provider_choices", lambda **_: {
+    monkeypatch.setattr(machine, "provider_choices", lambda **_: {
         "cpu": None, "dml": "DirectML runs on Windows only",
         "cuda": "no CUDA device found (no NVIDIA GPU or driver)", "coreml": None})
     window = app.window

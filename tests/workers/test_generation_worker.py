@@ -12,6 +12,7 @@ from PySide6.QtCore import QThread
 from app.engine.engine import Engine
 from app.engine.types import GenerationSettings, Message, ModelSpec, ProviderReport
 from app.errors import ContextOverflowError
+from app.loading import default_loader
 from app.remote.engine import RemoteEngine
 from app.workers.generation_worker import (
     EngineLike,
@@ -19,7 +20,6 @@ from app.workers.generation_worker import (
     GenerationResult,
     GenerationWorker,
     _model_info,
-    default_loader,
 )
 from bench.scripted_engine import ScriptedEngine
 from tests.bounds import AT_ONCE_S

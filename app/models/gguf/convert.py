@@ -14,6 +14,7 @@ from pathlib import Path
 import onnx
 
 from app.errors import ConversionError, DiskFullError
+from app.manifest import sha256_file
 from app.models.gguf import EXACT_OFFSETS_FORM, SAMPLING_FORM
 from app.models.gguf.graph_builder import ExternalData, GraphBuilder
 from app.models.gguf.naming import readable_name
@@ -21,7 +22,6 @@ from app.models.gguf.package_files import genai_config, manifest, write_json
 from app.models.gguf.reader import GGUFFile
 from app.models.gguf.tokenizer_builder import build_tokenizer_config, build_tokenizer_json
 from app.models.gguf.weights import DEFAULT_EXACT_OFFSETS, PRECISIONS, WeightSource
-from app.models.manifest import sha256_file
 
 Progress = Callable[[float, str], None]
 #: ``check()`` raises to stop the conversion (``JobControl.checkpoint``: JobCancelled)

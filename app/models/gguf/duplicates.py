@@ -12,13 +12,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from app.errors import HearthError
-from app.models.manifest import sha256_file
-
-if TYPE_CHECKING:
-    from app.models.library import InstalledModel
+from app.manifest import sha256_file
+from app.models.installed import InstalledModel
 
 QUICK_SPAN = 1 << 20
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.fileio import write_json_atomic
+from app.manifest import Manifest, describe_files, now_iso
+from app.manifest import source as source_record
 from app.models.gguf import SAMPLING_DEFAULTS
 from app.models.gguf.reader import ModelParams
-from app.models.manifest import Manifest, describe_files, now_iso
-from app.models.manifest import source as source_record
 
 
 def genai_config(

@@ -16,7 +16,7 @@ has changed between releases, so this reader accepts each of those shapes.
 
 Plain Python over a ``read_json(relative path)`` callable and the package's file paths, so the
 package reader (local folders) and the Hub variant chooser (a file listing) share it. Which
-variant suits this machine is :func:`app.models.policy.best_package_variant`'s answer.
+variant suits this machine is :func:`app.engine.policy.best_package_variant`'s answer.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from app.models import policy
+from app.engine import policy
 
 PACKAGE_MANIFEST = "manifest.json"
 COMPONENT_DESCRIPTORS = ("metadata.json", "component.json")
@@ -67,7 +67,7 @@ class ModelPackage:
         return next((v for v in self.variants if name in (v.name, v.folder)), None)
 
     def best(self, provider: str) -> PackageVariant | None:
-        """The variant :func:`app.models.policy.best_package_variant` picks for ``provider``."""
+        """The variant :func:`app.engine.policy.best_package_variant` picks for ``provider``."""
         chosen = policy.best_package_variant(
             ((v.folder, v.ep, v.device) for v in self.variants), provider
         )

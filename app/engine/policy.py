@@ -1,10 +1,9 @@
-"""Which execution provider this machine uses, and which model build suits each provider.
+"""Which model build suits each execution provider.
 
 The one owner of these answers, for the catalog, the Hub variant chooser
-(:mod:`app.models.library`) and the package reader (:mod:`app.engine.package`) alike:
+(:mod:`app.models.library`) and the package reader (:mod:`app.engine.package`) alike (which
+provider this machine has is :mod:`app.machine`'s answer):
 
-- :func:`machine_provider`: DirectML or CUDA where the onnxruntime wheel has it **and** the
-  device is there (a CUDA wheel on a machine without an NVIDIA GPU answers "cpu"), else CPU.
 - :data:`PRECISION_ORDER`: the Optimum / transformers.js graph precisions
   (``onnx/model_q4.onnx`` → "q4", ``model.onnx`` → "fp32") best first, per provider.
 - :data:`GENAI_FOLDER_HINTS`: the words that name a provider's folder in onnxruntime-genai
@@ -12,12 +11,11 @@ The one owner of these answers, for the catalog, the Hub variant chooser
 - :func:`best_package_variant`: the variant of an ONNX Runtime model package (``manifest.json``
   + per-component variant descriptors naming an execution provider and device) to run here.
 
-Plain Python; onnxruntime is imported only when the machine is asked about.
+Plain Python.
 """
 
 from __future__ import annotations
 
-import platform
 import re
 from collections.abc import Iterable, Sequence
 
@@ -41,26 +39,6 @@ GENAI_FOLDER_HINTS: dict[str, tuple[str, ...]] = {
     "dml": ("directml", "dml"),
     "coreml": ("cpu",),  # genai builds for CoreML are rare; its graphs run best as CPU builds
 }
-
-
-def machine_provider(
-    *,
-    available: Iterable[str] | None = None,
-    cuda_devices: int | None = None,
-    system: str | None = None,
-) -> str:
-    """The provider to choose model builds for when the user chose none.
-
-    DirectML or CUDA where usable (the wheel has it and, for CUDA, the driver reports a
-    device), else "cpu". CoreML is left to the engine's session creation, which takes it only
-    for graphs it fully covers; LLM exports rarely are, so on a Mac builds are picked for the
-    CPU. The keyword arguments replace what would be asked of onnxruntime and the driver.
-    """
-    try:
-        reasons = provider_choices(available=available, cuda_devices=cuda_devices, system=system)
-    except Exception:  # a broken ORT install must not break the catalog view
-        return "cpu"
-    return next((p for p in ("dml", "cuda") if reasons[p] is None), "cpu")
 
 
 def graph_precision(stem: str) -> str:
@@ -96,32 +74,6 @@ def best_genai_folder(folders: Sequence[str], provider: str) -> str:
         if any(hint in folder.lower() for hint in hints):
             return folder
     return folders[0]
-
-
-def provider_choices(
-    *,
-    available: Iterable[str] | None = None,
-    cuda_devices: int | None = None,
-    system: str | None = None,
-) -> dict[str, str | None]:
-    """Each execution provider → why it cannot run on this machine, or None where it can
-    (for the settings window: only usable ones are offered, the others say why)."""
-    from app.engine import providers  # imports onnxruntime
-
-    if available is None:
-        available = providers.ort.get_available_providers()
-    available = set(available)
-    if cuda_devices is None:
-        cuda_devices = (
-            providers.cuda_device_count() if providers.ORT_NAMES["cuda"] in available else 0
-        )
-    system = system or platform.system()
-    return {
-        name: providers.unavailable_reason(
-            name, system=system, available=available, cuda_devices=cuda_devices
-        )
-        for name in ("cpu", "dml", "cuda", "coreml")
-    }
 
 
 # Execution-provider names as model packages write them (ORT's names, or short ones), mapped to
