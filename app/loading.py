@@ -47,7 +47,7 @@ def default_loader(path: Path) -> Engine | RemoteEngine:
     threads = settings.get("cpu_threads") or None
     # the prompt session opens after the model shows as loaded (on_load_requested)
     engine = Engine.load(path, provider=None if provider == "auto" else provider, threads=threads,
-                         prompt_session=False)
+                         prompt_session=False, exact=settings.get("exact_replies"))
     attach_installed_draft(engine, path, threads=threads)
     return engine
 

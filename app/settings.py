@@ -118,6 +118,11 @@ SETTINGS: tuple[Setting, ...] = (
             help="Takes effect when a model is loaded."),
     Setting("cpu_threads", int, 0, "CPU threads (0 = automatic)", 0, 256, section="hardware",
             help="Takes effect when a model is loaded."),
+    Setting("exact_replies", bool, True, "Same question, same answer (exact replies)",
+            section="hardware",
+            help="Off: 4-bit models read long prompts on faster kernels that round otherwise, "
+                 "so a reply can change with what the cache held. Takes effect when a model "
+                 "is loaded."),
     Setting("offline", bool, False, "Offline mode (block every network connection)",
             section="privacy",
             help="Downloads, Hub search and remote engines are refused; chats work as usual."),

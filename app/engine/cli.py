@@ -25,6 +25,9 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--provider", choices=PROVIDERS, help="execution provider to use")
     parser.add_argument("--variant", help="Optimum graph variant, e.g. model_q4 or fp16")
     parser.add_argument("--threads", type=int, help="CPU threads for ONNX Runtime")
+    parser.add_argument("--inexact", action="store_true",
+                        help="faster 4-bit prompts on kernels that round otherwise: a reply "
+                             "may then change with what the cache held (default: exact)")
     parser.add_argument("--max-new-tokens", type=int, default=None)
     parser.add_argument("--temperature", type=float)
     parser.add_argument("--top-k", type=int)
@@ -94,7 +97,8 @@ def _load(args: argparse.Namespace):
     from app.engine.engine import Engine
 
     engine = Engine.load(
-        args.model_dir, provider=args.provider, variant=args.variant, threads=args.threads
+        args.model_dir, provider=args.provider, variant=args.variant, threads=args.threads,
+        exact=not getattr(args, "inexact", False),
     )
     draft_dir = getattr(args, "draft", None)
     if draft_dir is not None:

@@ -384,3 +384,15 @@ def test_the_prompt_session_opens_after_the_model_shows_as_loaded(gqa_int4_model
     worker.on_load_requested(str(gqa_int4_model_dir))
     assert seen == [("loaded", False, True), ("opening", True)]
     assert worker._engine.decoder.has_prompt_session and not worker.loading.is_set()
+
+
+def test_the_exact_replies_setting_reaches_the_loaded_engine(gqa_int4_model_dir):
+    from app.settings import Settings
+
+    assert default_loader(gqa_int4_model_dir).decoder.exact  # the default
+    settings = Settings()
+    settings.set("exact_replies", False)
+    settings.save()
+    engine = default_loader(gqa_int4_model_dir)
+    assert not engine.decoder.exact
+    assert "never depends" not in engine.prompt_plan.note
