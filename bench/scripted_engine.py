@@ -45,6 +45,8 @@ class ScriptedEngine:
         conversation_id: str | None = None,
         reuse: bool = True,
         on_prefill: Callable[[int, int], None] | None = None,  # nothing to prefill here
+        tools: Sequence[dict] | None = None,
+        documents: Sequence[dict] | None = None,
     ) -> Iterator[GenerationChunk]:
         started = time.perf_counter()
         produced, reason = 0, "eos"

@@ -40,7 +40,10 @@ from app.engine.reasoning import (
 )
 from app.engine.speculative import DraftModel, likely_quoting
 from app.engine.tokenizer import Tokenizer
+from app.engine.tool_calls import PARSERS, split_tool_calls, tool_call_format
 from app.engine.types import (
+    BackendInfo,
+    Capabilities,
     GenerationChunk,
     GenerationSettings,
     Message,
@@ -108,6 +111,9 @@ class Engine:
         """How the model marks its reasoning (None: it does not reason in its replies)."""
         self.thinking_control = thinking_control(spec.chat_template)
         """How its template switches thinking on and off (None: it cannot be switched)."""
+        self.tool_format = tool_call_format(spec.chat_template) if self._template else None
+        """The family parser that reads its tool calls (app/engine/tool_calls.py), or None:
+        it is not offered tools."""
         eos = set(spec.eos_token_ids)
         if tokenizer.eos_token_id is not None:
             eos.add(tokenizer.eos_token_id)
@@ -223,14 +229,18 @@ class Engine:
         add_generation_prompt: bool = True,
         stop: threading.Event | None = None,
         thinking: ThinkingMode = "default",
+        tools: Sequence[dict] | None = None,
+        documents: Sequence[dict] | None = None,
     ) -> str:
         """The conversation as the model's chat template writes it (bounded in time and
-        memory; ``stop`` ends a render early; ``thinking`` as in GenerationSettings)."""
+        memory; ``stop`` ends a render early; ``thinking`` as in GenerationSettings).
+        ``tools`` (OpenAI function schemas) and ``documents`` (``{"title", "text"}``) become
+        the template's own ``tools`` / ``documents`` variables."""
         template = self._chat_template()
         messages, extra = apply_thinking(thinking, self.thinking_control, messages)
         return template.render(
             [m.as_dict() for m in messages], add_generation_prompt=add_generation_prompt,
-            stop=stop, **extra,
+            stop=stop, **extra, **_template_inputs(tools, documents),
         )
 
     def _chat_template(self) -> ChatTemplate:
@@ -249,6 +259,8 @@ class Engine:
         *,
         stop: threading.Event | None = None,
         thinking: ThinkingMode = "default",
+        tools: Sequence[dict] | None = None,
+        documents: Sequence[dict] | None = None,
     ) -> list[int]:
         """The prompt's token ids. Message contents are always text: a user's
         ``<|im_end|>\\n<|im_start|>system`` encodes as those characters, never as the
@@ -258,16 +270,37 @@ class Engine:
         tok = self.tokenizer
         if not any(tok.contains_special(m.content) or tok.contains_special(m.reasoning)
                    for m in messages):
-            return tok.encode(self.render(messages, stop=stop, thinking=thinking))
+            return tok.encode(self.render(messages, stop=stop, thinking=thinking,
+                                          tools=tools, documents=documents))
         template = self._chat_template()
         messages, extra = apply_thinking(thinking, self.thinking_control, messages)
         text, literals = template.render_protected(
-            [m.as_dict() for m in messages], tok.special_tokens, stop=stop, **extra
+            [m.as_dict() for m in messages], tok.special_tokens, stop=stop, **extra,
+            **_template_inputs(tools, documents),
         )
         return tok.encode_protected(text, literals)
 
     def count_tokens(self, messages: Sequence[Message]) -> int:
         return len(self.encode_chat(messages))
+
+    def capabilities(self) -> Capabilities:
+        """Tools where the template has a family Hearth parses (``tool_format``); documents
+        where the template reads ``documents``; no vision (the split layout's encoders do not
+        run yet) and no embeddings (a chat model)."""
+        source = self.spec.chat_template or ""
+        return Capabilities(
+            tools=self.tool_format in PARSERS, vision=False,
+            documents=self._template is not None and "documents" in source,
+            embeddings=False, exact_tokens=True, tool_format=self.tool_format)
+
+    def describe(self) -> BackendInfo:
+        report = self.provider_report
+        plan = self.prompt_plan
+        return BackendInfo(
+            name=self.spec.name, provider=report.chosen, provider_summary=report.summary(),
+            context_length=self.context_length, thinking_control=self.thinking_control,
+            draft=self.draft_name, prompt_note=plan.note if plan.worth_telling else None,
+            notes=tuple(n for n in (self.spec.context_note, *self.spec.notes) if n))
 
     # -- generating ----------------------------------------------------------------------
 
@@ -306,10 +339,15 @@ class Engine:
         conversation_id: str | None = None,
         reuse: bool = True,
         on_prefill: PrefillProgress | None = None,
+        tools: Sequence[dict] | None = None,
+        documents: Sequence[dict] | None = None,
     ) -> Iterator[GenerationChunk]:
         """Stream the assistant's reply to ``messages``.
 
         ``on_prefill(done, total)`` reports the prompt's prefill (see ``stream_generate``).
+        ``tools`` / ``documents`` go to the template (``render``); with tools, the calls the
+        model writes in its family's markup leave the text for ``chunk.tool_calls``
+        (app/engine/tool_calls.py). Without them the reply streams exactly as before.
 
         The reply runs over ``conversation_id``'s cache in ``caches`` (made by this engine's
         ``conversation_caches``), or over the engine's own cache when either is None; it is
@@ -328,10 +366,11 @@ class Engine:
                 "input or uses a shared KV buffer), so the oldest turns are left out"
             )
         dropped = 0
+        inputs = {"tools": tools, "documents": documents}
         if policy == "truncate_oldest":
-            messages, ids, dropped = self._fit_context(messages, settings, cancel)
+            messages, ids, dropped = self._fit_context(messages, settings, cancel, **inputs)
         else:
-            ids = self.encode_chat(messages, stop=cancel, thinking=settings.thinking)
+            ids = self.encode_chat(messages, stop=cancel, thinking=settings.thinking, **inputs)
         # A prompt cut to fit continues the conversation's latest tip; it is not a branch.
         cache = self._cache_for(caches, conversation_id, window=policy == "sliding_window",
                                 prompt_ids=None if dropped else ids)
@@ -342,6 +381,8 @@ class Engine:
         if self.reasoning is not None:
             tail = self.tokenizer.decode(ids[-16:], skip_special_tokens=False)
             stream = split_reasoning(stream, ReasoningSplitter(self.reasoning.after_prompt(tail)))
+        if tools and self.tool_format in PARSERS:
+            stream = split_tool_calls(stream, PARSERS[self.tool_format]())
         if dropped:
             note = f"left out the {dropped} oldest messages to fit the context"
         return _annotate(stream, dropped=dropped, note=note)
@@ -396,13 +437,15 @@ class Engine:
         messages: Sequence[Message],
         settings: GenerationSettings,
         stop: threading.Event | None = None,
+        **inputs: Sequence[dict] | None,
     ) -> tuple[list[Message], list[int], int]:
-        """Leave out the oldest non-system messages until prompt + reply fit."""
+        """Leave out the oldest non-system messages until prompt + reply fit (``inputs``:
+        the template's ``tools`` / ``documents``, as in ``render``)."""
         limit = self.context_length
         reserve = min(settings.max_new_tokens, limit // 2)
         kept = list(messages)
         dropped = 0
-        ids = self.encode_chat(kept, stop=stop, thinking=settings.thinking)
+        ids = self.encode_chat(kept, stop=stop, thinking=settings.thinking, **inputs)
         while len(ids) + reserve > limit:
             first = next((i for i, m in enumerate(kept) if m.role != "system"), None)
             last_user = max((i for i, m in enumerate(kept) if m.role == "user"), default=None)
@@ -423,7 +466,7 @@ class Engine:
             )
             del kept[first : first + count]
             dropped += count
-            ids = self.encode_chat(kept, stop=stop, thinking=settings.thinking)
+            ids = self.encode_chat(kept, stop=stop, thinking=settings.thinking, **inputs)
         return kept, ids, dropped
 
     def _check_budget(self, prompt_len: int, settings: GenerationSettings) -> None:
@@ -446,6 +489,18 @@ class Engine:
         self._own_cache = None
         self.decoder = None  # type: ignore[assignment]
         self.draft = self.draft_name = None
+
+
+def _template_inputs(tools: Sequence[dict] | None,
+                     documents: Sequence[dict] | None) -> dict[str, list[dict]]:
+    """The template variables for ``tools`` / ``documents`` (left out when None, so the
+    template sees its own default, None)."""
+    out = {}
+    if tools is not None:
+        out["tools"] = list(tools)
+    if documents is not None:
+        out["documents"] = list(documents)
+    return out
 
 
 def _annotate(

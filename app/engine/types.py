@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -18,21 +19,54 @@ ThinkingMode = Literal["default", "on", "off"]
 
 
 @dataclass(frozen=True)
+class ParsedToolCall:
+    """A tool call as the model (or a remote server) wrote it: ``arguments`` is the JSON text
+    itself, unchecked; ``id`` is the server's, or "" where the model's format has none (the
+    turn layer, app/chat/turn.py, names those)."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def template_dict(self) -> dict[str, Any]:
+        """The call as chat templates read it (transformers' shape): ``arguments`` as an
+        object where it parses as one, else the text."""
+        try:
+            arguments: Any = json.loads(self.arguments)
+        except ValueError:
+            arguments = self.arguments
+        if not isinstance(arguments, dict):
+            arguments = self.arguments
+        return {"id": self.id, "type": "function",
+                "function": {"name": self.name, "arguments": arguments}}
+
+
+@dataclass(frozen=True)
 class Message:
-    """One chat message: role is "system", "user" or "assistant". ``reasoning`` is an
-    assistant reply's thinking, kept apart from its answer; templates that use it read it as
-    ``reasoning_content`` (Qwen3 drops earlier turns' reasoning itself)."""
+    """One chat message as the engine renders it: role is "system", "user", "assistant" or
+    "tool". ``reasoning`` is an assistant reply's thinking, kept apart from its answer;
+    templates that use it read it as ``reasoning_content`` (Qwen3 drops earlier turns'
+    reasoning itself). ``tool_calls``: the calls an assistant message made; ``tool_call_id``:
+    the call a "tool" message answers. Typed parts (images, sources, …) live one layer up
+    (app/chat/parts.py), which renders them down to this."""
 
     role: str
     content: str
     reasoning: str = ""
+    tool_calls: tuple[ParsedToolCall, ...] = ()
+    tool_call_id: str | None = None
 
-    def as_dict(self) -> dict[str, str]:
-        """The message as chat templates read it: ``reasoning_content`` only when set."""
+    def as_dict(self) -> dict[str, Any]:
+        """The message as chat templates read it: ``reasoning_content``, ``tool_calls`` and
+        ``tool_call_id`` only when set."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
         if self.reasoning:
-            return {"role": self.role, "content": self.content,
-                    "reasoning_content": self.reasoning}
-        return {"role": self.role, "content": self.content}
+            out["reasoning_content"] = self.reasoning
+        if self.tool_calls:
+            out["tool_calls"] = [c.template_dict() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
 
 
 @dataclass(frozen=True)
@@ -176,6 +210,43 @@ class GenerationChunk:
     finish_reason: FinishReason | None = None
     stats: GenerationStats | None = None
     reasoning: str = ""
+    #: tool calls completed by this chunk (app/engine/tool_calls.py takes their markup out of
+    #: ``text``; a remote server sends them parsed); only when the reply was offered tools
+    tool_calls: tuple[ParsedToolCall, ...] = ()
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can take besides plain text (app/chat/backend.py's ``Backend``).
+
+    ``tools``: it accepts ``tools=`` and returns calls in ``GenerationChunk.tool_calls``;
+    ``vision``: images; ``documents``: its template takes ``documents=`` itself (otherwise the
+    turn layer writes sources into the message); ``embeddings``: it can embed text;
+    ``exact_tokens``: ``encode_chat`` / ``count_tokens`` are the model's own count, not an
+    estimate; ``tool_format``: the family parser that reads its calls ("hermes"; "remote":
+    the server parses them)."""
+
+    tools: bool = False
+    vision: bool = False
+    documents: bool = False
+    embeddings: bool = False
+    exact_tokens: bool = True
+    tool_format: str | None = None
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What a backend says about itself (``describe()``): the model details' facts, so
+    nobody has to probe an engine with ``getattr``."""
+
+    name: str
+    provider: str
+    provider_summary: str
+    context_length: int
+    thinking_control: str | None = None  # "enable_thinking" / "flags"; None: no switch
+    draft: str | None = None  # the draft model's name, None without one
+    prompt_note: str | None = None  # how it reads long prompts, when worth telling
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,15 @@ from typing import Any
 import httpx2
 
 from app.engine.types import (
+    BackendInfo,
+    Capabilities,
     GenerationChunk,
     GenerationSettings,
     Message,
     ModelSpec,
+    ParsedToolCall,
     ProviderReport,
+    ThinkingMode,
 )
 from app.options import CACHE_BUDGET_BYTES
 from app.remote.caches import NoCaches
@@ -41,6 +45,7 @@ from app.remote.reply import (
     estimate_message_tokens,
     finish_reason,
     has_extras,
+    payload_message,
 )
 from app.remote.sources import RemoteSource, SourceStore, parse_target, remote_target
 
@@ -117,10 +122,18 @@ class RemoteEngine:
         conversation_id: str | None = None,
         reuse: bool = True,
         on_prefill: Callable[[int, int], None] | None = None,
+        tools: Sequence[dict] | None = None,
+        documents: Sequence[dict] | None = None,
     ) -> Iterator[GenerationChunk]:
         """Stream one reply. ``caches``, ``conversation_id``, ``reuse`` and ``on_prefill``
         are accepted for the worker's sake and ignored: the server keeps (or not) its own
-        prefix cache and reads the prompt on its side."""
+        prefix cache and reads the prompt on its side. ``tools`` are sent as OpenAI's
+        ``tools``; the calls the server returns (streamed ``tool_calls`` deltas, put together
+        by index) come in the last chunk's ``tool_calls``. ``documents`` are refused: the
+        server's template is out of reach (``capabilities().documents`` is False, so the turn
+        layer writes sources into the messages instead)."""
+        if documents is not None:
+            raise ValueError("a remote engine takes no documents=; put them in the messages")
         cancel = cancel or threading.Event()
         notes = list(self.notes)
         clock = ReplyClock()
@@ -129,7 +142,7 @@ class RemoteEngine:
         first_error: RemoteError | None = None
         for stream, extras in self._attempts():
             body = build_payload(self.model_id, messages, settings, stream=stream,
-                                 extras=extras)
+                                 extras=extras, tools=tools)
             try:
                 if stream:
                     yield from self._stream(body, settings, cancel, clock, scanner, notes, url)
@@ -174,6 +187,7 @@ class RemoteEngine:
         server_finish: str | None = None
         stop_reason: object = None
         done = False
+        calls: dict[int, dict[str, str]] = {}  # tool calls by index, as their deltas arrive
         with self.client.stream_post(CHAT, body, cancel) as response:
             kind = response.headers.get("content-type", "")
             if "text/event-stream" not in kind:  # the server ignored "stream"
@@ -204,6 +218,7 @@ class RemoteEngine:
                         delta = choice.get("delta") or {}
                         text = delta.get("content") or ""
                         thought = delta.get("reasoning_content") or delta.get("reasoning") or ""
+                        _gather_calls(calls, delta.get("tool_calls"))
                         if text or thought:
                             clock.saw(text)
                             shown = scanner.push(text) if text else ""
@@ -221,7 +236,7 @@ class RemoteEngine:
                 if not cancel.is_set():
                     raise self._broken(exc, url, clock) from exc
         if cancel.is_set() and not done:
-            yield self._last(scanner, "cancelled", clock, notes, body)
+            yield self._last(scanner, "cancelled", clock, notes, body)  # no half-made calls
             return
         if not done and server_finish is None:
             raise RemoteError(
@@ -229,7 +244,7 @@ class RemoteEngine:
                 "reply was finished.", kind="broken",
                 hint="The server may have stopped or restarted.")
         reason = finish_reason(server_finish, stop_reason, settings, scanner)
-        yield self._last(scanner, reason, clock, notes, body)
+        yield self._last(scanner, reason, clock, notes, body, _finished_calls(calls))
 
     def _broken(self, exc: Exception, url: str, clock: ReplyClock) -> RemoteError:
         error = describe(exc, url, timeout_s=self.client.read_timeout_s)
@@ -240,12 +255,12 @@ class RemoteEngine:
         return error
 
     def _last(self, scanner: StopScanner, reason: str, clock: ReplyClock, notes: list[str],
-              body: dict) -> GenerationChunk:
+              body: dict, tool_calls: tuple[ParsedToolCall, ...] = ()) -> GenerationChunk:
         prompt = [Message(m["role"], m["content"]) for m in body["messages"]]
         stats = clock.stats(prompt_estimate=estimate_message_tokens(prompt),
                             context_max=self.spec.context_length, notes=notes, streamed=True)
         return GenerationChunk(scanner.flush(), finish_reason=reason,  # type: ignore[arg-type]
-                               stats=stats)
+                               stats=stats, tool_calls=tool_calls)
 
     def _whole(self, body: dict, settings: GenerationSettings, clock: ReplyClock,
                scanner: StopScanner, notes: list[str],
@@ -281,31 +296,77 @@ class RemoteEngine:
             yield GenerationChunk(shown, reasoning=thought)
         reason = finish_reason(choice.get("finish_reason"), choice.get("stop_reason"),
                                settings, scanner)
+        calls: dict[int, dict[str, str]] = {}
+        _gather_calls(calls, message.get("tool_calls"))
         messages = [Message(m["role"], m["content"]) for m in prompt]
         stats = clock.stats(prompt_estimate=estimate_message_tokens(messages),
                             context_max=self.spec.context_length, notes=notes,
                             streamed=streamed)
-        yield GenerationChunk(scanner.flush(), finish_reason=reason, stats=stats)
+        yield GenerationChunk(scanner.flush(), finish_reason=reason, stats=stats,
+                              tool_calls=_finished_calls(calls))
 
     def count_tokens(self, messages: Sequence[Message]) -> int:
         """The server's count where it can tokenize a chat (vLLM's ``POST /tokenize``);
         otherwise an estimate (about four characters a token), and
         ``token_count_estimated`` turns True."""
-        if self._can_tokenize is not False:
-            try:
-                data = self.client.post_json(
-                    "/tokenize", {"model": self.model_id, "messages": [
-                        {"role": m.role, "content": m.content} for m in messages]}, timeout_s=5)
-                count = data.get("count") if isinstance(data, dict) else None
-                if isinstance(count, int):
-                    self._can_tokenize = True
-                    return count
-            except RemoteError as exc:
-                if exc.kind == "offline":
-                    raise
-            self._can_tokenize = False
+        data = self._tokenize(messages)
+        if data is not None:
+            return data["count"]
         self.token_count_estimated = True
         return estimate_message_tokens(messages)
+
+    def encode_chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        stop: threading.Event | None = None,
+        thinking: ThinkingMode = "default",
+        tools: Sequence[dict] | None = None,
+        documents: Sequence[dict] | None = None,
+    ) -> list[int] | None:
+        """The prompt's token ids as the server's own template and tokenizer make them,
+        where it offers vLLM's ``POST /tokenize`` with its ``tokens``; None where it does not
+        (the ids are unknown here: callers count with ``count_tokens``, which estimates).
+        ``stop`` and ``thinking`` are the local engine's and have no meaning here."""
+        data = self._tokenize(messages, tools)
+        tokens = data.get("tokens") if data is not None else None
+        if isinstance(tokens, list) and all(isinstance(t, int) for t in tokens):
+            return tokens
+        return None
+
+    def _tokenize(self, messages: Sequence[Message],
+                  tools: Sequence[dict] | None = None) -> dict | None:
+        """The server's ``/tokenize`` answer (with an int ``count``), or None where it has
+        none (remembered: it is not asked again)."""
+        if self._can_tokenize is False:
+            return None
+        body: dict[str, Any] = {"model": self.model_id,
+                                "messages": [payload_message(m) for m in messages]}
+        if tools:
+            body["tools"] = list(tools)
+        try:
+            data = self.client.post_json("/tokenize", body, timeout_s=5)
+            if isinstance(data, dict) and isinstance(data.get("count"), int):
+                self._can_tokenize = True
+                return data
+        except RemoteError as exc:
+            if exc.kind == "offline":
+                raise
+        self._can_tokenize = False
+        return None
+
+    def capabilities(self) -> Capabilities:
+        """Tools through OpenAI's ``tools`` (the server parses the calls); no images,
+        documents or embeddings through this engine yet; exact token counts only once the
+        server has shown it tokenizes (``/tokenize``)."""
+        return Capabilities(tools=True, vision=False, documents=False, embeddings=False,
+                            exact_tokens=self._can_tokenize is True, tool_format="remote")
+
+    def describe(self) -> BackendInfo:
+        report = self.provider_report
+        return BackendInfo(
+            name=self.spec.name, provider=report.chosen, provider_summary=report.summary(),
+            context_length=self.spec.context_length, notes=tuple(self.notes))
 
     def conversation_caches(
         self,
@@ -319,3 +380,28 @@ class RemoteEngine:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _gather_calls(calls: dict[int, dict[str, str]], deltas: object) -> None:
+    """Add OpenAI ``tool_calls`` deltas (or a whole message's calls) to ``calls`` by index:
+    the id and name come once, the arguments in pieces."""
+    if not isinstance(deltas, list):
+        return
+    for position, delta in enumerate(deltas):
+        if not isinstance(delta, dict):
+            continue
+        index = delta.get("index", position)
+        slot = calls.setdefault(index if isinstance(index, int) else position,
+                                {"id": "", "name": "", "arguments": ""})
+        if isinstance(delta.get("id"), str) and delta["id"]:
+            slot["id"] = delta["id"]
+        function = delta.get("function") if isinstance(delta.get("function"), dict) else {}
+        if isinstance(function.get("name"), str) and not slot["name"]:
+            slot["name"] = function["name"]
+        if isinstance(function.get("arguments"), str):
+            slot["arguments"] += function["arguments"]
+
+
+def _finished_calls(calls: dict[int, dict[str, str]]) -> tuple[ParsedToolCall, ...]:
+    return tuple(ParsedToolCall(c["id"], c["name"], c["arguments"] or "{}")
+                 for _, c in sorted(calls.items()) if c["name"])

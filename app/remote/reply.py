@@ -21,14 +21,30 @@ EXTRA_OPTIONS = ("top_k", "min_p", "repetition_penalty")
 MAX_STOP_STRINGS = 4  # OpenAI's limit; more are checked on our side only
 
 
+def payload_message(message: Message) -> dict[str, Any]:
+    """One message in OpenAI's shape: earlier thinking stays home (servers such as DeepSeek's
+    refuse ``reasoning_content``); an assistant's calls as ``tool_calls`` with their
+    arguments as JSON text, a tool result with its ``tool_call_id``."""
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {"id": c.id, "type": "function",
+             "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls]
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
 def build_payload(model: str, messages: Sequence[Message], settings: GenerationSettings, *,
-                  stream: bool, extras: bool = True) -> dict[str, Any]:
-    """The ``/v1/chat/completions`` body for ``settings``."""
+                  stream: bool, extras: bool = True,
+                  tools: Sequence[dict] | None = None) -> dict[str, Any]:
+    """The ``/v1/chat/completions`` body for ``settings`` (and ``tools``, OpenAI function
+    schemas, when given)."""
     s = settings.sampling
     body: dict[str, Any] = {
         "model": model,
-        # earlier thinking stays home: servers such as DeepSeek's refuse reasoning_content
-        "messages": [{"role": m.role, "content": m.content} for m in messages],
+        "messages": [payload_message(m) for m in messages],
         "max_tokens": settings.max_new_tokens,
         "temperature": s.temperature,
         "stream": stream,
@@ -45,6 +61,8 @@ def build_payload(model: str, messages: Sequence[Message], settings: GenerationS
         body["seed"] = s.seed
     if settings.stop_strings:
         body["stop"] = list(settings.stop_strings[:MAX_STOP_STRINGS])
+    if tools:
+        body["tools"] = list(tools)
     if extras:
         if s.top_k > 0:
             body["top_k"] = s.top_k

@@ -52,6 +52,8 @@ class EngineLike(Protocol):
         conversation_id: str | None = None,
         reuse: bool = True,
         on_prefill: Callable[[int, int], None] | None = None,
+        tools: Sequence[dict] | None = None,
+        documents: Sequence[dict] | None = None,
     ) -> Iterator[GenerationChunk]: ...
 
     def count_tokens(self, messages: Sequence[Message]) -> int: ...

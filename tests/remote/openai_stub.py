@@ -38,6 +38,9 @@ class StubConfig:
     finish_reason: str = "stop"
     stop_reason: str | None = None
     tokenize: bool = False  # serve vLLM's POST /tokenize
+    #: OpenAI tool calls ({"id", "name", "arguments"}) to answer with, streamed as deltas
+    #: (the arguments in two pieces), unless the last message is a tool result
+    tool_calls: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -162,7 +165,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._whole(body)
 
     def _usage(self, body: dict) -> dict:
-        prompt = sum(len(m["content"].split()) for m in body["messages"])
+        prompt = sum(len((m["content"] or "").split()) for m in body["messages"])
         done = len(self.owner.config.tokens) + len(self.owner.config.reasoning)
         return {"prompt_tokens": prompt, "completion_tokens": done,
                 "total_tokens": prompt + done}
@@ -197,6 +200,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._event(event({"role": "assistant", "content": ""}))
         for piece in config.reasoning:
             self._event(event({reasoning_key: piece}))
+        messages = body.get("messages") or [{}]
+        if config.tool_calls and messages[-1].get("role") != "tool":
+            for index, call in enumerate(config.tool_calls):
+                half = len(call["arguments"]) // 2
+                self._event(event({"tool_calls": [{
+                    "index": index, "id": call["id"], "type": "function",
+                    "function": {"name": call["name"], "arguments": call["arguments"][:half]}}]}))
+                self._event(event({"tool_calls": [{
+                    "index": index, "function": {"arguments": call["arguments"][half:]}}]}))
+            self._event(event({}, "tool_calls"))
+            self._event("[DONE]")
+            self._chunk(b"")
+            return
         for sent, piece in enumerate(config.tokens):
             if config.die_after is not None and sent >= config.die_after:
                 self.wfile.flush()

@@ -127,6 +127,8 @@ class FakeEngine:
         conversation_id: str | None = None,
         reuse: bool = True,
         on_prefill: Callable[[int, int], None] | None = None,
+        tools: Sequence[dict] | None = None,
+        documents: Sequence[dict] | None = None,
     ) -> Iterator[GenerationChunk]:
         self.threads.add(threading.get_ident())
         self.calls.append(list(messages))
