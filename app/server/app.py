@@ -1,8 +1,9 @@
 """The OpenAI-compatible HTTP API as a Starlette app over an ``EngineExecutor``.
 
 Routes: ``GET /v1/models``, ``GET /v1/models/{id}``, ``POST /v1/chat/completions``,
-``POST /v1/completions``. Each generation request is checked (API key, body size, JSON,
-fields, model id) before it is admitted to the bounded queue, then handed to the engine's
+``POST /v1/completions``. Every request's Host is checked first on a loopback bind
+(``guard.py``). Each generation request is checked (API key, JSON content type, body size,
+JSON, fields, model id) before it is admitted to the bounded queue, then handed to the engine's
 thread as a job; its chunks come back through a ``Channel``. A client that disconnects —
 while waiting or mid-stream — sets the job's cancel event, so the engine stops within a step.
 Errors use OpenAI's JSON shape with its status codes.
@@ -37,6 +38,7 @@ from app.server.admission import Admission, RequestRecord, Ticket
 from app.server.config import ServerConfig
 from app.server.errors import ApiError, EngineUnavailableError, bad_request
 from app.server.executor import EngineExecutor
+from app.server.guard import LOOPBACK_NAMES, HostGuard, bracketed, is_json
 from app.server.jobs import (
     Channel,
     Done,
@@ -65,6 +67,10 @@ class HearthApi:
         self._conversations = ServerConversations()  # touched on the engine thread only
         self._lock = threading.Lock()
         middleware = []
+        if config.checks_host:  # outermost: a rebinding page gets nothing, not even CORS
+            middleware.append(Middleware(
+                HostGuard, allowed=LOOPBACK_NAMES | {bracketed(config.host),
+                                                     *config.allowed_hosts}))
         if config.cors_origins:
             middleware.append(Middleware(
                 CORSMiddleware, allow_origins=list(config.cors_origins),
@@ -143,6 +149,11 @@ class HearthApi:
             raise model_not_found(requested)
 
     async def _read_json(self, request: Request) -> dict[str, Any]:
+        content_type = request.headers.get("content-type", "")
+        if not is_json(content_type):  # a form or text/plain POST: maybe a cross-site page
+            raise ApiError(415, f"The request body must be sent as 'Content-Type: "
+                           f"application/json', not {content_type[:100]!r}.",
+                           code="unsupported_media_type")
         limit = self.config.max_body_bytes
         length = request.headers.get("content-length", "")
         too_big = ApiError(413, f"The request body is larger than this server's limit of "

@@ -30,6 +30,9 @@ def register(subparsers) -> None:
                        help=f"requests that may wait while one runs (default {DEFAULT_QUEUE})")
     serve.add_argument("--cors-origin", action="append", default=[], metavar="URL",
                        help="allow browser pages from this origin (repeatable)")
+    serve.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                       help="also answer requests addressed to this host name (repeatable; "
+                       "localhost, 127.0.0.1 and [::1] always are)")
     serve.add_argument("--provider", choices=("cpu", "dml", "cuda", "coreml"))
     serve.add_argument("--variant", help="Optimum graph variant, e.g. model_q4")
     serve.add_argument("--threads", type=int, help="CPU threads for ONNX Runtime")
@@ -46,7 +49,8 @@ def run_serve(args: argparse.Namespace, *, on_ready: Callable[[Any], None] | Non
     from app.server.runner import ServerRunner
 
     config = ServerConfig(host=args.host, port=args.port, api_key=args.api_key,
-                          queue=args.queue, cors_origins=tuple(args.cors_origin)).validate()
+                          queue=args.queue, cors_origins=tuple(args.cors_origin),
+                          allowed_hosts=tuple(args.allowed_host)).validate()
     executor = ThreadEngineExecutor(lambda: Engine.load(
         args.model_dir, provider=args.provider, variant=args.variant, threads=args.threads))
     served = executor.start()

@@ -15,6 +15,13 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_MESSAGES = 1024
 
 _ORIGIN = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+$")
+_LABEL = r"[a-z0-9](?:[a-z0-9\-]{0,61}[a-z0-9])?"
+_HOST_NAME = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
+
+
+def split_hosts(text: str) -> tuple[str, ...]:
+    """Host names typed as one line (separated by spaces or commas), lowercased."""
+    return tuple(name.lower() for name in re.split(r"[\s,]+", text.strip()) if name)
 
 
 @dataclass(frozen=True)
@@ -23,7 +30,9 @@ class ServerConfig:
 
     ``queue``: how many requests may wait while one runs (more get 429). ``cors_origins``:
     browser origins allowed to call the API (none by default). ``api_key``: required as
-    ``Authorization: Bearer KEY`` when set; mandatory on a non-loopback ``host``."""
+    ``Authorization: Bearer KEY`` when set; mandatory on a non-loopback ``host``.
+    ``allowed_hosts``: Host names accepted besides this machine's own on a loopback bind
+    (see ``guard.py``)."""
 
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
@@ -32,6 +41,12 @@ class ServerConfig:
     cors_origins: tuple[str, ...] = ()
     max_body_bytes: int = MAX_BODY_BYTES
     max_messages: int = MAX_MESSAGES
+    allowed_hosts: tuple[str, ...] = ()
+
+    @property
+    def checks_host(self) -> bool:
+        """Whether requests must name this machine in their Host header (a loopback bind)."""
+        return is_loopback(self.host)
 
     def validate(self) -> ServerConfig:
         """Raise ``ServerConfigError`` with a sentence when the settings are unsafe or
@@ -56,6 +71,12 @@ class ServerConfig:
                     hint="Name each web page origin allowed to call the server ('*' is not "
                     "accepted).",
                 )
+        for name in self.allowed_hosts:
+            if not _HOST_NAME.match(name.lower()) or len(name) > 253:
+                raise ServerConfigError(
+                    f"The allowed host {name!r} is not a host name like myhost.lan.",
+                    hint="Give a name without scheme, port or path (localhost and 127.0.0.1 "
+                    "are always allowed).")
         if self.max_body_bytes < 1024 or self.max_messages < 1:
             raise ServerConfigError("The request limits are too small to serve a chat.")
         return self
