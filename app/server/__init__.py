@@ -17,6 +17,7 @@ the generation worker's QThread inside the desktop app (``app/workers/engine_exe
 | ``admission.py`` | the bounded FIFO queue's admission, live counts and finished-request records |
 | ``responses.py`` | OpenAI response and stream-chunk objects |
 | ``app.py`` | the Starlette routes (auth, limits, streaming, disconnect → cancel) |
+| ``connections.py`` | uvicorn's h11 protocol with read / write deadlines and a connection cap |
 | ``runner.py`` | uvicorn on a background thread: start on a bound socket, graceful stop |
 | ``cli.py`` | ``hearth serve MODEL_DIR`` |
 """

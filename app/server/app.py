@@ -27,7 +27,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -54,6 +54,7 @@ from app.server.schema import parse_chat, parse_completion
 from app.text import clean_value
 
 log = logging.getLogger(__name__)
+_UNREAD_BODY = {"Connection": "close"}  # the body was not read: the connection cannot go on
 
 
 class HearthApi:
@@ -153,19 +154,23 @@ class HearthApi:
         if not is_json(content_type):  # a form or text/plain POST: maybe a cross-site page
             raise ApiError(415, f"The request body must be sent as 'Content-Type: "
                            f"application/json', not {content_type[:100]!r}.",
-                           code="unsupported_media_type")
+                           code="unsupported_media_type", headers=_UNREAD_BODY)
         limit = self.config.max_body_bytes
         length = request.headers.get("content-length", "")
         too_big = ApiError(413, f"The request body is larger than this server's limit of "
-                           f"{limit} bytes.", code="request_too_large")
+                           f"{limit} bytes.", code="request_too_large", headers=_UNREAD_BODY)
         if length.isdigit() and int(length) > limit:
             raise too_big
         parts, size = [], 0
-        async for part in request.stream():
-            size += len(part)
-            if size > limit:
-                raise too_big
-            parts.append(part)
+        try:
+            async for part in request.stream():
+                size += len(part)
+                if size > limit:
+                    raise too_big
+                parts.append(part)
+        except ClientDisconnect:  # it left, or sent its body too slowly (connections.py)
+            raise ApiError(499, "The client closed the connection before sending its "
+                           "request.", code="client_closed_request") from None
         try:
             body = json.loads(b"".join(parts))
         except json.JSONDecodeError as exc:
@@ -196,10 +201,10 @@ class HearthApi:
             assert isinstance(first, Started)
             reply = _Reply(endpoint, model, include_usage)
             if stream:
-                return StreamingResponse(self._events(reply, channel),
-                                         media_type="text/event-stream",
-                                         headers={"Cache-Control": "no-cache",
-                                                  "X-Accel-Buffering": "no"})
+                return _ChannelStream(channel, self._events(reply, channel),
+                                      media_type="text/event-stream",
+                                      headers={"Cache-Control": "no-cache",
+                                               "X-Accel-Buffering": "no"})
             result = await _unless_disconnected(request, _collect(channel), channel)
             if result is None:
                 return Response(status_code=499)
@@ -242,6 +247,21 @@ class HearthApi:
         error = future.exception()
         self.admission.leave(ticket, _record(ticket, channel, error))
         channel.finish(error)
+
+
+class _ChannelStream(StreamingResponse):
+    """A streamed reply whose generation is cancelled however the response ends (the
+    client left, or was dropped for reading nothing: ``connections.py``)."""
+
+    def __init__(self, channel: Channel, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.channel = channel
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.channel.cancel.set()
 
 
 SHUTTING_DOWN = ApiError(

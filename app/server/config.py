@@ -13,6 +13,7 @@ DEFAULT_PORT = 8080
 DEFAULT_QUEUE = 8
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_MESSAGES = 1024
+MAX_CONNECTIONS = 64
 
 _ORIGIN = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+$")
 _LABEL = r"[a-z0-9](?:[a-z0-9\-]{0,61}[a-z0-9])?"
@@ -42,6 +43,10 @@ class ServerConfig:
     max_body_bytes: int = MAX_BODY_BYTES
     max_messages: int = MAX_MESSAGES
     allowed_hosts: tuple[str, ...] = ()
+    header_timeout_s: float = 10.0  # request line and headers, from connect (or last reply)
+    body_timeout_s: float = 60.0  # the body, from the end of the headers
+    write_timeout_s: float = 30.0  # a client reading nothing of its reply is dropped
+    max_connections: int = MAX_CONNECTIONS
 
     @property
     def checks_host(self) -> bool:
@@ -77,6 +82,9 @@ class ServerConfig:
                     f"The allowed host {name!r} is not a host name like myhost.lan.",
                     hint="Give a name without scheme, port or path (localhost and 127.0.0.1 "
                     "are always allowed).")
+        if min(self.header_timeout_s, self.body_timeout_s, self.write_timeout_s) <= 0 \
+                or self.max_connections < 1:
+            raise ServerConfigError("The connection timeouts and limit must be positive.")
         if self.max_body_bytes < 1024 or self.max_messages < 1:
             raise ServerConfigError("The request limits are too small to serve a chat.")
         return self
