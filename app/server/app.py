@@ -44,6 +44,7 @@ from app.server.jobs import (
     Done,
     ServerConversations,
     Started,
+    cache_partition,
     finish_reason,
     model_not_found,
     run_chat,
@@ -113,33 +114,39 @@ class HearthApi:
         return JSONResponse(responses.model_object(served))
 
     async def chat_completions(self, request: Request) -> Response:
-        self._authorize(request)
+        key = self._authorize(request)
         req = parse_chat(await self._read_json(request), max_messages=self.config.max_messages)
         self._check_model(req.model)
-        job = partial(run_chat, req, self._conversations)
+        job = partial(run_chat, req, self._conversations, cache_partition(key, req.cache_salt))
         return await self._run(request, "chat", job, stream=req.stream,
                                include_usage=req.include_usage, model=req.model)
 
     async def completions(self, request: Request) -> Response:
-        self._authorize(request)
+        key = self._authorize(request)
         req = parse_completion(await self._read_json(request))
         self._check_model(req.model)
-        return await self._run(request, "completion", partial(run_completion, req),
+        job = partial(run_completion, req, self._conversations,
+                      cache_partition(key, req.cache_salt))
+        return await self._run(request, "completion", job,
                                stream=req.stream, include_usage=req.include_usage,
                                model=req.model)
 
     # -- checks ----------------------------------------------------------------------------
 
-    def _authorize(self, request: Request) -> None:
-        key = self.config.api_key
-        if key is None:
-            return
+    def _authorize(self, request: Request) -> int:
+        """The index of the key the request sent in ``config.api_keys`` (-1: none is
+        needed); raises 401 when it sent none of them."""
+        keys = self.config.api_keys
+        if not keys:
+            return -1
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-                token.strip().encode("utf-8", "replace"), key.encode("utf-8")):
+        sent = token.strip().encode("latin-1", "replace")  # the header's own bytes
+        matches = [hmac.compare_digest(sent, key.strip().encode("utf-8")) for key in keys]
+        if scheme.lower() != "bearer" or not any(matches):
             raise ApiError(401, "Incorrect API key provided. Send the key the server was "
                            "started with as 'Authorization: Bearer KEY'.",
                            code="invalid_api_key")
+        return matches.index(True)
 
     def _check_model(self, requested: str) -> None:
         served = self.executor.served_model()

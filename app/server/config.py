@@ -38,6 +38,7 @@ class ServerConfig:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     api_key: str | None = None
+    more_api_keys: tuple[str, ...] = ()  # further keys; clients of different keys share no cache
     queue: int = DEFAULT_QUEUE
     cors_origins: tuple[str, ...] = ()
     max_body_bytes: int = MAX_BODY_BYTES
@@ -49,6 +50,11 @@ class ServerConfig:
     max_connections: int = MAX_CONNECTIONS
 
     @property
+    def api_keys(self) -> tuple[str, ...]:
+        """Every key a client may send (none: no key is asked for)."""
+        return ((self.api_key,) if self.api_key is not None else ()) + self.more_api_keys
+
+    @property
     def checks_host(self) -> bool:
         """Whether requests must name this machine in their Host header (a loopback bind)."""
         return is_loopback(self.host)
@@ -56,18 +62,18 @@ class ServerConfig:
     def validate(self) -> ServerConfig:
         """Raise ``ServerConfigError`` with a sentence when the settings are unsafe or
         impossible; returns self."""
-        if not is_loopback(self.host) and not self.api_key:
+        if not is_loopback(self.host) and not self.api_keys:
             raise ServerConfigError(
                 f"Hearth will not serve on {self.host} without an API key: anyone who can "
                 "reach this machine could use the model.",
-                hint="Pass --api-key KEY (clients send it as 'Authorization: Bearer KEY'), "
-                "or keep the default host 127.0.0.1.",
+                hint="Set HEARTH_API_KEY or pass --api-key-file PATH (clients send the key as "
+                "'Authorization: Bearer KEY'), or keep the default host 127.0.0.1.",
             )
         if not 0 <= self.port <= 65535:
             raise ServerConfigError(f"The port {self.port} is not a TCP port (0 to 65535).")
         if self.queue < 0:
             raise ServerConfigError(f"The queue length {self.queue} cannot be negative.")
-        if self.api_key is not None and not self.api_key.strip():
+        if any(not key.strip() for key in self.api_keys):
             raise ServerConfigError("The API key is empty.", hint="Give a non-empty key.")
         for origin in self.cors_origins:
             if not _ORIGIN.match(origin):
