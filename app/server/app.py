@@ -55,6 +55,7 @@ from app.server.schema import parse_chat, parse_completion
 from app.text import clean_value
 
 log = logging.getLogger(__name__)
+_TOO_DEEP = "The request body nests objects or lists too deeply."
 _UNREAD_BODY = {"Connection": "close"}  # the body was not read: the connection cannot go on
 
 
@@ -185,9 +186,17 @@ class HearthApi:
                               f"{exc.lineno}, column {exc.colno}).") from None
         except UnicodeDecodeError:
             raise bad_request("The request body is not UTF-8 text.") from None
+        except ValueError as exc:  # an integer of thousands of digits
+            raise bad_request(f"The request body holds a number this server cannot read: "
+                              f"{exc}.") from None
+        except RecursionError:
+            raise bad_request(_TOO_DEEP) from None
         if not isinstance(body, dict):
             raise bad_request("The request body must be a JSON object.")
-        return clean_value(body)
+        try:
+            return clean_value(body)
+        except RecursionError:
+            raise bad_request(_TOO_DEEP) from None
 
     # -- running a job ---------------------------------------------------------------------
 

@@ -104,7 +104,9 @@ def parse_completion(body: Mapping[str, Any]) -> CompletionRequest:
                           "(one prompt per request).", "prompt")
     for name in ("echo", "suffix", "best_of"):
         value = body.get(name)
-        if value not in (None, False, "", 1):
+        harmless = value is None or value is False or value == "" or (
+            name == "best_of" and _is_int(value) and value == 1)  # True == 1 is no int here
+        if not harmless:
             raise bad_request(f"'{name}' is not supported by this server.", name)
     stream, include_usage = _stream_fields(body)
     return CompletionRequest(model=_model(body), prompt=parsed,
