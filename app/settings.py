@@ -134,6 +134,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("server_lan", bool, False, "Also accept other computers on this network",
             section="server",
             help="Needs an API key (below); clients send it as 'Authorization: Bearer KEY'."),
+    Setting("server_allowed_hosts", str, "", "Other names of this computer", section="server",
+            help="Host names (separated by spaces) that local clients may use besides "
+                 "localhost and 127.0.0.1; requests addressed to any other name are refused."),
     # Window state (no control): restored on launch.
     Setting("last_model", str, "", "Last used model folder"),
     Setting("last_chat", str, "", "The chat open when Hearth was closed"),

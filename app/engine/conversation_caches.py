@@ -139,14 +139,18 @@ class ConversationCaches:
         self._enforce_budget()
         return cache
 
-    def best_prefix(self, prompt_ids: Sequence[int]) -> tuple[str | None, int]:
+    def best_prefix(self, prompt_ids: Sequence[int],
+                    among: Callable[[str], bool] | None = None) -> tuple[str | None, int]:
         """The cached conversation (any tip, active or parked in memory) sharing the longest
         token prefix with ``prompt_ids``, and that prefix's length; ``(None, 0)`` when none
         shares even the first token. Ties go to the most recently used. The prefix is what
         the cache can really be rewound to (a recurrent cache: its checkpoint at or before the
-        shared tokens)."""
+        shared tokens). ``among(conversation_id)``: only the conversations it accepts are
+        considered (a server's clients that must not share a cache)."""
         best_id, best = None, 0
         for (conversation_id, _), cache in self._by_recency():
+            if among is not None and not among(conversation_id):
+                continue
             common = cache.rewind_point(cache.common_prefix(prompt_ids))
             if common > best:
                 best_id, best = conversation_id, common

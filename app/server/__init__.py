@@ -9,6 +9,7 @@ the generation worker's QThread inside the desktop app (``app/workers/engine_exe
 | module | one job |
 | --- | --- |
 | ``config.py`` | the server's settings and the safety checks on them (loopback, API key, CORS) |
+| ``guard.py`` | what keeps web pages out: the Host check (DNS rebinding), the JSON content type |
 | ``errors.py`` | ``ApiError``: an error in OpenAI's JSON shape with its HTTP status |
 | ``schema.py`` | request bodies → checked plain requests (every bad field named) |
 | ``executor.py`` | the ``EngineExecutor`` protocol, the plain-thread one, the served model's id |
@@ -16,6 +17,7 @@ the generation worker's QThread inside the desktop app (``app/workers/engine_exe
 | ``admission.py`` | the bounded FIFO queue's admission, live counts and finished-request records |
 | ``responses.py`` | OpenAI response and stream-chunk objects |
 | ``app.py`` | the Starlette routes (auth, limits, streaming, disconnect → cancel) |
+| ``connections.py`` | uvicorn's h11 protocol with read / write deadlines and a connection cap |
 | ``runner.py`` | uvicorn on a background thread: start on a bound socket, graceful stop |
 | ``cli.py`` | ``hearth serve MODEL_DIR`` |
 """

@@ -1,8 +1,9 @@
 """The OpenAI-compatible HTTP API as a Starlette app over an ``EngineExecutor``.
 
 Routes: ``GET /v1/models``, ``GET /v1/models/{id}``, ``POST /v1/chat/completions``,
-``POST /v1/completions``. Each generation request is checked (API key, body size, JSON,
-fields, model id) before it is admitted to the bounded queue, then handed to the engine's
+``POST /v1/completions``. Every request's Host is checked first on a loopback bind
+(``guard.py``). Each generation request is checked (API key, JSON content type, body size,
+JSON, fields, model id) before it is admitted to the bounded queue, then handed to the engine's
 thread as a job; its chunks come back through a ``Channel``. A client that disconnects —
 while waiting or mid-stream — sets the job's cancel event, so the engine stops within a step.
 Errors use OpenAI's JSON shape with its status codes.
@@ -26,7 +27,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -37,11 +38,13 @@ from app.server.admission import Admission, RequestRecord, Ticket
 from app.server.config import ServerConfig
 from app.server.errors import ApiError, EngineUnavailableError, bad_request
 from app.server.executor import EngineExecutor
+from app.server.guard import LOOPBACK_NAMES, HostGuard, bracketed, is_json
 from app.server.jobs import (
     Channel,
     Done,
     ServerConversations,
     Started,
+    cache_partition,
     finish_reason,
     model_not_found,
     run_chat,
@@ -52,6 +55,8 @@ from app.server.schema import parse_chat, parse_completion
 from app.text import clean_value
 
 log = logging.getLogger(__name__)
+_TOO_DEEP = "The request body nests objects or lists too deeply."
+_UNREAD_BODY = {"Connection": "close"}  # the body was not read: the connection cannot go on
 
 
 class HearthApi:
@@ -65,6 +70,10 @@ class HearthApi:
         self._conversations = ServerConversations()  # touched on the engine thread only
         self._lock = threading.Lock()
         middleware = []
+        if config.checks_host:  # outermost: a rebinding page gets nothing, not even CORS
+            middleware.append(Middleware(
+                HostGuard, allowed=LOOPBACK_NAMES | {bracketed(config.host),
+                                                     *config.allowed_hosts}))
         if config.cors_origins:
             middleware.append(Middleware(
                 CORSMiddleware, allow_origins=list(config.cors_origins),
@@ -106,33 +115,39 @@ class HearthApi:
         return JSONResponse(responses.model_object(served))
 
     async def chat_completions(self, request: Request) -> Response:
-        self._authorize(request)
+        key = self._authorize(request)
         req = parse_chat(await self._read_json(request), max_messages=self.config.max_messages)
         self._check_model(req.model)
-        job = partial(run_chat, req, self._conversations)
+        job = partial(run_chat, req, self._conversations, cache_partition(key, req.cache_salt))
         return await self._run(request, "chat", job, stream=req.stream,
                                include_usage=req.include_usage, model=req.model)
 
     async def completions(self, request: Request) -> Response:
-        self._authorize(request)
+        key = self._authorize(request)
         req = parse_completion(await self._read_json(request))
         self._check_model(req.model)
-        return await self._run(request, "completion", partial(run_completion, req),
+        job = partial(run_completion, req, self._conversations,
+                      cache_partition(key, req.cache_salt))
+        return await self._run(request, "completion", job,
                                stream=req.stream, include_usage=req.include_usage,
                                model=req.model)
 
     # -- checks ----------------------------------------------------------------------------
 
-    def _authorize(self, request: Request) -> None:
-        key = self.config.api_key
-        if key is None:
-            return
+    def _authorize(self, request: Request) -> int:
+        """The index of the key the request sent in ``config.api_keys`` (-1: none is
+        needed); raises 401 when it sent none of them."""
+        keys = self.config.api_keys
+        if not keys:
+            return -1
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-                token.strip().encode("utf-8", "replace"), key.encode("utf-8")):
+        sent = token.strip().encode("latin-1", "replace")  # the header's own bytes
+        matches = [hmac.compare_digest(sent, key.strip().encode("utf-8")) for key in keys]
+        if scheme.lower() != "bearer" or not any(matches):
             raise ApiError(401, "Incorrect API key provided. Send the key the server was "
                            "started with as 'Authorization: Bearer KEY'.",
                            code="invalid_api_key")
+        return matches.index(True)
 
     def _check_model(self, requested: str) -> None:
         served = self.executor.served_model()
@@ -143,18 +158,27 @@ class HearthApi:
             raise model_not_found(requested)
 
     async def _read_json(self, request: Request) -> dict[str, Any]:
+        content_type = request.headers.get("content-type", "")
+        if not is_json(content_type):  # a form or text/plain POST: maybe a cross-site page
+            raise ApiError(415, f"The request body must be sent as 'Content-Type: "
+                           f"application/json', not {content_type[:100]!r}.",
+                           code="unsupported_media_type", headers=_UNREAD_BODY)
         limit = self.config.max_body_bytes
         length = request.headers.get("content-length", "")
         too_big = ApiError(413, f"The request body is larger than this server's limit of "
-                           f"{limit} bytes.", code="request_too_large")
+                           f"{limit} bytes.", code="request_too_large", headers=_UNREAD_BODY)
         if length.isdigit() and int(length) > limit:
             raise too_big
         parts, size = [], 0
-        async for part in request.stream():
-            size += len(part)
-            if size > limit:
-                raise too_big
-            parts.append(part)
+        try:
+            async for part in request.stream():
+                size += len(part)
+                if size > limit:
+                    raise too_big
+                parts.append(part)
+        except ClientDisconnect:  # it left, or sent its body too slowly (connections.py)
+            raise ApiError(499, "The client closed the connection before sending its "
+                           "request.", code="client_closed_request") from None
         try:
             body = json.loads(b"".join(parts))
         except json.JSONDecodeError as exc:
@@ -162,9 +186,17 @@ class HearthApi:
                               f"{exc.lineno}, column {exc.colno}).") from None
         except UnicodeDecodeError:
             raise bad_request("The request body is not UTF-8 text.") from None
+        except ValueError as exc:  # an integer of thousands of digits
+            raise bad_request(f"The request body holds a number this server cannot read: "
+                              f"{exc}.") from None
+        except RecursionError:
+            raise bad_request(_TOO_DEEP) from None
         if not isinstance(body, dict):
             raise bad_request("The request body must be a JSON object.")
-        return clean_value(body)
+        try:
+            return clean_value(body)
+        except RecursionError:
+            raise bad_request(_TOO_DEEP) from None
 
     # -- running a job ---------------------------------------------------------------------
 
@@ -185,10 +217,10 @@ class HearthApi:
             assert isinstance(first, Started)
             reply = _Reply(endpoint, model, include_usage)
             if stream:
-                return StreamingResponse(self._events(reply, channel),
-                                         media_type="text/event-stream",
-                                         headers={"Cache-Control": "no-cache",
-                                                  "X-Accel-Buffering": "no"})
+                return _ChannelStream(channel, self._events(reply, channel),
+                                      media_type="text/event-stream",
+                                      headers={"Cache-Control": "no-cache",
+                                               "X-Accel-Buffering": "no"})
             result = await _unless_disconnected(request, _collect(channel), channel)
             if result is None:
                 return Response(status_code=499)
@@ -231,6 +263,21 @@ class HearthApi:
         error = future.exception()
         self.admission.leave(ticket, _record(ticket, channel, error))
         channel.finish(error)
+
+
+class _ChannelStream(StreamingResponse):
+    """A streamed reply whose generation is cancelled however the response ends (the
+    client left, or was dropped for reading nothing: ``connections.py``)."""
+
+    def __init__(self, channel: Channel, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.channel = channel
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.channel.cancel.set()
 
 
 SHUTTING_DOWN = ApiError(

@@ -13,8 +13,16 @@ DEFAULT_PORT = 8080
 DEFAULT_QUEUE = 8
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_MESSAGES = 1024
+MAX_CONNECTIONS = 64
 
 _ORIGIN = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+$")
+_LABEL = r"[a-z0-9](?:[a-z0-9\-]{0,61}[a-z0-9])?"
+_HOST_NAME = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
+
+
+def split_hosts(text: str) -> tuple[str, ...]:
+    """Host names typed as one line (separated by spaces or commas), lowercased."""
+    return tuple(name.lower() for name in re.split(r"[\s,]+", text.strip()) if name)
 
 
 @dataclass(frozen=True)
@@ -23,31 +31,49 @@ class ServerConfig:
 
     ``queue``: how many requests may wait while one runs (more get 429). ``cors_origins``:
     browser origins allowed to call the API (none by default). ``api_key``: required as
-    ``Authorization: Bearer KEY`` when set; mandatory on a non-loopback ``host``."""
+    ``Authorization: Bearer KEY`` when set; mandatory on a non-loopback ``host``.
+    ``allowed_hosts``: Host names accepted besides this machine's own on a loopback bind
+    (see ``guard.py``)."""
 
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     api_key: str | None = None
+    more_api_keys: tuple[str, ...] = ()  # further keys; clients of different keys share no cache
     queue: int = DEFAULT_QUEUE
     cors_origins: tuple[str, ...] = ()
     max_body_bytes: int = MAX_BODY_BYTES
     max_messages: int = MAX_MESSAGES
+    allowed_hosts: tuple[str, ...] = ()
+    header_timeout_s: float = 10.0  # request line and headers, from connect (or last reply)
+    body_timeout_s: float = 60.0  # the body, from the end of the headers
+    write_timeout_s: float = 30.0  # a client reading nothing of its reply is dropped
+    max_connections: int = MAX_CONNECTIONS
+
+    @property
+    def api_keys(self) -> tuple[str, ...]:
+        """Every key a client may send (none: no key is asked for)."""
+        return ((self.api_key,) if self.api_key is not None else ()) + self.more_api_keys
+
+    @property
+    def checks_host(self) -> bool:
+        """Whether requests must name this machine in their Host header (a loopback bind)."""
+        return is_loopback(self.host)
 
     def validate(self) -> ServerConfig:
         """Raise ``ServerConfigError`` with a sentence when the settings are unsafe or
         impossible; returns self."""
-        if not is_loopback(self.host) and not self.api_key:
+        if not is_loopback(self.host) and not self.api_keys:
             raise ServerConfigError(
                 f"Hearth will not serve on {self.host} without an API key: anyone who can "
                 "reach this machine could use the model.",
-                hint="Pass --api-key KEY (clients send it as 'Authorization: Bearer KEY'), "
-                "or keep the default host 127.0.0.1.",
+                hint="Set HEARTH_API_KEY or pass --api-key-file PATH (clients send the key as "
+                "'Authorization: Bearer KEY'), or keep the default host 127.0.0.1.",
             )
         if not 0 <= self.port <= 65535:
             raise ServerConfigError(f"The port {self.port} is not a TCP port (0 to 65535).")
         if self.queue < 0:
             raise ServerConfigError(f"The queue length {self.queue} cannot be negative.")
-        if self.api_key is not None and not self.api_key.strip():
+        if any(not key.strip() for key in self.api_keys):
             raise ServerConfigError("The API key is empty.", hint="Give a non-empty key.")
         for origin in self.cors_origins:
             if not _ORIGIN.match(origin):
@@ -56,6 +82,15 @@ class ServerConfig:
                     hint="Name each web page origin allowed to call the server ('*' is not "
                     "accepted).",
                 )
+        for name in self.allowed_hosts:
+            if not _HOST_NAME.match(name.lower()) or len(name) > 253:
+                raise ServerConfigError(
+                    f"The allowed host {name!r} is not a host name like myhost.lan.",
+                    hint="Give a name without scheme, port or path (localhost and 127.0.0.1 "
+                    "are always allowed).")
+        if min(self.header_timeout_s, self.body_timeout_s, self.write_timeout_s) <= 0 \
+                or self.max_connections < 1:
+            raise ServerConfigError("The connection timeouts and limit must be positive.")
         if self.max_body_bytes < 1024 or self.max_messages < 1:
             raise ServerConfigError("The request limits are too small to serve a chat.")
         return self

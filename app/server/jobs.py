@@ -11,12 +11,19 @@ so a client that resends the whole conversation each turn prefills only the new 
 cache is taken over only by a request that continues it (shares at least half of what it
 holds): two clients that share just a system prompt keep a cache each. The conversations of
 the desktop window (in the same bounded cache set) are never taken over.
+
+Cached prefixes are shared only within a *partition*: the same API key and the same
+``cache_salt`` (vLLM's request field). Otherwise ``cached_tokens`` would tell a client how
+much of its prompt another client sent before (a system prompt's secret, a digit at a time).
+Raw completions run over the engine's own single cache, reused only by the next raw
+completion of the same partition.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import hashlib
 import threading
 import time
 import uuid
@@ -119,16 +126,26 @@ class ServerConversations:
 
     def __init__(self) -> None:
         self._held: OrderedDict[str, int] = OrderedDict()
+        self._raw_partition: str | None = None
 
-    def pick(self, caches: Any, prompt_ids: list[int]) -> str:
-        """The conversation to run ``prompt_ids`` over: the server conversation whose cache
-        shares the longest prefix with it, when that is at least half of what the cache
-        holds (the request continues it, or edits its end); else a new one."""
-        best, common = caches.best_prefix(prompt_ids)
+    def pick(self, caches: Any, prompt_ids: list[int], partition: str = "") -> str:
+        """The conversation to run ``prompt_ids`` over: the server conversation of
+        ``partition`` whose cache shares the longest prefix with it, when that is at least
+        half of what the cache holds (the request continues it, or edits its end); else a
+        new one. A conversation of another partition is never considered."""
+        prefix = f"{SERVER_CONVERSATION_PREFIX}{partition}-"
+        best, common = caches.best_prefix(prompt_ids, among=lambda cid: cid.startswith(prefix))
         held = self._held.get(best) if best is not None else None
         if held is not None and common > 0 and 2 * common >= held:
             return best
-        return SERVER_CONVERSATION_PREFIX + uuid.uuid4().hex
+        return prefix + uuid.uuid4().hex
+
+    def reuse_raw(self, partition: str) -> bool:
+        """Whether a raw completion of ``partition`` may reuse the engine's own cache: only
+        when the last raw completion was of the same partition."""
+        same = self._raw_partition == partition
+        self._raw_partition = partition
+        return same
 
     def ran(self, conversation_id: str, stats: GenerationStats | None) -> None:
         """``conversation_id``'s cache now holds the prompt and reply of ``stats``."""
@@ -138,8 +155,15 @@ class ServerConversations:
             self._held.popitem(last=False)
 
 
-def run_chat(request: ChatRequest, conversations: ServerConversations, channel: Channel,
-             engine: Any, caches: Any) -> None:
+def cache_partition(key_index: int, cache_salt: str) -> str:
+    """Which requests may share cached prefixes: those with the same API key (its index in
+    the server's list; -1 without a key) and the same ``cache_salt``."""
+    digest = hashlib.sha256(f"{key_index}\0{cache_salt}".encode()).hexdigest()
+    return digest[:16]
+
+
+def run_chat(request: ChatRequest, conversations: ServerConversations, partition: str,
+             channel: Channel, engine: Any, caches: Any) -> None:
     """Job: the assistant's reply to ``request.messages`` (engine thread)."""
     channel.started_at = time.perf_counter()
     if channel.cancel.is_set():  # the client left while the request waited
@@ -148,7 +172,7 @@ def run_chat(request: ChatRequest, conversations: ServerConversations, channel: 
     messages = list(request.messages)
     ids = engine.encode_chat(messages, stop=channel.cancel)
     settings = _settings(engine, request.sampling, len(ids), "messages")
-    conversation = conversations.pick(caches, ids)
+    conversation = conversations.pick(caches, ids, partition)
     stream = engine.chat(messages, settings, cancel=channel.cancel, caches=caches,
                          conversation_id=conversation)
     try:
@@ -157,8 +181,8 @@ def run_chat(request: ChatRequest, conversations: ServerConversations, channel: 
         conversations.ran(conversation, channel.final.stats if channel.final else None)
 
 
-def run_completion(request: CompletionRequest, channel: Channel, engine: Any,
-                   caches: Any) -> None:
+def run_completion(request: CompletionRequest, conversations: ServerConversations,
+                   partition: str, channel: Channel, engine: Any, caches: Any) -> None:
     """Job: a raw continuation of ``request.prompt`` through ``Engine.generate``."""
     channel.started_at = time.perf_counter()
     if channel.cancel.is_set():
@@ -175,7 +199,8 @@ def run_completion(request: CompletionRequest, channel: Channel, engine: Any,
             raise ApiError(400, f"'prompt' holds token id {max(ids)}, but the model's "
                            f"vocabulary has {vocab} tokens.", param="prompt")
     settings = _settings(engine, request.sampling, len(ids), "prompt")
-    _pump(engine.generate(ids, settings, cancel=channel.cancel), channel, len(ids))
+    reuse = conversations.reuse_raw(partition)
+    _pump(engine.generate(ids, settings, cancel=channel.cancel, reuse=reuse), channel, len(ids))
 
 
 def finish_reason(engine_reason: str | None) -> str:

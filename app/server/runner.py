@@ -7,6 +7,7 @@ app's ``ServerController``. The server only accepts connections; it opens none.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -15,9 +16,18 @@ from dataclasses import dataclass
 import uvicorn
 
 from app.server.app import HearthApi
+from app.server.connections import (
+    ConnectionLimits,
+    connection_cap,
+    protocol_class,
+    quiet_accept_errors,
+)
 from app.server.errors import ServerConfigError
 
 GRACEFUL_SHUTDOWN_S = 2.0
+KEEP_ALIVE_S = 5
+BACKLOG = 128
+MAX_HEADER_BYTES = 16 * 1024  # request line and headers together (h11's own default)
 
 
 @dataclass(frozen=True)
@@ -50,10 +60,16 @@ class ServerRunner:
         config = self.api.config.validate()
         sock = _bind(config.host, config.port)
         host, port = sock.getsockname()[:2]
-        self._server = uvicorn.Server(uvicorn.Config(
+        cap = connection_cap(config.max_connections)
+        limits = ConnectionLimits(
+            header_timeout_s=config.header_timeout_s, body_timeout_s=config.body_timeout_s,
+            write_timeout_s=config.write_timeout_s, max_connections=cap)
+        self._server = _Server(uvicorn.Config(
             self.api.app, lifespan="off", log_level="warning", access_log=False,
             timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN_S), ws="none",
-            timeout_keep_alive=5, log_config=None))
+            http=protocol_class(limits), timeout_keep_alive=KEEP_ALIVE_S,
+            limit_concurrency=cap + 1,  # requests: the cap on connections is ours backlog=BACKLOG,
+            h11_max_incomplete_event_size=MAX_HEADER_BYTES, log_config=None))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
                                         name="hearth-server-http", daemon=True)
         self._thread.start()
@@ -84,6 +100,14 @@ class ServerRunner:
         return ended
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server with accept errors logged a line at a time (``connections.py``)."""
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        asyncio.get_running_loop().set_exception_handler(quiet_accept_errors)
+        await super().serve(sockets)
+
+
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -96,6 +120,6 @@ def _bind(host: str, port: int) -> socket.socket:
             f"Hearth cannot listen on {host}:{port}: {exc.strerror or exc}.",
             hint="Another program may use that port: pick another with --port.",
         ) from None
-    sock.listen(128)
+    sock.listen(BACKLOG)
     sock.set_inheritable(True)
     return sock

@@ -16,6 +16,7 @@ from app.engine.types import Message
 from app.server.errors import bad_request
 
 MAX_STOP_STRINGS = 16
+MAX_SALT_CHARS = 1024
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 _REFUSED = ("tools", "functions", "tool_choice", "function_call", "audio", "modalities",
             "prediction", "logit_bias")
@@ -47,6 +48,7 @@ class ChatRequest:
     sampling: Sampling = field(default_factory=Sampling)
     stream: bool = False
     include_usage: bool = False
+    cache_salt: str = ""
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class CompletionRequest:
     sampling: Sampling = field(default_factory=Sampling)
     stream: bool = False
     include_usage: bool = False
+    cache_salt: str = ""
 
 
 def parse_chat(body: Mapping[str, Any], *, max_messages: int) -> ChatRequest:
@@ -82,7 +85,7 @@ def parse_chat(body: Mapping[str, Any], *, max_messages: int) -> ChatRequest:
     stream, include_usage = _stream_fields(body)
     return ChatRequest(model=_model(body), messages=messages,
                        sampling=_sampling(body, max_tokens), stream=stream,
-                       include_usage=include_usage)
+                       include_usage=include_usage, cache_salt=_cache_salt(body))
 
 
 def parse_completion(body: Mapping[str, Any]) -> CompletionRequest:
@@ -101,13 +104,16 @@ def parse_completion(body: Mapping[str, Any]) -> CompletionRequest:
                           "(one prompt per request).", "prompt")
     for name in ("echo", "suffix", "best_of"):
         value = body.get(name)
-        if value not in (None, False, "", 1):
+        harmless = value is None or value is False or value == "" or (
+            name == "best_of" and _is_int(value) and value == 1)  # True == 1 is no int here
+        if not harmless:
             raise bad_request(f"'{name}' is not supported by this server.", name)
     stream, include_usage = _stream_fields(body)
     return CompletionRequest(model=_model(body), prompt=parsed,
                              sampling=_sampling(body, _optional_int(body, "max_tokens",
                                                                     minimum=1)),
-                             stream=stream, include_usage=include_usage)
+                             stream=stream, include_usage=include_usage,
+                             cache_salt=_cache_salt(body))
 
 
 # -- fields ------------------------------------------------------------------------------
@@ -122,6 +128,16 @@ def _refuse_unsupported(body: Mapping[str, Any]) -> None:
         raise bad_request("Only n=1 is supported: ask again for another choice.", "n")
     if body.get("logprobs") not in (None, False, 0):
         raise bad_request("'logprobs' is not supported by this server.", "logprobs")
+
+
+def _cache_salt(body: Mapping[str, Any]) -> str:
+    salt = body.get("cache_salt")
+    if salt is None:
+        return ""
+    if not isinstance(salt, str) or not salt or len(salt) > MAX_SALT_CHARS:
+        raise bad_request(f"'cache_salt' must be a non-empty string of at most {MAX_SALT_CHARS} "
+                          "characters.", "cache_salt")
+    return salt
 
 
 def _model(body: Mapping[str, Any]) -> str:

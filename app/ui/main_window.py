@@ -515,13 +515,13 @@ class MainWindow(QMainWindow):
             set_offline(bool(value))
         elif key in ("models_folder", "hub_endpoint"):
             self.refresh_models()
-        elif key in ("server_enabled", "server_port", "server_lan"):
+        elif key in ("server_enabled", "server_port", "server_lan", "server_allowed_hosts"):
             self.apply_server()
 
     def apply_server(self) -> None:
         """Start, restart or stop the local server as the settings say."""
         from app.secrets import SERVER_API_KEY, SecretStore
-        from app.server.config import ServerConfig
+        from app.server.config import ServerConfig, split_hosts
 
         settings = self.controller.settings
         if not settings.get("server_enabled"):
@@ -532,6 +532,7 @@ class MainWindow(QMainWindow):
             host="0.0.0.0" if lan else "127.0.0.1",
             port=int(settings.get("server_port")),
             api_key=SecretStore().get(SERVER_API_KEY) if lan else None,
+            allowed_hosts=split_hosts(str(settings.get("server_allowed_hosts"))),
         )
         self.server.start(config)
 

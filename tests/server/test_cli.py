@@ -51,3 +51,33 @@ def test_serve_says_when_the_port_is_taken(gqa_model_dir, capsys, serve):
     code = main(["serve", str(gqa_model_dir), "--port", str(served.address.port)])
     assert code == 2
     assert f"cannot listen on 127.0.0.1:{served.address.port}" in capsys.readouterr().err
+
+
+def test_api_keys_come_from_a_file_or_the_environment(tmp_path, monkeypatch, capsys):
+    from app.server.cli import api_keys
+
+    def keys(*extra):
+        return api_keys(build_parser().parse_args(["serve", "m", *extra]))
+
+    monkeypatch.setenv("HEARTH_API_KEY", "  from-env \n")
+    assert keys() == ("from-env",)
+    monkeypatch.setenv("HEARTH_API_KEY", "   ")  # empty: no key, so loopback still serves
+    assert keys() == ()
+    path = tmp_path / "keys"
+    path.write_text(" alice-key \n\nbob-kéy\n", encoding="utf-8")
+    assert keys("--api-key-file", str(path)) == ("alice-key", "bob-kéy")
+    assert capsys.readouterr().err == ""
+    assert keys("--api-key", " padded ") == ("padded",)
+    assert "process list" in capsys.readouterr().err
+
+
+def test_a_padded_or_non_ascii_key_matches(serve, gqa_model_dir):
+    served = serve(gqa_model_dir, api_key="kéy-one", more_api_keys=("two",))
+    import httpx2
+
+    for sent in ("kéy-one".encode(), b"  two"):
+        models = httpx2.get(f"{served.url}/models",
+                            headers={"Authorization": b"Bearer " + sent})
+        assert models.status_code == 200, sent
+    assert httpx2.get(f"{served.url}/models",
+                      headers={"Authorization": "Bearer three"}).status_code == 401

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import httpx2 as httpx
@@ -170,3 +171,22 @@ def test_non_loopback_host_needs_an_api_key(host):
 def test_cors_wildcard_is_refused():
     with pytest.raises(ServerConfigError, match="origin"):
         ServerConfig(cors_origins=("*",)).validate()
+
+
+@pytest.mark.parametrize("body", [
+    '{"model": "m", "messages": [], "seed": ' + "9" * 5000 + "}",
+    "[" * 100_000 + "]" * 100_000,
+    '{"model": "m", "messages": [], "metadata": ' + '{"a": ' * 900 + "1" + "}" * 900 + "}",
+])
+def test_huge_numbers_and_deep_nesting_are_400_not_500(server, body):
+    response = post(server, body)
+    assert response.status_code == 400, response.text[:200]
+    assert error_of(response)["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize("field", ["echo", "best_of", "suffix"])
+def test_echo_and_best_of_true_are_refused(server, field):
+    body = json.dumps({"model": server.model.id, "prompt": "hi", "max_tokens": 2, field: True})
+    response = post(server, body, path="/completions")
+    assert response.status_code == 400
+    assert error_of(response)["param"] == field
