@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 
 class NoCaches:
@@ -13,7 +13,8 @@ class NoCaches:
     parked_ids: list[str] = []  # noqa: RUF012 - always empty, never changed
     parked_bytes = 0
 
-    def best_prefix(self, prompt_ids: Sequence[int]) -> tuple[str | None, int]:
+    def best_prefix(self, prompt_ids: Sequence[int],
+                    among: Callable[[str], bool] | None = None) -> tuple[str | None, int]:
         return None, 0
 
     def forget(self, conversation_id: str) -> None:

@@ -1,4 +1,6 @@
 """The fp32 prompt session: long prompt chunks on ORT's fp32 kernels, everything else as before.
+Only in the inexact mode (``exact=False``): by default replies must not depend on the cache,
+and these kernels round otherwise (tests/engine/test_exact_replies.py).
 
 Real ORT sessions over the int4 fixture (4-bit MatMulNBits, int8 activations, as the
 onnxruntime-genai builder writes them): a session opened with ``mlas.qnbit.force_fp32`` is
@@ -33,8 +35,9 @@ PLENTY = 64 << 30
 def engines(gqa_int4_model_dir):
     """(engine with the prompt session, engine without, a decoder that runs everything on
     the fp32 kernels: the reference for the prompt session)."""
-    with_prompts = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1)
-    without = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1, prompt_session=False)
+    with_prompts = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1, exact=False)
+    without = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1, prompt_session=False,
+                          exact=False)
     fp32_only = Decoder(create_prompt_session(without.spec, threads=1), without.graph,
                         context_length=without.spec.context_length)
     return with_prompts, without, fp32_only
@@ -109,11 +112,14 @@ def test_the_plan_opens_it_only_where_it_pays_and_fits(gqa_int4_model_dir, gqa_m
     model = read_model_folder(gqa_int4_model_dir)
     assert model.model_bytes == (gqa_int4_model_dir / "model.onnx").stat().st_size  # one file
     cost = int(model.model_bytes * COST_PER_FILE_BYTE)
-    x86 = {"machine": "x86_64", "ort_version": "1.32.0"}
+    x86 = {"machine": "x86_64", "ort_version": "1.32.0", "exact": False}
 
     assert plan_prompt_session(model, "cpu", available_bytes=PLENTY, **x86).use
     assert plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="AMD64",
-                               ort_version="1.31.1").use  # Windows spells it so
+                               ort_version="1.31.1", exact=False).use  # Windows spells it so
+    exact = plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="x86_64",
+                                ort_version="1.32.0")  # the default: exact replies
+    assert not exact.use and "never depends on what the cache held" in exact.note
 
     short = plan_prompt_session(model, "cpu", available_bytes=cost + RESERVE_BYTES - 1, **x86)
     assert not short.use and short.cost_bytes == cost
@@ -125,10 +131,10 @@ def test_the_plan_opens_it_only_where_it_pays_and_fits(gqa_int4_model_dir, gqa_m
     for provider in ("cuda", "dml", "coreml"):
         assert not plan_prompt_session(model, provider, available_bytes=PLENTY, **x86).use
     old = plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="x86_64",
-                              ort_version="1.30.0")
+                              ort_version="1.30.0", exact=False)
     assert not old.use and "1.31 or newer" in old.note
     arm = plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="arm64",
-                              ort_version="1.32.0")
+                              ort_version="1.32.0", exact=False)
     assert not arm.use and "x86" in arm.note
     float_graph = plan_prompt_session(read_model_folder(gqa_model_dir), "cpu",
                                       available_bytes=PLENTY, **x86)
@@ -156,7 +162,7 @@ def test_short_of_memory_the_model_reads_prompts_on_its_decode_session(gqa_int4_
     import app.engine.engine as engine_module
 
     monkeypatch.setattr(engine_module, "available_ram_bytes", lambda: 200_000_000)
-    engine = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1)
+    engine = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1, exact=False)
     assert not engine.decoder.has_prompt_session
     plan = engine.prompt_plan
     assert not plan.use and plan.worth_telling

@@ -52,8 +52,8 @@ def small_context_dirs(tmp_path_factory):
     }
 
 
-def _load(folder) -> Engine:
-    return Engine.load(folder, provider="cpu", threads=1, huge_pages=False)
+def _load(folder, *, exact: bool = True) -> Engine:
+    return Engine.load(folder, provider="cpu", threads=1, huge_pages=False, exact=exact)
 
 
 def _prompts(vocab: int, count: int, seed: int) -> list[list[int]]:
@@ -263,8 +263,10 @@ def test_a_quantized_graph_steps_in_pairs_so_verify_steps_match_bit_for_bit(
     starter's verify steps differed by ~1 logit; the fixture makes every CPU do so),
     ``calibrate`` notices and runs one-token steps as two rows: then a verify step's rows
     equal the steps' logits exactly, so speculation cannot change a token, and the reply is
-    the same with speculation on and off."""
-    engine = _load(gqa_int4_one_row_differs_dir)
+    the same with speculation on and off. The per-reply policy below is the inexact mode's
+    (an exact decoder, the default, runs every reply's steps as two rows: checked at the
+    end)."""
+    engine = _load(gqa_int4_one_row_differs_dir, exact=False)
     decoder = engine.decoder
     prompt = _prompts(engine.graph.vocab_size, 2, seed=2)[1]
     tokens = [5, 9, 17, 4, 33]
@@ -345,16 +347,24 @@ def test_a_quantized_graph_steps_in_pairs_so_verify_steps_match_bit_for_bit(
     auto, _, final = _run(engine, engine.new_cache(), unrepeated, GREEDY, quoting=True)
     off, _, _ = _run(engine, engine.new_cache(), unrepeated, off_settings, quoting=True)
     assert auto == off and final.stats.proposed >= final.stats.target_steps // 2
+    # exact (the default): any reply runs two rows, so "auto" may speculate on every reply
+    exact = _load(gqa_int4_one_row_differs_dir)
+    for prompt in _prompts(exact.graph.vocab_size, 2, seed=0):
+        auto, _, auto_final = _run(exact, exact.new_cache(), prompt, GREEDY)
+        assert exact.decoder.step_rows == 2 and auto_final.stats.speculation == "lookup"
+        off, _, _ = _run(exact, exact.new_cache(), prompt, off_settings)
+        assert auto == off
 
 
+@pytest.mark.parametrize("exact", [True, False], ids=["exact", "inexact"])
 def test_on_this_cpus_own_int4_kernels_calibration_tells_the_truth_and_speculation_is_exact(
-        gqa_int4_model_dir):
+        gqa_int4_model_dir, exact):
     """The same int4 graph on the kernels this CPU really has (each CPU kind rounds in its own
     way): ``calibrate`` never claims one-row steps agree bit for bit where a verify step's rows
     differ from them, a reply likely to quote runs the rows the calibration chose (one row
     where one-row steps agree: no two-row cost), and speculated replies equal plain ones token
     for token, whatever it chose."""
-    engine = _load(gqa_int4_model_dir)
+    engine = _load(gqa_int4_model_dir, exact=exact)
     decoder = engine.decoder
     prompt = _prompts(engine.graph.vocab_size, 2, seed=2)[1]
     tokens = [5, 9, 17, 4, 33]
@@ -381,10 +391,12 @@ def test_on_this_cpus_own_int4_kernels_calibration_tells_the_truth_and_speculati
             assert auto == off, (quoting, final.stats.speculation)
             speculated[quoting].add(final.stats.speculation)
     # "auto" speculates on a quoting reply wherever one-row or two-row steps agree with verify
-    # steps, on any other reply only where one-row steps do
+    # steps; on any other reply too when exact (every reply runs the rows that agree), else
+    # only where one-row steps do
     agree_quoting = decoder.one_row_agrees or decoder.pairs_agree
+    agree_plain = agree_quoting if exact else decoder.one_row_agrees
     assert speculated == {True: {"lookup" if agree_quoting else "off"},
-                          False: {"lookup" if decoder.one_row_agrees else "off"}}
+                          False: {"lookup" if agree_plain else "off"}}
 
 
 def test_a_long_user_message_makes_a_quoting_reply_with_two_row_steps(
@@ -394,7 +406,7 @@ def test_a_long_user_message_makes_a_quoting_reply_with_two_row_steps(
     from app.engine.speculative import QUOTING_MIN_TOKENS
     from app.engine.types import Message
 
-    engine = _load(gqa_int4_one_row_differs_dir)
+    engine = _load(gqa_int4_one_row_differs_dir, exact=False)
     pasted = "the keeper lit the lamp and logged the ships " * 12
     assert len(engine.tokenizer.encode(pasted)) >= QUOTING_MIN_TOKENS
     short = "hello there"
@@ -415,7 +427,7 @@ def test_a_chat_that_repeats_itself_makes_a_quoting_reply_too(gqa_int4_one_row_d
     from app.engine.speculative import QUOTING_MIN_TOKENS, repetition_rate
     from app.engine.types import Message
 
-    engine = _load(gqa_int4_one_row_differs_dir)
+    engine = _load(gqa_int4_one_row_differs_dir, exact=False)
     echo = "the keeper lit the lamp and logged the ships at dawn"
     assert len(engine.tokenizer.encode(echo)) < QUOTING_MIN_TOKENS
     history = []

@@ -351,7 +351,9 @@ def test_the_model_details_say_when_prompts_run_on_their_own_session(
         gqa_int4_model_dir, gqa_model_dir):
     from app.engine.engine import Engine
 
-    quantized = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1)
+    exact = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1)  # the default
+    assert _model_info(exact, str(gqa_int4_model_dir), 0.1).prompt_kernels is None
+    quantized = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1, exact=False)
     info = _model_info(quantized, str(gqa_int4_model_dir), 0.1)
     assert info.prompt_kernels.startswith("Prompts of 64+ tokens run on fp32 kernels")
     assert not [n for n in info.notes if "kernels" in n]  # no message box at every load
@@ -367,7 +369,7 @@ def test_the_prompt_session_opens_after_the_model_shows_as_loaded(gqa_int4_model
     worker = None
 
     def loader(path):
-        engine = Engine.load(path, provider="cpu", threads=1, prompt_session=False)
+        engine = Engine.load(path, provider="cpu", threads=1, prompt_session=False, exact=False)
         open_now = engine.open_prompt_session
 
         def opening():
