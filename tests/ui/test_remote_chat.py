@@ -112,7 +112,8 @@ def test_offline_mode_blocks_a_remote_on_another_machine(remote_app, qtbot):
     set_offline(True)
     try:
         with qtbot.waitSignal(app.models.remotes_listed, timeout=5000) as listed:
-            source = app.models.add_remote("Far", "http://192.0.2.10:8000/v1")
+            source = app.models.add_remote("Far", "http://192.0.2.10:8000/v1",
+                                           cleartext_ok=True)
         (listing,) = listed.args[0]
         assert listing.models == () and "offline mode is on" in listing.error
         with qtbot.waitSignal(app.controller.model_load_failed, timeout=5000) as failed:
