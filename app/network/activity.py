@@ -50,9 +50,10 @@ def feature(name: str, *, keep_outer: bool = False) -> Iterator[str]:
 class ConnectionAttempt:
     """One attempt to reach the network.
 
-    ``kind`` is "connect" (a TCP/UDP connect), "lookup" (a host name resolution, recorded only
-    when blocked) or "send" (a datagram sent to an address); ``reason`` says why it was
-    allowed or blocked ("loopback", "offline mode is on", "online").
+    ``kind`` is "connect" (a TCP/UDP connect), "lookup" (a host name resolution, allowed or
+    blocked), "send" (a datagram sent to an address) or "request" (refused by Hearth's own
+    code before any socket); ``reason`` says why it was allowed or blocked ("loopback",
+    "loopback name, answered locally", "offline mode is on", "online").
     """
 
     when: float  # time.time()

@@ -4,7 +4,10 @@ and the server-sent events of a streamed reply.
 
 Every request is refused up front in offline mode unless the server is on this machine
 (loopback, which the socket guard allows too), and every connection is tagged
-"remote engine" in the network log.
+"remote engine" in the network log. A user name and password in the address are sent as
+HTTP Basic auth and never kept in ``base_url``. Redirects are followed only within the
+server's origin (scheme, host, port): a redirect elsewhere is refused before anything is
+sent there, so a 307/308 can never carry a chat (or the key) to another server.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import httpx2
 from app.network import feature, is_offline, record_refusal
 from app.network.guard import is_loopback
 from app.remote.errors import RemoteError, describe, offline_error, status_error
-from app.remote.urls import normalize_base_url
+from app.remote.urls import Login, normalize_base_url, origin, origin_text, split_login
 
 FEATURE = "remote engine"
 CONNECT_TIMEOUT_S = 10.0
@@ -78,22 +81,41 @@ class _CancelWatch:
 
 
 class OpenAIClient:
-    """One server's ``/v1`` API. ``base_url`` may or may not end in ``/v1``."""
+    """One server's ``/v1`` API. ``base_url`` may or may not end in ``/v1``; a user name
+    and password in it (or ``login``, which wins) go out as HTTP Basic auth, which then
+    replaces the ``api_key``'s Bearer header (one Authorization header per request)."""
 
     def __init__(self, base_url: str, api_key: str | None = None, *,
+                 login: Login | None = None,
                  connect_timeout_s: float = CONNECT_TIMEOUT_S,
                  read_timeout_s: float = READ_TIMEOUT_S) -> None:
-        self.base_url = normalize_base_url(base_url)
+        clean, in_url = split_login(base_url)
+        self.base_url = normalize_base_url(clean)
         self.read_timeout_s = read_timeout_s
+        login = login or in_url
         headers = {"Accept": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         self._http = httpx2.Client(
             headers=headers,
+            auth=httpx2.BasicAuth(*login) if login else None,
             timeout=httpx2.Timeout(read_timeout_s, connect=connect_timeout_s),
             follow_redirects=True,
+            event_hooks={"request": [self._same_origin]},
             trust_env=False,  # never send a chat through a proxy the user did not pick
         )
+
+    def _same_origin(self, request: httpx2.Request) -> None:
+        """Every request, redirects included, runs before it is sent: one that leaves the
+        server's origin is refused (nothing is sent to the other server)."""
+        target = str(request.url)
+        if origin(target) != origin(self.base_url):
+            raise RemoteError(
+                f"The remote engine at {self.base_url} redirected the request to another "
+                f"server ({origin_text(target)}); Hearth follows redirects only within the "
+                "same server, so nothing was sent there.", kind="redirect",
+                hint=f"If that server is the right one, add it with its own address "
+                     f"({origin_text(target)}).")
 
     @property
     def is_local(self) -> bool:

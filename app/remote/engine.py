@@ -91,7 +91,7 @@ class RemoteEngine:
             raise RemoteError(f"There is no remote engine “{source_id}” any more (it was "
                               "removed).", kind="missing", hint="Add it again or pick another "
                               "model.")
-        client = OpenAIClient(source.base_url, store.api_key(source))
+        client = OpenAIClient(source.base_url, store.api_key(source), login=store.login(source))
         try:
             listed = fetch_models(client)
         except RemoteError as exc:

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import ssl
 from urllib.parse import urlsplit
@@ -16,13 +17,21 @@ from urllib.parse import urlsplit
 from app.errors import HearthError
 from app.network import OfflineBlockedError
 
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/?#@\s]*@")
+
+
+def redact(text: str) -> str:
+    """``text`` with the ``user:password@`` of every address in it taken out."""
+    return _USERINFO.sub(r"\1", text)
+
 
 class RemoteError(HearthError):
-    """A remote engine could not be used; ``kind`` says which way it failed."""
+    """A remote engine could not be used; ``kind`` says which way it failed. Its sentence
+    and hint never show a password that was in an address (``redact``)."""
 
     def __init__(self, message: str, *, kind: str, hint: str | None = None,
                  status: int | None = None) -> None:
-        super().__init__(message, hint=hint)
+        super().__init__(redact(message), hint=redact(hint) if hint else hint)
         self.kind = kind
         self.status = status
 

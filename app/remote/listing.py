@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from app.remote.errors import RemoteError
 from app.remote.models import context_length_of, fetch_models
 from app.remote.sources import RemoteSource, SourceStore
+from app.remote.urls import Login
 
 
 @dataclass(frozen=True)
@@ -41,16 +42,17 @@ def _typed(source: RemoteSource) -> tuple[RemoteModel, ...]:
                  for m in source.models)
 
 
-def _client(url: str, api_key: str | None):
+def _client(url: str, api_key: str | None, login: Login | None = None):
     """An ``OpenAIClient`` (imported here: httpx2 costs ~60 ms, and the chat window imports
     this module before it can paint)."""
     from app.remote.client import OpenAIClient
 
-    return OpenAIClient(url, api_key)
+    return OpenAIClient(url, api_key, login=login)
 
 
-def list_source(source: RemoteSource, api_key: str | None) -> SourceListing:
-    client = _client(source.base_url, api_key)
+def list_source(source: RemoteSource, api_key: str | None,
+                login: Login | None = None) -> SourceListing:
+    client = _client(source.base_url, api_key, login)
     try:
         entries = fetch_models(client)
     except RemoteError as exc:
@@ -70,7 +72,7 @@ def list_source(source: RemoteSource, api_key: str | None) -> SourceListing:
 
 
 def list_all(store: SourceStore) -> list[SourceListing]:
-    return [list_source(s, store.api_key(s)) for s in store.list()]
+    return [list_source(s, store.api_key(s), store.login(s)) for s in store.list()]
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.network.guard import is_loopback
+from app.network.guard import is_loopback, is_loopback_address
 from app.server.errors import ServerConfigError
 
 DEFAULT_HOST = "127.0.0.1"
@@ -62,7 +62,7 @@ class ServerConfig:
     def validate(self) -> ServerConfig:
         """Raise ``ServerConfigError`` with a sentence when the settings are unsafe or
         impossible; returns self."""
-        if not is_loopback(self.host) and not self.api_keys:
+        if not is_loopback_address(self.host) and not self.api_keys:
             raise ServerConfigError(
                 f"Hearth will not serve on {self.host} without an API key: anyone who can "
                 "reach this machine could use the model.",

@@ -433,11 +433,14 @@ class ModelController(QObject):
         return self.remote_store().list()
 
     def add_remote(self, name: str, url: str, key: str | None = None,
-                   models: list[str] | tuple[str, ...] = ()) -> RemoteSource | None:
+                   models: list[str] | tuple[str, ...] = (), *,
+                   cleartext_ok: bool = False) -> RemoteSource | None:
         """Save a remote engine (its key in the OS keyring, or the labelled fallback file),
-        then list its models. ``models``: ids to offer when it has no /v1/models."""
+        then list its models. ``models``: ids to offer when it has no /v1/models;
+        ``cleartext_ok``: the user agreed to plain http:// to another machine."""
         try:
-            source = self.remote_store().add(name, url, key, models)
+            source = self.remote_store().add(name, url, key, models,
+                                             cleartext_ok=cleartext_ok)
         except RemoteError as exc:
             self.bridge.report(exc)
             return None

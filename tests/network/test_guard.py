@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from app.network import OfflineBlockedError, feature, install_guard, uninstall_guard
-from app.network.guard import is_loopback
+from app.network.guard import LOCAL_ANSWER, is_loopback
 
 DOC_ADDRESS = "192.0.2.1"  # TEST-NET-1: documentation only, never routed
 
@@ -94,7 +94,8 @@ def test_offline_keeps_loopback_working(offline, tripwire, listener):
     assert tripwire == []
     entries = offline.log.entries()
     assert entries
-    assert all(e.allowed and e.reason == "loopback" for e in entries)
+    assert all(e.allowed and e.reason in ("loopback", LOCAL_ANSWER) for e in entries)
+    assert ("localhost", "lookup", LOCAL_ANSWER) in [(e.host, e.kind, e.reason) for e in entries]
     assert f"127.0.0.1:{listener}" in [e.target for e in entries]
 
 

@@ -3,12 +3,14 @@
 It streams ``/v1/chat/completions`` as server-sent events in chunked HTTP/1.1 the way vLLM
 (``reasoning_content`` deltas, a role-only first delta, a usage-only last event) and
 llama-server (``reasoning`` field, usage on the finishing event) do, and can be told to
-die mid-stream, stall, answer 401, omit usage, lack ``/v1/models``, ignore ``stream``, or
-refuse non-OpenAI sampling options. Every request's path, headers and JSON body is kept.
+die mid-stream, stall, answer 401, ask for HTTP Basic auth, redirect, omit usage, lack
+``/v1/models``, ignore ``stream``, or refuse non-OpenAI sampling options. Every request's
+path, headers and JSON body is kept.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -26,6 +28,9 @@ class StubConfig:
     models: list[str] | None = field(default_factory=lambda: ["stub-model"])  # None: 404
     max_model_len: int | None = 4096
     api_key: str | None = None  # required bearer key; None: anything goes
+    login: tuple[str, str] | None = None  # required HTTP Basic user and password
+    # (path prefix, replacement, status): a request under the prefix is redirected there
+    redirect: tuple[str, str, int] | None = None
     tokens: list[str] = field(default_factory=lambda: ["Hello", ",", " world", "!"])
     reasoning: list[str] = field(default_factory=list)
     style: str = "vllm"  # or "llamacpp"
@@ -106,9 +111,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(raw)
 
+    def _redirected(self) -> bool:
+        rule = self.owner.config.redirect
+        if rule is None or not self.path.startswith(rule[0]):
+            return False
+        self.send_response(rule[2])
+        self.send_header("Location", rule[1] + self.path[len(rule[0]):])
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        return True
+
     def _authorized(self) -> bool:
-        key = self.owner.config.api_key
-        if key is None or self.headers.get("Authorization") == f"Bearer {key}":
+        key, login = self.owner.config.api_key, self.owner.config.login
+        sent = self.headers.get("Authorization")
+        if login is not None:
+            basic = base64.b64encode(":".join(login).encode()).decode()
+            if sent == f"Basic {basic}":
+                return True
+        elif key is None or sent == f"Bearer {key}":
             return True
         self._json(401, {"error": {"message": "Invalid API key", "type": "auth_error"}})
         return False
@@ -127,7 +147,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self._record(None)
-        if not self._authorized():
+        if self._redirected() or not self._authorized():
             return
         config = self.owner.config
         if self.path == "/v1/models" and config.models is not None:
@@ -142,7 +162,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"null")
         self._record(body)
-        if not self._authorized():
+        if self._redirected() or not self._authorized():
             return
         config = self.owner.config
         if self.path == "/tokenize" and config.tokenize:

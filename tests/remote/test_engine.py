@@ -186,7 +186,7 @@ def offline_guard():
 
 
 def test_offline_mode_blocks_other_machines_and_logs_it(offline_guard, stub):
-    source = SourceStore().add("Far", "http://192.0.2.10:8000/v1")
+    source = SourceStore().add("Far", "http://192.0.2.10:8000/v1", cleartext_ok=True)
     with pytest.raises(RemoteError) as caught:
         RemoteEngine.load(source.target("m"))
     assert caught.value.kind == "offline"

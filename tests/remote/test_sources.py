@@ -18,7 +18,7 @@ from app.remote.sources import SOURCES_NAME, SourceStore, parse_target, remote_k
 
 def test_sources_persist_and_the_key_goes_to_the_keyring(memory_keyring):
     store = SourceStore()
-    source = store.add("GPU box", "http://10.0.0.5:8000/v1/", "sk-secret")
+    source = store.add("GPU box", "http://10.0.0.5:8000/v1/", "sk-secret", cleartext_ok=True)
     assert source.base_url == "http://10.0.0.5:8000"
     assert source.id == "gpu-box" and source.key_place == "keyring"
     assert memory_keyring.secrets == {(SERVICE, "gpu-box"): "sk-secret"}

@@ -4,6 +4,8 @@ failed with the reason), offline mode, and no chat sent to a remote nobody picke
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from PySide6.QtCore import Qt
 
@@ -112,7 +114,8 @@ def test_offline_mode_blocks_a_remote_on_another_machine(remote_app, qtbot):
     set_offline(True)
     try:
         with qtbot.waitSignal(app.models.remotes_listed, timeout=5000) as listed:
-            source = app.models.add_remote("Far", "http://192.0.2.10:8000/v1")
+            source = app.models.add_remote("Far", "http://192.0.2.10:8000/v1",
+                                           cleartext_ok=True)
         (listing,) = listed.args[0]
         assert listing.models == () and "offline mode is on" in listing.error
         with qtbot.waitSignal(app.controller.model_load_failed, timeout=5000) as failed:
@@ -150,3 +153,32 @@ def test_remote_models_appear_in_the_model_picker_marked_remote_and_load_from_it
     assert app.controller.model_info.path == "remote:stub/other"
     assert picker.currentText() == "other · Stub (remote)"
     assert stub.chats == []  # loading lists the model; nothing is sent until the user writes
+
+
+def test_a_login_in_the_address_reaches_neither_history_nor_exports(remote_app, tmp_path):
+    secret = "Hunter2-Sekrit"
+    server = OpenAIStub(StubConfig(login=("alice", secret))).start()
+    try:
+        app = remote_app
+        url = server.url.replace("http://", f"http://alice:{secret}@")
+        with app.qtbot.waitSignal(app.models.remotes_listed, timeout=5000) as listed:
+            source = app.models.add_remote("", url)
+        (listing,) = listed.args[0]
+        assert listing.error is None and [m.model_id for m in listing.models] == ["stub-model"]
+        pick(app, listing.models[0].target)
+        app.send("hello remote")
+        assert app.rows()[-1] == ("assistant", "Hello, world!", "complete")
+        info = app.controller.model_info
+        shown = " ".join([info.name, info.provider_summary, *info.provider_reasons.values(),
+                          app.window.status.provider_label.text(),
+                          app.window.status.provider_label.toolTip()])
+        assert server.url.removesuffix("/v1") in " ".join(info.provider_reasons.values())
+        assert app.controller.export_conversation(tmp_path / "chat.json", "json")
+        assert app.controller.export_conversation(tmp_path / "chat.md", "markdown")
+        stored = app.history.messages(app.controller.current_id)[-1]
+        for text in (shown, json.dumps(stored.provenance), source.name,
+                     (tmp_path / "chat.json").read_text(encoding="utf-8"),
+                     (tmp_path / "chat.md").read_text(encoding="utf-8")):
+            assert secret not in text and "alice" not in text
+    finally:
+        server.stop()

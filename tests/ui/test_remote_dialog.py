@@ -9,8 +9,10 @@ from keyring.backends import fail
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLineEdit
 
+from app.network import NetworkLog, install_guard, set_offline, uninstall_guard
 from app.remote.sources import REMOTE_SERVICE as SERVICE
 from app.ui.remote_dialog import RemoteEngineDialog
+from tests.network.tripwire import install_tripwire
 from tests.remote.openai_stub import OpenAIStub, StubConfig
 
 
@@ -88,3 +90,46 @@ def test_without_a_keyring_the_dialog_says_the_key_is_stored_unencrypted(make_ap
         keyring.set_keyring(previous)
     assert "No system keyring is available" in box.key_note.text()
     assert "NOT encrypted" in box.key_note.text()
+
+
+def test_plain_http_to_another_machine_waits_for_the_tick(dialog, monkeypatch):
+    app, box = dialog
+    uninstall_guard()
+    reached = install_tripwire(monkeypatch)  # nothing may leave this machine
+    install_guard(NetworkLog(capacity=20), offline=False)
+    set_offline(True)  # the listing after Add is refused up front, no socket opened
+    try:
+        fill(app.qtbot, box, "Far", "http://192.0.2.1:8000/v1", "sk-far")
+        assert box.url_note.isVisible() and "unencrypted" in box.url_note.text()
+        assert box.cleartext_ok.isVisible() and not box.cleartext_ok.isChecked()
+        assert not box.add_button.isEnabled() and not box.test_button.isEnabled()
+        box.on_add_clicked()  # even if asked directly, it does not save
+        assert box.isVisible() and app.models.remote_sources() == []
+        assert "Send over plain http:// anyway" in box.result.text()
+        box.cleartext_ok.setChecked(True)
+        assert box.add_button.isEnabled() and box.test_button.isEnabled()
+        with app.qtbot.waitSignal(app.models.remotes_listed, timeout=5000):
+            box.add_button.click()
+        assert not box.isVisible()
+        assert [s.base_url for s in app.models.remote_sources()] == ["http://192.0.2.1:8000"]
+    finally:
+        set_offline(False)
+        uninstall_guard()
+    assert reached == []
+
+
+def test_https_and_this_machine_need_no_tick_and_a_login_is_said_to_be_kept_apart(dialog):
+    app, box = dialog
+    for url in ("https://gpu.example.org/v1", "http://127.0.0.1:8000/v1",
+                "http://localhost:8000/v1"):
+        fill(app.qtbot, box, "x", url)
+        assert not box.cleartext_ok.isVisible() and box.add_button.isEnabled()
+        assert not box.url_note.isVisible()
+    fill(app.qtbot, box, "x", "https://alice:pw@gpu.example.org/v1")
+    assert box.url_note.isVisible() and "kept with the API keys" in box.url_note.text()
+
+
+def test_a_refused_add_of_plain_http_saves_nothing(make_app):
+    app = make_app()
+    assert app.models.add_remote("Far", "http://192.0.2.1:8000/v1", "sk-far") is None
+    assert app.models.remote_sources() == []
