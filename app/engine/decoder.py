@@ -128,6 +128,10 @@ class Decoder:
         self._input_limit = context_length + MAX_PREFILL_CHUNK
         self._mask = np.ones((1, 0), dtype=np.int64)
         self._positions = np.zeros((1, 0), dtype=np.int64)
+        #: What the first position's id is: 0, or 1 for graphs that count from one (Gemma 3
+        #: exports that build their causal mask from ``position_ids``; app/engine/positions.py
+        #: decides it from the graph). ``set_position_offset`` changes it.
+        self.position_offset = 0
         self._reserve(min(INITIAL_INPUT_POSITIONS, self._input_limit))
         # A decode step's one input id lives in this array; ORT reads it in place, so a step
         # writes the id and binds nothing new.
@@ -194,7 +198,16 @@ class Decoder:
             return
         size = min(max(needed, 2 * size), self._input_limit)
         self._mask = np.ones((1, size), dtype=np.int64)
-        self._positions = np.arange(size, dtype=np.int64)[None, :]
+        self._positions = np.arange(self.position_offset, self.position_offset + size,
+                                    dtype=np.int64)[None, :]
+
+    def set_position_offset(self, offset: int) -> None:
+        """Feed position ``offset + i`` for the cache's position ``i`` from now on."""
+        self.position_offset = offset
+        size = self._positions.shape[1]
+        self._positions = np.arange(offset, offset + size, dtype=np.int64)[None, :]
+        self._steady_tensors = None
+        self._pair_tensors = None
 
     @property
     def supports_sliding_window(self) -> bool:
@@ -504,7 +517,8 @@ class Decoder:
             if start + count <= self._positions.shape[1]:
                 positions = self._positions[:, start : start + count]
             else:  # sliding windows keep absolute positions past the context length
-                positions = np.arange(start, start + count, dtype=np.int64)[None, :]
+                first = start + self.position_offset
+                positions = np.arange(first, first + count, dtype=np.int64)[None, :]
             io.bind_cpu_input(graph.position_ids, positions)
         rows = count if not self._last_only or all_rows else 1
         if self._keep_input is not None and lane.keep_bound != rows:
