@@ -57,6 +57,8 @@ class PrefillStopped(Exception):
 #: row and a verify step (``Decoder.verify``) one per fed token; the decoder binds 1 except
 #: for verify steps.
 LOGITS_TO_KEEP = "num_logits_to_keep"
+#: Every name that input goes by (transformers renamed it ``logits_to_keep`` in 4.50).
+LOGITS_TO_KEEP_NAMES = (LOGITS_TO_KEEP, "logits_to_keep")
 
 
 class _Binding:
@@ -103,7 +105,7 @@ class Decoder:
         position's logits and KV never depend on whether a cache held it: a reply is the same
         with or without the prompt cache. False is the faster inexact mode."""
         # A graph with ``logits_to_keep`` returns the last position only unless told more.
-        keep = next((i for i in session.get_inputs() if i.name == LOGITS_TO_KEEP), None)
+        keep = next((i for i in session.get_inputs() if i.name in LOGITS_TO_KEEP_NAMES), None)
         self._keep_input = None if keep is None else keep.name
         self._keep_shape = (1,) if keep is not None and keep.shape else ()
         self._main = _Binding(session, device, self._keep_shape)
@@ -166,6 +168,11 @@ class Decoder:
         self._pair_logits_value: ort.OrtValue | None = None
         self._pair_tensors: list | None = None
         self._pair_limit = 0
+        # ``use_cache_branch``'s two values ([False], [True]; ORT reads them in place)
+        branch = next((i for i in session.get_inputs() if i.name == graph.use_cache_branch),
+                      None)
+        shape = (1,) if branch is not None and branch.shape else ()
+        self._cache_branch = (np.zeros(shape, dtype=bool), np.ones(shape, dtype=bool))
 
     @property
     def session(self) -> ort.InferenceSession:
@@ -322,7 +329,8 @@ class Decoder:
         """Whether a one-token step on ``cache`` can run as two rows: the graph writes the KV
         in place (cutting the scratch row off is free) and one more position fits."""
         return (cache.steady_step and cache.window is None and not cache.feeds_whole_sequence
-                and cache.kv_length + 2 <= self.context_length)
+                and cache.kv_length + 2 <= self.context_length
+                and (self.graph.use_cache_branch is None or cache.kv_length > 0))
 
     def _pair_step(self, cache: KVCache, token: int, guess: int | None = None) -> np.ndarray:
         """``step`` as two rows, kept bound between steps like the one-row steady step: per
@@ -368,6 +376,8 @@ class Decoder:
             main.keep_bound = 2
         io.bind_ortvalue_output(graph.logits, self._pair_logits_value)
         main.logits_bound = False
+        if graph.use_cache_branch:  # a pair step always follows a past (``_pairs_fit``)
+            io.bind_cpu_input(graph.use_cache_branch, self._cache_branch[1])
         if cache.tensors is not main.tensors:
             cache.bind(io, main.bind_input, main.bind_output)
             main.tensors = cache.tensors
@@ -511,6 +521,8 @@ class Decoder:
         self._reserve(max(total, min(cache.capacity, self.context_length)))
         if graph.attention_mask:
             io.bind_cpu_input(graph.attention_mask, self._mask[:, :total])
+        if graph.use_cache_branch:  # Optimum's merged decoder: the past branch once there is one
+            io.bind_cpu_input(graph.use_cache_branch, self._cache_branch[past > 0])
         if graph.position_ids:
             start = cache.next_position
             self._reserve(min(start + count, self._input_limit))
@@ -541,7 +553,8 @@ class Decoder:
         outputs = lane.read_outputs() if (rebinds or target is None) else ()
         cache.commit(outputs[1:] if rebinds else (), new)
         if (count == 1 and target is not None and graph.attention_mask is not None
-                and cache.steady_step and self.embedder is None):
+                and cache.steady_step and self.embedder is None
+                and (graph.use_cache_branch is None or past > 0)):
             self._steady_tensors = tensors
             self._steady_limit = min(cache.capacity, self._mask.shape[1])
         if all_rows:

@@ -49,7 +49,7 @@ _STATE_NAME_PATTERNS = (
 
 _KNOWN_INPUTS = {"input_ids", "attention_mask", "position_ids"}
 # Inputs some exports carry that we can feed with a constant.
-_OPTIONAL_INPUTS = {"num_logits_to_keep", "use_cache_branch"}
+_OPTIONAL_INPUTS = {"num_logits_to_keep", "logits_to_keep", "use_cache_branch"}
 #: Operators that multiply by quantized weights (op types, any domain).
 QUANTIZED_MATMULS = frozenset({"MatMulNBits", "MatMulInteger", "DynamicQuantizeMatMul",
                                "MatMulIntegerToFloat", "QLinearMatMul"})
@@ -240,6 +240,7 @@ def inspect_graph(
         state_tensors=state_tensors,
         embedded_inputs=embedded,
         quantized_matmuls=bool(QUANTIZED_MATMULS & op_types),
+        use_cache_branch="use_cache_branch" if "use_cache_branch" in by_input else None,
     )
 
 

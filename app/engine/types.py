@@ -226,6 +226,9 @@ class GraphInfo:
     #: Weight matmuls on quantized kernels (MatMulNBits, MatMulInteger, …): their
     #: rounding depends on how many rows a step runs and grows over the layers.
     quantized_matmuls: bool = False
+    #: Optimum's merged decoders (``decoder_model_merged*.onnx``): the bool input that says
+    #: whether the past is used (False on the first pass, with no past; True afterwards).
+    use_cache_branch: str | None = None
 
 
 @dataclass(frozen=True)
