@@ -82,6 +82,7 @@ class Engine:
             name_overrides=spec.io_names,
             kv_geometry_hint=spec.kv_geometry,
             embed_session=embed_session,
+            share_buffer=spec.share_buffer,
         )
         self.decoder = Decoder(
             session,

@@ -102,8 +102,13 @@ def inspect_graph(
     name_overrides: dict[str, str] | None = None,
     kv_geometry_hint: tuple[int, int] | None = None,
     embed_outputs: Sequence[str] = (),
+    share_buffer: bool | None = None,
 ) -> GraphInfo:
     """Describe a decoder graph from its I/O and the set of op types it uses.
+
+    ``share_buffer``: genai_config's ``past_present_share_buffer``. A GroupQueryAttention
+    graph takes the shared-buffer path unless it is False: the rebind path then keeps past
+    and present apart, as onnxruntime-genai does (GQA reads a past of any length).
 
     ``embed_outputs``: the outputs of the split layout's embedding graph (``inputs_embeds``
     …); the decoder inputs among them are fed from it instead of ``input_ids``.
@@ -223,7 +228,7 @@ def inspect_graph(
     elif not kv_layers:
         path = "none"
     else:
-        path = "shared" if uses_gqa else "rebind"
+        path = "shared" if uses_gqa and share_buffer is not False else "rebind"
     logits = by_output[names["logits"]]
     logits_dtype = _ORT_TYPES.get(logits.type, "float32")
     return GraphInfo(
@@ -280,6 +285,7 @@ def describe_session(
     name_overrides: dict[str, str] | None = None,
     kv_geometry_hint: tuple[int, int] | None = None,
     embed_session=None,
+    share_buffer: bool | None = None,
 ) -> GraphInfo:
     """GraphInfo for a live ``onnxruntime.InferenceSession`` (and the split layout's
     embedding session, whose outputs feed the decoder)."""
@@ -294,4 +300,5 @@ def describe_session(
         kv_geometry_hint=kv_geometry_hint,
         embed_outputs=() if embed_session is None
         else tuple(o.name for o in embed_session.get_outputs()),
+        share_buffer=share_buffer,
     )

@@ -266,6 +266,9 @@ class ModelSpec:
     #: app/engine/prompt_session.py decides from, without reading the file again
     matmul_nbits: dict = field(default_factory=dict)
     model_bytes: int = 0
+    #: genai_config's ``search.past_present_share_buffer`` (None: not said). False keeps a
+    #: GroupQueryAttention graph's past and present apart (the rebind path).
+    share_buffer: bool | None = None
 
 
 @dataclass(frozen=True)
