@@ -8,7 +8,8 @@ dtype from the past input. Layers may differ in geometry.
 Hybrid recurrent models (LFM2, Qwen3.5 / Qwen3-Next text) also carry fixed-size states for their
 convolution and linear-attention layers; transformers.js / optimum exports name them
 ``past_conv.N`` → ``present_conv.N`` and ``past_recurrent.N`` → ``present_recurrent.N`` (the
-``past_key_values.N.conv_state`` → ``present.N.conv_state`` spelling is read too). Their
+``past_key_values.N.conv_state`` → ``present.N.conv_state`` spelling is read too, and
+onnxruntime-genai's builder writes ``past.N.conv`` / ``past.N.recurrent`` → ``present.N.*``). Their
 decode path is "recurrent": the state cannot be cut back (see ``kv_cache.RecurrentCache``).
 
 Split exports (Gemma 3 4B+, Gemma 4) feed the decoder ``inputs_embeds`` computed by a separate
@@ -45,6 +46,9 @@ _STATE_NAME_PATTERNS = (
     (re.compile(r"^past_key_values\.(\d+)\.conv_state$"), "present.{i}.conv_state", "conv"),
     (re.compile(r"^past_key_values\.(\d+)\.recurrent_state$"), "present.{i}.recurrent_state",
      "recurrent"),
+    # onnxruntime-genai's model builder (LFM2, Qwen3.5)
+    (re.compile(r"^past\.(\d+)\.conv$"), "present.{i}.conv", "conv"),
+    (re.compile(r"^past\.(\d+)\.recurrent$"), "present.{i}.recurrent", "recurrent"),
 )
 
 _KNOWN_INPUTS = {"input_ids", "attention_mask", "position_ids"}
