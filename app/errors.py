@@ -41,6 +41,18 @@ class DownloadError(HearthError):
     """A download failed; the partial data is kept for resuming when possible."""
 
 
+class GatedError(DownloadError):
+    """The Hub refused a file or listing with 401 / 403: the repo is gated (or private).
+    ``repo`` (None when the URL names none) and ``status`` let the app offer the licence page
+    and the token setting."""
+
+    def __init__(self, message: str, *, repo: str | None, status: int,
+                 hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.repo = repo
+        self.status = status
+
+
 class DiskFullError(HearthError):
     """Not enough free disk space for the operation."""
 

@@ -57,6 +57,8 @@ class PrefillStopped(Exception):
 #: row and a verify step (``Decoder.verify``) one per fed token; the decoder binds 1 except
 #: for verify steps.
 LOGITS_TO_KEEP = "num_logits_to_keep"
+#: Every name that input goes by (transformers renamed it ``logits_to_keep`` in 4.50).
+LOGITS_TO_KEEP_NAMES = (LOGITS_TO_KEEP, "logits_to_keep")
 
 
 class _Binding:
@@ -103,7 +105,7 @@ class Decoder:
         position's logits and KV never depend on whether a cache held it: a reply is the same
         with or without the prompt cache. False is the faster inexact mode."""
         # A graph with ``logits_to_keep`` returns the last position only unless told more.
-        keep = next((i for i in session.get_inputs() if i.name == LOGITS_TO_KEEP), None)
+        keep = next((i for i in session.get_inputs() if i.name in LOGITS_TO_KEEP_NAMES), None)
         self._keep_input = None if keep is None else keep.name
         self._keep_shape = (1,) if keep is not None and keep.shape else ()
         self._main = _Binding(session, device, self._keep_shape)
@@ -128,6 +130,10 @@ class Decoder:
         self._input_limit = context_length + MAX_PREFILL_CHUNK
         self._mask = np.ones((1, 0), dtype=np.int64)
         self._positions = np.zeros((1, 0), dtype=np.int64)
+        #: What the first position's id is: 0, or 1 for graphs that count from one (Gemma 3
+        #: exports that build their causal mask from ``position_ids``; app/engine/positions.py
+        #: decides it from the graph). ``set_position_offset`` changes it.
+        self.position_offset = 0
         self._reserve(min(INITIAL_INPUT_POSITIONS, self._input_limit))
         # A decode step's one input id lives in this array; ORT reads it in place, so a step
         # writes the id and binds nothing new.
@@ -162,6 +168,11 @@ class Decoder:
         self._pair_logits_value: ort.OrtValue | None = None
         self._pair_tensors: list | None = None
         self._pair_limit = 0
+        # ``use_cache_branch``'s two values ([False], [True]; ORT reads them in place)
+        branch = next((i for i in session.get_inputs() if i.name == graph.use_cache_branch),
+                      None)
+        shape = (1,) if branch is not None and branch.shape else ()
+        self._cache_branch = (np.zeros(shape, dtype=bool), np.ones(shape, dtype=bool))
 
     @property
     def session(self) -> ort.InferenceSession:
@@ -194,7 +205,16 @@ class Decoder:
             return
         size = min(max(needed, 2 * size), self._input_limit)
         self._mask = np.ones((1, size), dtype=np.int64)
-        self._positions = np.arange(size, dtype=np.int64)[None, :]
+        self._positions = np.arange(self.position_offset, self.position_offset + size,
+                                    dtype=np.int64)[None, :]
+
+    def set_position_offset(self, offset: int) -> None:
+        """Feed position ``offset + i`` for the cache's position ``i`` from now on."""
+        self.position_offset = offset
+        size = self._positions.shape[1]
+        self._positions = np.arange(offset, offset + size, dtype=np.int64)[None, :]
+        self._steady_tensors = None
+        self._pair_tensors = None
 
     @property
     def supports_sliding_window(self) -> bool:
@@ -309,7 +329,8 @@ class Decoder:
         """Whether a one-token step on ``cache`` can run as two rows: the graph writes the KV
         in place (cutting the scratch row off is free) and one more position fits."""
         return (cache.steady_step and cache.window is None and not cache.feeds_whole_sequence
-                and cache.kv_length + 2 <= self.context_length)
+                and cache.kv_length + 2 <= self.context_length
+                and (self.graph.use_cache_branch is None or cache.kv_length > 0))
 
     def _pair_step(self, cache: KVCache, token: int, guess: int | None = None) -> np.ndarray:
         """``step`` as two rows, kept bound between steps like the one-row steady step: per
@@ -355,6 +376,8 @@ class Decoder:
             main.keep_bound = 2
         io.bind_ortvalue_output(graph.logits, self._pair_logits_value)
         main.logits_bound = False
+        if graph.use_cache_branch:  # a pair step always follows a past (``_pairs_fit``)
+            io.bind_cpu_input(graph.use_cache_branch, self._cache_branch[1])
         if cache.tensors is not main.tensors:
             cache.bind(io, main.bind_input, main.bind_output)
             main.tensors = cache.tensors
@@ -498,13 +521,16 @@ class Decoder:
         self._reserve(max(total, min(cache.capacity, self.context_length)))
         if graph.attention_mask:
             io.bind_cpu_input(graph.attention_mask, self._mask[:, :total])
+        if graph.use_cache_branch:  # Optimum's merged decoder: the past branch once there is one
+            io.bind_cpu_input(graph.use_cache_branch, self._cache_branch[past > 0])
         if graph.position_ids:
             start = cache.next_position
             self._reserve(min(start + count, self._input_limit))
             if start + count <= self._positions.shape[1]:
                 positions = self._positions[:, start : start + count]
             else:  # sliding windows keep absolute positions past the context length
-                positions = np.arange(start, start + count, dtype=np.int64)[None, :]
+                first = start + self.position_offset
+                positions = np.arange(first, first + count, dtype=np.int64)[None, :]
             io.bind_cpu_input(graph.position_ids, positions)
         rows = count if not self._last_only or all_rows else 1
         if self._keep_input is not None and lane.keep_bound != rows:
@@ -527,7 +553,8 @@ class Decoder:
         outputs = lane.read_outputs() if (rebinds or target is None) else ()
         cache.commit(outputs[1:] if rebinds else (), new)
         if (count == 1 and target is not None and graph.attention_mask is not None
-                and cache.steady_step and self.embedder is None):
+                and cache.steady_step and self.embedder is None
+                and (graph.use_cache_branch is None or past > 0)):
             self._steady_tensors = tensors
             self._steady_limit = min(cache.capacity, self._mask.shape[1])
         if all_rows:

@@ -29,6 +29,7 @@ from app.engine.huge_pages import HugePageReport, back_with_huge_pages
 from app.engine.kv_cache import KVCache
 from app.engine.kv_snapshot import SnapshotStore, model_fingerprint
 from app.engine.package import read_model_folder
+from app.engine.positions import probe_position_offset
 from app.engine.prompt_session import PromptSessionPlan, plan_prompt_session
 from app.engine.providers import create_prompt_session, create_session
 from app.engine.reasoning import (
@@ -84,6 +85,7 @@ class Engine:
             name_overrides=spec.io_names,
             kv_geometry_hint=spec.kv_geometry,
             embed_session=embed_session,
+            share_buffer=spec.share_buffer,
         )
         self.decoder = Decoder(
             session,
@@ -93,6 +95,8 @@ class Engine:
             embedder=None if embed_session is None else Embedder(embed_session, device),
             exact=exact,
         )
+        # Gemma 3 exports count positions from 1: the graph decides (app/engine/positions.py)
+        self.decoder.set_position_offset(probe_position_offset(self.decoder))
         #: whether long prompts get their own session (``open_prompt_session`` opens it),
         #: and the sentence the model's details show
         self.prompt_plan = PromptSessionPlan(False, "")

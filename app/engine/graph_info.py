@@ -8,7 +8,8 @@ dtype from the past input. Layers may differ in geometry.
 Hybrid recurrent models (LFM2, Qwen3.5 / Qwen3-Next text) also carry fixed-size states for their
 convolution and linear-attention layers; transformers.js / optimum exports name them
 ``past_conv.N`` → ``present_conv.N`` and ``past_recurrent.N`` → ``present_recurrent.N`` (the
-``past_key_values.N.conv_state`` → ``present.N.conv_state`` spelling is read too). Their
+``past_key_values.N.conv_state`` → ``present.N.conv_state`` spelling is read too, and
+onnxruntime-genai's builder writes ``past.N.conv`` / ``past.N.recurrent`` → ``present.N.*``). Their
 decode path is "recurrent": the state cannot be cut back (see ``kv_cache.RecurrentCache``).
 
 Split exports (Gemma 3 4B+, Gemma 4) feed the decoder ``inputs_embeds`` computed by a separate
@@ -45,11 +46,14 @@ _STATE_NAME_PATTERNS = (
     (re.compile(r"^past_key_values\.(\d+)\.conv_state$"), "present.{i}.conv_state", "conv"),
     (re.compile(r"^past_key_values\.(\d+)\.recurrent_state$"), "present.{i}.recurrent_state",
      "recurrent"),
+    # onnxruntime-genai's model builder (LFM2, Qwen3.5)
+    (re.compile(r"^past\.(\d+)\.conv$"), "present.{i}.conv", "conv"),
+    (re.compile(r"^past\.(\d+)\.recurrent$"), "present.{i}.recurrent", "recurrent"),
 )
 
 _KNOWN_INPUTS = {"input_ids", "attention_mask", "position_ids"}
 # Inputs some exports carry that we can feed with a constant.
-_OPTIONAL_INPUTS = {"num_logits_to_keep", "use_cache_branch"}
+_OPTIONAL_INPUTS = {"num_logits_to_keep", "logits_to_keep", "use_cache_branch"}
 #: Operators that multiply by quantized weights (op types, any domain).
 QUANTIZED_MATMULS = frozenset({"MatMulNBits", "MatMulInteger", "DynamicQuantizeMatMul",
                                "MatMulIntegerToFloat", "QLinearMatMul"})
@@ -102,8 +106,13 @@ def inspect_graph(
     name_overrides: dict[str, str] | None = None,
     kv_geometry_hint: tuple[int, int] | None = None,
     embed_outputs: Sequence[str] = (),
+    share_buffer: bool | None = None,
 ) -> GraphInfo:
     """Describe a decoder graph from its I/O and the set of op types it uses.
+
+    ``share_buffer``: genai_config's ``past_present_share_buffer``. A GroupQueryAttention
+    graph takes the shared-buffer path unless it is False: the rebind path then keeps past
+    and present apart, as onnxruntime-genai does (GQA reads a past of any length).
 
     ``embed_outputs``: the outputs of the split layout's embedding graph (``inputs_embeds``
     …); the decoder inputs among them are fed from it instead of ``input_ids``.
@@ -223,7 +232,7 @@ def inspect_graph(
     elif not kv_layers:
         path = "none"
     else:
-        path = "shared" if uses_gqa else "rebind"
+        path = "shared" if uses_gqa and share_buffer is not False else "rebind"
     logits = by_output[names["logits"]]
     logits_dtype = _ORT_TYPES.get(logits.type, "float32")
     return GraphInfo(
@@ -240,6 +249,7 @@ def inspect_graph(
         state_tensors=state_tensors,
         embedded_inputs=embedded,
         quantized_matmuls=bool(QUANTIZED_MATMULS & op_types),
+        use_cache_branch="use_cache_branch" if "use_cache_branch" in by_input else None,
     )
 
 
@@ -279,6 +289,7 @@ def describe_session(
     name_overrides: dict[str, str] | None = None,
     kv_geometry_hint: tuple[int, int] | None = None,
     embed_session=None,
+    share_buffer: bool | None = None,
 ) -> GraphInfo:
     """GraphInfo for a live ``onnxruntime.InferenceSession`` (and the split layout's
     embedding session, whose outputs feed the decoder)."""
@@ -293,4 +304,5 @@ def describe_session(
         kv_geometry_hint=kv_geometry_hint,
         embed_outputs=() if embed_session is None
         else tuple(o.name for o in embed_session.get_outputs()),
+        share_buffer=share_buffer,
     )

@@ -324,6 +324,8 @@ def _read_genai(root: Path, variant: str | None, *, shared: Path | None = None) 
         ),
         extra_special_tokens=tokens["extra_special_tokens"],
         io_names=_genai_io_names(decoder),
+        share_buffer=share if isinstance(share := search.get("past_present_share_buffer"),
+                                         bool) else None,
         kv_geometry=(heads, head_size)
         if _positive_int(heads) and _positive_int(head_size)
         else None,

@@ -297,6 +297,9 @@ class GraphInfo:
     #: Weight matmuls on quantized kernels (MatMulNBits, MatMulInteger, …): their
     #: rounding depends on how many rows a step runs and grows over the layers.
     quantized_matmuls: bool = False
+    #: Optimum's merged decoders (``decoder_model_merged*.onnx``): the bool input that says
+    #: whether the past is used (False on the first pass, with no past; True afterwards).
+    use_cache_branch: str | None = None
 
 
 @dataclass(frozen=True)
@@ -334,6 +337,9 @@ class ModelSpec:
     #: app/engine/prompt_session.py decides from, without reading the file again
     matmul_nbits: dict = field(default_factory=dict)
     model_bytes: int = 0
+    #: genai_config's ``search.past_present_share_buffer`` (None: not said). False keeps a
+    #: GroupQueryAttention graph's past and present apart (the rebind path).
+    share_buffer: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ from app.models.hub import (
     repo_path_problem,
 )
 from app.models.installed import InstalledModel
+from app.models.repo_graphs import graph_variants, missing_graphs
 from app.models.revision_record import RevisionRecord
 from app.units import format_bytes
 
@@ -393,6 +394,9 @@ class Downloader:
             recorded = RevisionRecord(self.library.root).get(request.repo)
             commit = recorded or self.hub.resolve_revision(request.repo, request.revision)
         listed = self.hub.list_files(request.repo, commit, variant.subfolder)
+        missing = missing_graphs(variant, (f.path for f in listed))
+        if missing:
+            raise _missing_graph_error(request, commit, missing, listed)
         staging = self.staging_folder(request.model_id)
         files = [
             (f, self._confined(staging, f, variant.local_path(f.path)))
@@ -717,6 +721,24 @@ class Downloader:
 
 
 # -- verification ----------------------------------------------------------------------
+
+
+def _missing_graph_error(request: DownloadRequest, commit: str, missing: list[str],
+                         listed: list[RemoteFile]) -> DownloadError:
+    """The refusal for a variant whose graph the repo does not hold (nothing downloaded)."""
+    others = graph_variants(f.path for f in listed)
+    where = f"{request.repo} at {commit[:12]}"
+    sentence = (f"{where} has no {', '.join(missing)}, the graph of the variant "
+                f"'{request.variant.name}', so nothing was downloaded.")
+    if not others:
+        return DownloadError(sentence, hint="The repository holds no ONNX graph Hearth can "
+                             "load; the catalog may be out of date.")
+    offered = ", ".join(f"{precision} ({path})" for precision, path in others)
+    return DownloadError(
+        sentence,
+        hint=f"The repository has these variants: {offered}. Download one with "
+        f"hearth models download {request.repo} --variant {others[0][0]}.",
+    )
 
 
 def _verify(path: Path, remote: RemoteFile) -> tuple[str, str | None]:

@@ -36,7 +36,7 @@ from huggingface_hub.hf_api import ModelInfo, RepoFile
 from huggingface_hub.utils import set_client_factory
 from huggingface_hub.utils._http import default_client_factory  # the client it would build
 
-from app.errors import DownloadError
+from app.errors import DownloadError, GatedError
 from app.memory import total_ram_bytes
 from app.models.runnable import (
     MAX_LISTED_FILES as MAX_SEARCH_FILES,
@@ -572,13 +572,15 @@ class HubClient:
             ) from exc
 
 
-def gated_error(url: str, repo: str | None, status: int) -> DownloadError:
+def gated_error(url: str, repo: str | None, status: int) -> GatedError:
     """The sentence for a 401 / 403 from the Hub: the model is gated (or private), where to
     accept its licence, and where the token goes."""
     page = f"{HUB_SITE}/{repo}" if repo else "the model's Hugging Face page"
-    return DownloadError(
+    return GatedError(
         f"This model is gated: accept its licence at {page} while signed in, then add your "
         f"token in Settings ▸ Models (HTTP {status} from {url}).",
+        repo=repo,
+        status=status,
         hint="Private repositories need a token with read access, too.",
     )
 

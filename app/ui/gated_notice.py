@@ -4,10 +4,14 @@ Gated models download only after the user accepts the licence on the Hugging Fac
 signed in, and with an access token in Hearth's settings. The notice says so, links the
 licence page, and offers "Add a Hugging Face token…", which the dialog's owner connects to the
 settings window. For an entry that is not gated the notice is hidden.
+
+The same notice explains a download the Hub refused with 401 / 403 (:meth:`show_refused`):
+the repo is gated (or private), its licence is accepted on its page, and a token is needed.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from html import escape
 
 from PySide6.QtCore import Qt, Signal
@@ -57,8 +61,45 @@ class GatedNotice(QFrame):
         self.setToolTip(self.entry.license_url or "")
         self.show()
 
+    def show_refused(self, refusal: GatedRefusal) -> None:
+        """Explain a download the Hub refused (HTTP 401 / 403) and ask for a token."""
+        self.entry = None
+        self.message.setText(refused_html(refusal))
+        self.setToolTip(refusal.license_url or refusal.page)
+        self.show()
+
     def on_token_clicked(self) -> None:
         self.token_requested.emit()
+
+
+@dataclass(frozen=True)
+class GatedRefusal:
+    """A download the Hub refused with 401 / 403: which model, and its licence when the
+    catalog names one."""
+
+    name: str
+    repo: str
+    status: int
+    license: str | None = None
+    license_url: str | None = None
+
+    @property
+    def page(self) -> str:
+        return f"{HUB_SITE}/{self.repo}"
+
+
+def refused_html(refusal: GatedRefusal) -> str:
+    """Why the download stopped, the licence (linked) and what to do: accept, add a token."""
+    page = escape(refusal.page, quote=True)
+    licence = escape(refusal.license_url or refusal.page, quote=True)
+    named = escape(refusal.license or "its licence")
+    return (
+        f"<b>{escape(refusal.name)}</b> was not downloaded: the Hugging Face Hub answered "
+        f"HTTP {refusal.status}, because the model is gated (or private). Its authors ask "
+        f'you to accept <a href="{licence}">{named}</a> on <a href="{page}">its Hugging Face '
+        "page</a> while signed in; then add your access token (read access) in Settings ▸ "
+        "Models and download it again."
+    )
 
 
 def notice_html(entry: CatalogEntry) -> str:

@@ -63,6 +63,7 @@ class MainWindow(QMainWindow):
         self.bridge = controller.bridge
         self.crash_dialogs: list[CrashDialog] = []
         self.model_manager = ModelManagerPanel(models, self)
+        self.model_manager.token_requested.connect(self.on_hub_token)
         self.model_manager.setWindowFlag(Qt.WindowType.Window, True)
         self.server = ServerController(controller.host, self)
         self._remote_listings: list = []
@@ -485,6 +486,11 @@ class MainWindow(QMainWindow):
             self.preferences.activateWindow()
         else:
             self.preferences.show()
+
+    def on_hub_token(self) -> None:
+        """A gated notice asked for a Hugging Face token: the settings, at the token field."""
+        self.on_preferences()
+        self.preferences.show_token()
 
     def set_setting(self, key: str, value: object) -> None:
         """Change one setting from a menu or shortcut, apply it and save."""

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
-from app.errors import HearthError
+from app.errors import GatedError, HearthError
 from app.jobs import Job, JobControl, Progress, ProgressReport
 from app.models.catalog import Catalog, CatalogEntry, MachineInfo
 from app.models.gguf.duplicates import AlreadyInstalledError
@@ -34,6 +34,7 @@ from app.remote.sources import RemoteSource, SourceStore, is_remote_target, pars
 from app.secrets import hub_token
 from app.settings import Settings
 from app.ui.controller import ChatController
+from app.ui.gated_notice import GatedRefusal
 from app.ui.message_bridge import MessageBridge
 from app.units import format_bytes
 from app.workers.job_worker import JobRunner
@@ -130,6 +131,9 @@ class ModelController(QObject):
         self._search_ticket = 0
         self._submitted: dict[str, Job] = {}
         self._retry_factories: dict[str, Any] = {}
+        # downloads the Hub refused with 401 / 403, by job id (written on the job thread
+        # before the job's ``failed`` signal is sent)
+        self._gated: dict[str, GatedRefusal] = {}
         w = self.jobs.worker
         w.finished.connect(self.on_job_finished)
         w.failed.connect(self.on_job_failed)
@@ -245,13 +249,18 @@ class ModelController(QObject):
         library = self.library()
 
         def work(report: ProgressReport, control: JobControl) -> InstalledModel:
+            self._gated.pop(job_id, None)
             with feature("model download"):  # names these connections in the network log
                 self._with_token(library)
-                plan = library.plan_download(key, variant=variant)
-                control.checkpoint()
-                return library.download(
-                    plan, control=control, progress=lambda p: report(download_progress(p))
-                )
+                try:
+                    plan = library.plan_download(key, variant=variant)
+                    control.checkpoint()
+                    return library.download(
+                        plan, control=control, progress=lambda p: report(download_progress(p))
+                    )
+                except GatedError as exc:
+                    self._gated[job_id] = _refusal(library, key, title, exc)
+                    raise
 
         self._retry_factories[job_id] = lambda: self._download(job_id, title, key, variant)
         return self._submit(Job(job_id, title, work, pausable=True))
@@ -311,6 +320,10 @@ class ModelController(QObject):
             return False
         self.models_changed.emit()
         return True
+
+    def gated_refusal(self, job_id: str) -> GatedRefusal | None:
+        """Why a failed download was refused by the Hub (401 / 403), or None."""
+        return self._gated.get(job_id)
 
     def retry(self, job_id: str) -> bool:
         factory = self._retry_factories.get(job_id)
@@ -501,6 +514,17 @@ class ModelController(QObject):
         searches = self.searches.shutdown(timeout_ms)
         remotes = self.remotes.shutdown(timeout_ms)
         return jobs and searches and remotes
+
+
+def _refusal(library: ModelLibrary, key: str, title: str, exc: GatedError) -> GatedRefusal:
+    """The refusal of ``key``'s download, with its catalog entry's licence when it has one."""
+    try:
+        entry = library.catalog().find(key)
+    except HearthError:
+        entry = None
+    if entry is None:
+        return GatedRefusal(title, exc.repo or key, exc.status)
+    return GatedRefusal(entry.name, entry.repo, exc.status, entry.license, entry.license_url)
 
 
 def _hub(endpoint: str | None, token: str | None):

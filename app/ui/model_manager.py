@@ -35,6 +35,7 @@ from app.errors import HearthError
 from app.jobs import Progress
 from app.models.installed import InstalledModel
 from app.ui.catalog_details import CatalogDetails
+from app.ui.gated_notice import GatedNotice
 from app.ui.model_controller import ModelController
 from app.ui.model_manager_model import (
     CatalogModel,
@@ -150,7 +151,13 @@ class DownloadRow(QWidget):
 
 
 class ModelManagerPanel(QDialog):
-    """The model manager dialog. It only shows models and emits intents on ``controller``."""
+    """The model manager dialog. It only shows models and emits intents on ``controller``.
+
+    Signals: token_requested() (a gated notice's "Add a Hugging Face token…": the window
+    opens the token setting).
+    """
+
+    token_requested = Signal()
 
     def __init__(self, controller: ModelController, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -185,7 +192,10 @@ class ModelManagerPanel(QDialog):
         scroll.setWidgetResizable(True)
         scroll.setWidget(holder)
         self.queue_empty = QLabel("Nothing is downloading.", self.queue_box)
+        # a download the Hub refused with 401 / 403: the licence and the token
+        self.refused_notice = GatedNotice(self.queue_box)
         box_layout = QVBoxLayout(self.queue_box)
+        box_layout.addWidget(self.refused_notice)
         box_layout.addWidget(self.queue_empty)
         box_layout.addWidget(scroll)
         layout = QVBoxLayout(self)
@@ -216,9 +226,11 @@ class ModelManagerPanel(QDialog):
         row.addWidget(self.variant_combo, 1)
         row.addWidget(self.download_button)
         self.catalog_details = CatalogDetails(page)
+        self.gated_notice = GatedNotice(page)  # the selected entry's licence, when gated
         layout = QVBoxLayout(page)
         layout.addWidget(self.catalog_view, 1)
         layout.addWidget(self.catalog_details)
+        layout.addWidget(self.gated_notice)
         layout.addLayout(row)
         return page
 
@@ -278,6 +290,8 @@ class ModelManagerPanel(QDialog):
         self.delete_button.clicked.connect(self.on_delete)
         self.import_folder_button.clicked.connect(self.on_import_folder)
         self.import_gguf_button.clicked.connect(self.on_import_gguf)
+        self.gated_notice.token_requested.connect(self.token_requested)
+        self.refused_notice.token_requested.connect(self.token_requested)
         c = self.controller
         c.search_finished.connect(self.on_search_results)
         c.search_failed.connect(self.on_search_failed)
@@ -363,6 +377,7 @@ class ModelManagerPanel(QDialog):
             reload = model is not None and self.controller.draft_waiting(str(model.path))
         self.catalog_details.show_row(row, draft, draft_downloading=downloading,
                                       reload_for_draft=reload)
+        self.gated_notice.show_for(row.entry if row is not None else None)
 
     def on_download_draft(self, draft_id: str) -> None:
         """Download the selected model's draft: the same catalog download as any model's,
@@ -519,6 +534,7 @@ class ModelManagerPanel(QDialog):
     def on_started(self, job_id: str) -> None:
         if (row := self.download_rows.get(job_id)) is not None:
             row.on_started()
+        self.refused_notice.hide()  # a new try (with a token, perhaps)
 
     def on_progress(self, job_id: str, progress: Progress) -> None:
         if (row := self.download_rows.get(job_id)) is not None:
@@ -533,6 +549,9 @@ class ModelManagerPanel(QDialog):
     def on_failed(self, job_id: str, message: str) -> None:
         if (row := self.download_rows.get(job_id)) is not None:
             row.on_failed(message)
+        refusal = self.controller.gated_refusal(job_id)
+        if refusal is not None:
+            self.refused_notice.show_refused(refusal)
 
     def on_cancel_requested(self, job_id: str) -> None:
         running = self.controller.jobs.job(job_id) is not None

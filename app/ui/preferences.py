@@ -247,6 +247,16 @@ class PreferencesDialog(QDialog):
         self.token_note.setText(self.secrets.describe())
         return row
 
+    def show_token(self) -> None:
+        """Open on the Models page with the Hugging Face token field focused."""
+        token = getattr(self, "token_edit", None)  # absent only without a Models page
+        if token is None:
+            return
+        for index in range(self.tabs.count()):
+            if self.tabs.widget(index).isAncestorOf(token):
+                self.tabs.setCurrentIndex(index)
+        token.setFocus()
+
     def _server_key_row(self, parent: QWidget) -> QWidget:
         self.server_key = QLineEdit(parent)
         self.server_key.setEchoMode(QLineEdit.EchoMode.Password)

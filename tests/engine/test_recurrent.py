@@ -40,7 +40,17 @@ def reply(engine, messages, settings=GREEDY, **kwargs):
             "".join(c.text for c in chunks), chunks[-1].stats)
 
 
-@pytest.mark.parametrize("naming", ["transformers.js", "optimum"])
+# Every producer's state names: (conv past, conv present, recurrent past, recurrent present)
+STATE_NAMINGS = {
+    "transformers.js": ("past_conv.0", "present_conv.0", "past_recurrent.2",
+                        "present_recurrent.2"),
+    "optimum": ("past_key_values.0.conv_state", "present.0.conv_state",
+                "past_key_values.2.recurrent_state", "present.2.recurrent_state"),
+    "genai": ("past.0.conv", "present.0.conv", "past.2.recurrent", "present.2.recurrent"),
+}
+
+
+@pytest.mark.parametrize("naming", sorted(STATE_NAMINGS))
 def test_state_tensors_pair_up_and_pick_the_recurrent_path(tmp_path, naming):
     folder = build_hybrid_model(tmp_path / "m", naming=naming,
                                 layer_types=("conv", "attention", "recurrent"))
@@ -48,15 +58,21 @@ def test_state_tensors_pair_up_and_pick_the_recurrent_path(tmp_path, naming):
     graph = describe_session(engine.decoder.session, engine.spec.model_path)
     assert graph.decode_path == "recurrent"
     assert [layer.past_key for layer in graph.kv_layers] == ["past_key_values.1.key"]
-    pasts = [(s.past, s.present, s.shape, s.kind) for s in graph.state_tensors]
-    if naming == "transformers.js":
-        assert pasts == [("past_conv.0", "present_conv.0", (1, 64, 2), "conv"),
-                         ("past_recurrent.2", "present_recurrent.2", (1, 2, 16), "recurrent")]
-    else:
-        assert [p[:2] for p in pasts] == [
-            ("past_key_values.0.conv_state", "present.0.conv_state"),
-            ("past_key_values.2.recurrent_state", "present.2.recurrent_state")]
+    conv_past, conv_present, rec_past, rec_present = STATE_NAMINGS[naming]
+    assert [(s.past, s.present, s.shape, s.kind) for s in graph.state_tensors] == [
+        (conv_past, conv_present, (1, 64, 2), "conv"),
+        (rec_past, rec_present, (1, 2, 16), "recurrent")]
     assert isinstance(engine.new_cache(), RecurrentCache)
+
+
+@pytest.mark.parametrize("naming", ["optimum", "genai"])
+def test_every_state_naming_gives_the_same_reply(tmp_path, engines, naming):
+    """The same weights under another producer's names reply as transformers.js's do."""
+    folder = build_hybrid_model(tmp_path / "m", naming=naming)
+    engine = Engine.load(folder, provider="cpu", threads=1, huge_pages=False)
+    messages = [Message("user", TURNS[0])]
+    assert reply(engine, messages, reuse=False)[0] == reply(engines[1], messages,
+                                                            reuse=False)[0]
 
 
 @pytest.mark.parametrize("settings", [GREEDY, SEEDED], ids=["greedy", "seeded"])

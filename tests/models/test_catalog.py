@@ -215,9 +215,7 @@ def test_every_variant_names_a_provider_the_policy_knows_and_a_plausible_size():
 
 
 def test_gated_entries_name_their_licence_url():
-    gated = {e.id: e for e in load_catalog() if e.gated}
-    assert {"gemma-3-1b-it", "llama-3.2-3b-instruct", "llama-3.2-1b-instruct"} <= set(gated)
-    for entry in gated.values():
+    for entry in (e for e in load_catalog() if e.gated):
         assert entry.license_url and entry.license_url.startswith("https://"), entry.id
     base = {"id": "g", "name": "G", "repo": "o/g", "context_length": 1, "parameters": 1,
             "format": "optimum", "gated": True,
@@ -243,6 +241,27 @@ def test_the_catalog_covers_current_models_for_every_size_of_machine():
 def test_new_fields_survive_as_dict():
     entry = load_catalog().get("gemma-3-1b-it")
     data = entry.as_dict()
-    assert data["gated"] and data["license_url"] == "https://ai.google.dev/gemma/terms"
+    assert data["gated"] is False and data["license_url"] == "https://ai.google.dev/gemma/terms"
     assert data["revision_verified"] is False and data["notes"]
     assert data["variants"][0]["size_estimated"] is True
+
+
+def test_onnx_community_mirrors_of_llama_and_gemma_are_not_gated_but_link_their_licence():
+    """Public apps fetch these mirrors without a token (issue 27); their licence still
+    applies, so the entries keep linking it."""
+    catalog = load_catalog()
+    for key in ("llama-3.2-1b-instruct", "llama-3.2-3b-instruct", "gemma-3-1b-it"):
+        entry = catalog.get(key)
+        assert entry.repo.startswith("onnx-community/") and not entry.gated, key
+        assert entry.license_url.startswith("https://"), key
+
+
+def test_sizes_corrected_from_public_evidence():
+    qwen = load_catalog().get("qwen3-4b")
+    for name in ("dml-q4f16", "cuda-q4f16"):
+        variant = qwen.variant(name)
+        assert variant.size_bytes == 2_840_000_000 and not variant.size_estimated
+    llama = load_catalog().get("llama-3.2-3b-instruct")
+    assert all(v.size_estimated for v in llama.variants)  # main was re-exported in chunks
+    assert all(v.selects("onnx/model_q4f16.onnx_data_1") for v in llama.variants
+               if "q4f16" in v.name)

@@ -470,3 +470,23 @@ def test_progress_reports_rate_and_eta(hub):
     assert any(u.rate_bps > 0 and u.eta_s is not None for u in moving)
     done = [u.bytes_done for u in moving]
     assert done == sorted(done)
+
+
+def test_a_variant_whose_graph_the_repo_lacks_is_refused_before_any_file_is_fetched(
+        hub, tmp_path):
+    """The JSON patterns always match; a missing onnx/model_q4.onnx must not install a folder
+    that cannot load. The refusal offers the graphs the repo does hold."""
+    folder = build_plain_kv_model(tmp_path / "tiny", variant_name="model_q4f16")
+    repo = hub.add(FakeRepo.from_folder("test/no-q4", folder,
+                                        extra={"onnx/model_fp16.onnx": b"x" * 100}))
+    downloader = make_downloader(hub)
+    with pytest.raises(DownloadError) as caught:
+        downloader.download(request(repo, "no-q4"))
+    error = caught.value
+    assert "test/no-q4" in str(error) and "onnx/model_q4.onnx" in str(error)
+    assert "cpu-q4" in str(error) and "nothing was downloaded" in str(error)
+    assert "q4f16 (onnx/model_q4f16.onnx)" in error.hint and "fp16 (onnx/model_fp16.onnx)" \
+        in error.hint
+    assert "--variant fp16" in error.hint
+    assert hub.file_requests() == []
+    assert not downloader.staging_folder("no-q4").exists()

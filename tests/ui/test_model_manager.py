@@ -28,6 +28,8 @@ pytestmark = [
 ]
 
 BLOB = "onnx/model.onnx_data"
+GATED_TOKEN = "hf_gated_ok"
+GATED_LICENCE = "https://example.org/tiny-licence"
 ROWS = (
     Setting("hub_endpoint", str, "", "Model download server (empty: Hugging Face)"),
     Setting("hub_token", str, "", "Hugging Face access token"),
@@ -67,6 +69,8 @@ def hub(monkeypatch, tmp_path, plain_model_dir, gqa_model_dir):
                 {"config.json": b"{}", "onnx/model.onnx": b"x" * 100, BLOB: random_bytes(3 << 20)},
             )
         )
+        server.add(FakeRepo.from_folder("test/gated-chat", plain_model_dir, license="other",
+                                        gated_token=GATED_TOKEN))
         optimum = {"name": "cpu-fp32", "provider": "cpu", "include": ["*.json", "onnx/model.onnx*"]}
         catalog = {
             "models": [
@@ -81,6 +85,9 @@ def hub(monkeypatch, tmp_path, plain_model_dir, gqa_model_dir):
                     format="genai",
                 ),
                 catalog_entry("big", "test/big", [optimum]),
+                {**catalog_entry("gated-chat", "test/gated-chat", [optimum],
+                                 license="tiny-licence"),
+                 "gated": True, "license_url": GATED_LICENCE},
                 catalog_entry(
                     "huge",
                     "test/huge",
@@ -271,6 +278,35 @@ def test_download_error_goes_to_the_banner_and_retry_resumes(make_app, hub):
     with app.qtbot.waitSignal(app.models.models_changed, timeout=10000):
         app.qtbot.mouseClick(row.resume_button, Qt.MouseButton.LeftButton)
     assert hub.served(BLOB) <= (3 << 20) + 64 * 1024
+
+
+def test_a_gated_entry_shows_its_notice_and_a_refused_download_asks_for_a_token(make_app,
+                                                                               hub):
+    """Selecting a gated entry shows its licence notice; downloading it without a token is
+    refused (HTTP 401): the queue explains the licence, links it, and its token button opens
+    the settings at the token field."""
+    app = make_app()
+    panel = manager(app, hub)
+    panel.select_catalog("tiny-chat")
+    assert panel.gated_notice.isHidden()
+    panel.select_catalog("gated-chat")
+    assert panel.gated_notice.isVisible()
+    assert f'href="{GATED_LICENCE}"' in panel.gated_notice.message.text()
+    assert panel.refused_notice.isHidden()
+
+    row = download(app, panel, "gated-chat", wait=False)
+    app.qtbot.waitUntil(lambda: row.detail.text().startswith("Failed"), timeout=10000)
+    app.qtbot.waitUntil(panel.refused_notice.isVisible, timeout=5000)
+    text = panel.refused_notice.message.text()
+    assert "HTTP 401" in text and f'href="{GATED_LICENCE}"' in text and "tiny-licence" in text
+    assert 'href="https://huggingface.co/test/gated-chat"' in text and "access token" in text
+    assert app.models.library().get("gated-chat") is None
+
+    app.qtbot.mouseClick(panel.refused_notice.token_button, Qt.MouseButton.LeftButton)
+    preferences = app.window.preferences
+    app.qtbot.waitExposed(preferences)
+    assert preferences.tabs.currentWidget().isAncestorOf(preferences.token_edit)
+    preferences.close()
 
 
 # -- installed models ----------------------------------------------------------------------

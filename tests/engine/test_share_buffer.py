@@ -1,0 +1,44 @@
+"""genai_config's ``search.past_present_share_buffer``: false keeps a GroupQueryAttention
+graph's past and present apart (the rebind path), as onnxruntime-genai does; true (or unsaid)
+shares one buffer."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from app.engine.engine import Engine
+from app.engine.kv_cache import RebindCache, SharedBufferCache
+from app.engine.package import read_model_folder
+from tests.fixtures.tiny_models import build_gqa_model
+
+PROMPT = [1, 5, 9, 33, 7, 12, 40, 3]
+
+
+def greedy(engine: Engine, steps: int) -> list[int]:
+    cache = engine.decoder.new_cache()
+    logits = engine.decoder.feed(cache, PROMPT)
+    tokens = []
+    for _ in range(steps):
+        tokens.append(int(np.argmax(logits)))
+        logits = engine.decoder.step(cache, tokens[-1])
+    return tokens
+
+
+def test_share_buffer_false_takes_the_rebind_path_and_decodes_the_same(tmp_path):
+    shared_dir = build_gqa_model(tmp_path / "shared")
+    apart_dir = build_gqa_model(tmp_path / "apart")
+    config_path = apart_dir / "genai_config.json"
+    config = json.loads(config_path.read_text())
+    config["search"]["past_present_share_buffer"] = False
+    config_path.write_text(json.dumps(config))
+
+    assert read_model_folder(shared_dir).share_buffer is True
+    assert read_model_folder(apart_dir).share_buffer is False
+    shared = Engine.load(shared_dir, provider="cpu", threads=1, huge_pages=False)
+    apart = Engine.load(apart_dir, provider="cpu", threads=1, huge_pages=False)
+    assert shared.graph.uses_group_query_attention and apart.graph.uses_group_query_attention
+    assert shared.decode_path == "shared" and isinstance(shared.new_cache(), SharedBufferCache)
+    assert apart.decode_path == "rebind" and isinstance(apart.new_cache(), RebindCache)
+    assert greedy(apart, 16) == greedy(shared, 16)
