@@ -133,3 +133,17 @@ def test_q3_k_mixes(tmp_path, mix):
         np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
     exact = Q.Q5_K not in mix.values()
     assert (_max_diff(got, reference_logits(weights, "llama")) < 1e-4) is exact
+
+
+@pytest.mark.parametrize("qtype", [Q.Q4_0, Q.Q8_0, *LOW_BIT])
+def test_default_accuracy_level_errs_like_q4_0_and_q8_0(tmp_path, qtype):
+    """At the default accuracy level (int8 activations) every type's native model stays as
+    close to the reference on the GGUF's weights as the Q4_0 and Q8_0 ones (largest logit
+    difference ~0.4% of the largest logit for those; 0.1–0.7% for the low-bit types)."""
+    src = tmp_path / "m.gguf"
+    weights = write_tiny_gguf(src, qtype=qtype, tied=True)
+    dest = convert_gguf(src, tmp_path / "model")
+    want = reference_logits(weights, "llama")
+    got = onnx_logits(GrowingRunner(open_session(dest)))
+    peak = max(float(np.abs(w).max()) for w in want)
+    assert _max_diff(got, want) <= 1e-2 * peak

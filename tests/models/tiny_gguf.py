@@ -75,9 +75,12 @@ def _set_d(blocks: np.ndarray, qtype: Q, d: float) -> None:
         blocks[:, off : off + 2] = value.view(np.uint8)
 
 
-def _raw_kquant(qtype: Q, n: int, k: int, rng: np.random.Generator) -> np.ndarray:
-    """Random but well-formed blocks of a type gguf cannot quantize (K- and IQ-quants),
-    scaled so that the weights' spread is about 0.05."""
+def _raw_kquant(
+    qtype: Q, n: int, k: int, rng: np.random.Generator, spread: float = 0.05
+) -> np.ndarray:
+    """Random but well-formed blocks of a type gguf cannot quantize (K- and IQ-quants);
+    those of the types in ``D_OFFSETS`` are scaled so that the weights spread by about
+    ``spread`` (their standard deviation)."""
     block, size = quants.GGML_QUANT_SIZES[qtype]
     blocks = rng.integers(0, 256, size=(n * k // block, size), dtype=np.uint8)
     if qtype == Q.Q6_K:
@@ -88,14 +91,14 @@ def _raw_kquant(qtype: Q, n: int, k: int, rng: np.random.Generator) -> np.ndarra
         blocks[:, 2:4] = np.full((len(blocks), 1), 1e-4, np.float16).view(np.uint8)
     else:
         _set_d(blocks, qtype, 1.0)
-        spread = float(quants.dequantize(blocks[:64].copy(), qtype).std())
-        _set_d(blocks, qtype, 0.05 / spread)
+        unit = float(quants.dequantize(blocks[:64].copy(), qtype).std())
+        _set_d(blocks, qtype, spread / unit)
     return blocks.reshape(n, -1)
 
 
 def encode(w: np.ndarray, qtype: Q, rng: np.random.Generator) -> np.ndarray:
-    if qtype in RANDOM_BLOCK_TYPES:
-        return _raw_kquant(qtype, w.shape[0], w.shape[1], rng)
+    if qtype in RANDOM_BLOCK_TYPES:  # random blocks as widely spread as ``w``
+        return _raw_kquant(qtype, w.shape[0], w.shape[1], rng, float(w.std()) or 0.05)
     return quants.quantize(w.astype(np.float32), qtype)
 
 
