@@ -141,6 +141,7 @@ def write_tiny_gguf(
     fused: bool = False,
     metadata: Callable[[GGUFWriter], None] | None = None,
     extra_tensors: dict[str, np.ndarray] | None = None,
+    layers: int = LAYERS,
 ) -> dict[str, np.ndarray]:
     """Write a tiny model; returns its weights as the reference sees them (float32).
 
@@ -158,7 +159,7 @@ def write_tiny_gguf(
     tokens += [f"<unused{i}>" for i in range(vocab - len(tokens))]
     types += [5] * (vocab - len(types))
     w = GGUFWriter(str(path), arch)
-    w.add_block_count(LAYERS)
+    w.add_block_count(layers)
     w.add_context_length(256)
     w.add_embedding_length(HIDDEN)
     w.add_feed_forward_length(FFN)
@@ -191,7 +192,7 @@ def write_tiny_gguf(
         add_random_tensor(w, weights, rng, name, shape, qt, scale=scale, offset=offset)
 
     put("token_embd.weight", (vocab, HIDDEN), embd_type or qtype, scale=0.5)
-    for i in range(LAYERS):
+    for i in range(layers):
         p = f"blk.{i}."
         put(p + "attn_norm.weight", (HIDDEN,), Q.F32, 0.1, 1.0)
         put(p + "ffn_norm.weight", (HIDDEN,), Q.F32, 0.1, 1.0)
