@@ -1,8 +1,13 @@
 """The "Import a GGUF" dialog: what the file holds (read from its header), the name the model
 will get, and the precision to convert at, each with a sentence and the size it would take.
 
-It reads only the header (``preview_gguf``, ~50 ms even for a 150k-token vocabulary) and
-converts nothing: Import emits ``import_requested`` and the ``ModelController`` runs the job.
+``GGUFFinderDialog`` comes first: it lists the GGUFs that LM Studio, Ollama, GPT4All and Jan
+keep (``app.models.gguf.locations``, a bounded scan) and its Browse… opens the file picker in
+the first of those apps' folders that exists, not in the working folder.
+
+The import dialog reads only the header (``preview_gguf``, ~50 ms even for a 150k-token
+vocabulary) and converts nothing: Import emits ``import_requested`` and the
+``ModelController`` runs the job.
 A file the converter would refuse shows the converter's sentence here and cannot be imported.
 """
 
@@ -10,20 +15,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QButtonGroup,
     QDialog,
     QDialogButtonBox,
+    QFileDialog,
     QFormLayout,
     QLabel,
     QLineEdit,
+    QListWidget,
+    QListWidgetItem,
     QRadioButton,
     QVBoxLayout,
     QWidget,
 )
 
 from app.errors import HearthError
+from app.models.gguf.locations import FoundGGUF, existing_folders, scan
 from app.models.gguf.preview import PRECISION_HELP, GGUFPreview, preview_gguf
 from app.models.gguf.weights import PRECISIONS
 from app.units import format_bytes, format_parameters
@@ -144,3 +153,70 @@ class GGUFImportDialog(QDialog):
             return
         self.import_requested.emit(str(self.path), self.precision(), self.model_name())
         self.accept()
+
+
+class GGUFFinderDialog(QDialog):
+    """The GGUFs other apps keep, to pick one from, and Browse… for any other file.
+
+    ``chosen`` is the picked path ("" until one is picked)."""
+
+    def __init__(self, parent: QWidget | None = None, *, home: Path | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Import a GGUF file")
+        self.setAccessibleName("Import a GGUF file")
+        self.home = home
+        self.chosen = ""
+        self.found: list[FoundGGUF] = scan(home)
+        folders = existing_folders(home)
+        self.start_folder = str(folders[0][1]) if folders else ""
+        layout = QVBoxLayout(self)
+        apps = sorted({app for app, _ in folders})
+        if self.found:
+            text = f"GGUF files found in {', '.join(sorted({f.app for f in self.found}))}:"
+        elif apps:
+            text = f"No GGUF files found in the folders of {', '.join(apps)}."
+        else:
+            text = "No LM Studio, Ollama, GPT4All or Jan models folder was found."
+        self.summary = QLabel(text, self)
+        self.summary.setWordWrap(True)
+        layout.addWidget(self.summary)
+        self.list = QListWidget(self)
+        self.list.setAccessibleName("GGUF files found")
+        for f in self.found:
+            item = QListWidgetItem(f"{f.name} · {f.app} · {format_bytes(f.size)}", self.list)
+            item.setData(Qt.ItemDataRole.UserRole, str(f.path))
+            item.setToolTip(str(f.path))
+        self.list.setVisible(bool(self.found))
+        self.list.itemDoubleClicked.connect(lambda _item: self.on_next())
+        layout.addWidget(self.list)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel, self)
+        self.browse_button = self.buttons.addButton(
+            "Browse…", QDialogButtonBox.ButtonRole.ActionRole)
+        self.next_button = self.buttons.addButton(
+            "Next", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.next_button.setEnabled(bool(self.found))
+        if self.found:
+            self.list.setCurrentRow(0)
+        self.browse_button.clicked.connect(self.on_browse)
+        self.next_button.clicked.connect(self.on_next)
+        self.buttons.rejected.connect(self.reject)
+        layout.addWidget(self.buttons)
+        self.setMinimumWidth(520)
+
+    def on_next(self) -> None:
+        item = self.list.currentItem()
+        if item is not None:
+            self.chosen = str(item.data(Qt.ItemDataRole.UserRole))
+            self.accept()
+
+    def on_browse(self) -> None:
+        path = self.ask_file()
+        if path:
+            self.chosen = path
+            self.accept()
+
+    def ask_file(self) -> str:
+        """The file picker, opened in the first app folder that exists (tests replace it)."""
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Import a GGUF file", self.start_folder, "GGUF (*.gguf)")
+        return path

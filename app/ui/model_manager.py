@@ -510,8 +510,12 @@ class ModelManagerPanel(QDialog):
         return box.clickedButton() is open_button
 
     def ask_gguf_file(self) -> str:
-        path, _ = QFileDialog.getOpenFileName(self, "Import a GGUF file", "", "GGUF (*.gguf)")
-        return path
+        """The GGUFs other apps keep, or any file through Browse… (``GGUFFinderDialog``)."""
+        from app.ui.gguf_import_dialog import GGUFFinderDialog
+
+        finder = GGUFFinderDialog(self)
+        finder.exec()
+        return finder.chosen
 
     # the queue ----------------------------------------------------------------------------
 

@@ -3,7 +3,9 @@
 Covers llama / Mistral / Qwen 2 and, by switches, Qwen 3 (per-head q/k RMSNorm before
 rotary: llama.cpp's ``llm_build_qwen3``) and Phi-3 (fused ``attn_qkv`` and ``ffn_up``, gate
 rows first; LongRoPE factors switched on the sequence length, as Hugging Face does; partial
-rotary), and a sliding window on every layer.
+rotary), a sliding window on every layer, SmolLM3 (no rotary on some layers: llama.cpp's
+``use_rope``) and Granite (embedding, residual, attention and logit multipliers: llama.cpp's
+``llm_build_granite``).
 
 Independent of ONNX: used only by tests to check converted graphs. Weights are float32
 [N, K] matrices keyed by GGUF tensor name (as ``gguf.quants.dequantize`` gives them).
@@ -35,6 +37,11 @@ class RefConfig:
     original_context: int = 0
     attn_factor: float = 1.0  # LongRoPE: cos and sin are multiplied by this
     sliding_window: int = 0  # > 0: a query sees this many keys, its own included
+    nope_layers: tuple[int, ...] = ()  # layers whose q and k are not rotated
+    embed_scale: float = 1.0  # token embeddings times this
+    residual_scale: float = 1.0  # each block's attention and MLP output times this
+    attn_scale: float = 0.0  # scores times this; 0: 1/sqrt(head_dim)
+    logit_scale: float = 1.0  # logits divided by this
 
 
 @dataclass
@@ -108,7 +115,8 @@ def forward(
     past = cache.length
     t = len(ids)
     pos = np.arange(past, past + t, dtype=np.float64)
-    x = w["token_embd.weight"][np.array(ids)].astype(np.float64)
+    x = w["token_embd.weight"][np.array(ids)].astype(np.float64) * cfg.embed_scale
+    scale = cfg.attn_scale or 1 / np.sqrt(cfg.head_dim)
     group = cfg.n_heads // cfg.n_kv_heads
     factors = longrope_factors(cfg, past + t)
     all_w = w
@@ -129,7 +137,8 @@ def forward(
             k = rms_norm(k, w[p + "attn_k_norm.weight"], cfg.rms_eps)
         q, k = q.transpose(1, 0, 2), k.transpose(1, 0, 2)
         v = proj("attn_v").reshape(t, cfg.n_kv_heads, cfg.head_dim).transpose(1, 0, 2)
-        q, k = rope(q, pos, cfg, factors), rope(k, pos, cfg, factors)
+        if i not in cfg.nope_layers:
+            q, k = rope(q, pos, cfg, factors), rope(k, pos, cfg, factors)
         if past:
             k = np.concatenate([cache.keys[i], k], axis=1)
             v = np.concatenate([cache.values[i], v], axis=1)
@@ -146,20 +155,20 @@ def forward(
         heads = []
         for hd in range(cfg.n_heads):
             kv = hd // group
-            s = q[hd] @ k[kv].T / np.sqrt(cfg.head_dim) + mask
+            s = q[hd] @ k[kv].T * scale + mask
             s = np.exp(s - s.max(axis=-1, keepdims=True))
             s /= s.sum(axis=-1, keepdims=True)
             heads.append(s @ v[kv])
         attn = np.stack(heads, axis=1).reshape(t, cfg.n_heads * cfg.head_dim)
-        x = x + attn @ w[p + "attn_output.weight"].T
+        x = x + attn @ w[p + "attn_output.weight"].T * cfg.residual_scale
         h = rms_norm(x, w[p + "ffn_norm.weight"], cfg.rms_eps)
         gate = h @ w[p + "ffn_gate.weight"].T
         up = h @ w[p + "ffn_up.weight"].T
-        x = x + (gate / (1 + np.exp(-gate)) * up) @ w[p + "ffn_down.weight"].T
+        x = x + (gate / (1 + np.exp(-gate)) * up) @ w[p + "ffn_down.weight"].T * cfg.residual_scale
     w = all_w
     x = rms_norm(x, w["output_norm.weight"], cfg.rms_eps)
     head = w.get("output.weight", w["token_embd.weight"])
-    return (x @ head.T).astype(np.float32)
+    return (x @ head.T / cfg.logit_scale).astype(np.float32)
 
 
 def greedy(w: dict[str, np.ndarray], cfg: RefConfig, prompt: list[int], max_new: int) -> list[int]:

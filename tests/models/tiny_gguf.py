@@ -52,8 +52,35 @@ def gpt2_vocab() -> tuple[list[str], list[int]]:
     return tokens, types
 
 
-def _raw_kquant(qtype: Q, n: int, k: int, rng: np.random.Generator) -> np.ndarray:
-    """Random but well-formed K-quant blocks (gguf cannot quantize these types)."""
+# where each type keeps its fp16 super-block scale(s) d (and dmin), for ``_raw_blocks``
+D_OFFSETS = {
+    Q.Q2_K: (80, 82), Q.Q3_K: (108,), Q.Q5_K: (0, 2), Q.TQ1_0: (52,), Q.TQ2_0: (64,),
+    Q.IQ4_NL: (0,), Q.IQ4_XS: (0,), Q.IQ2_XXS: (0,), Q.IQ2_XS: (0,), Q.IQ2_S: (0,),
+    Q.IQ3_XXS: (0,), Q.IQ3_S: (0,), Q.IQ1_S: (0,), Q.IQ1_M: (),
+}
+# the types gguf cannot quantize: tests write random, well-formed blocks of them
+RANDOM_BLOCK_TYPES = (Q.Q6_K, Q.Q4_K, *D_OFFSETS)
+
+
+def _set_d(blocks: np.ndarray, qtype: Q, d: float) -> None:
+    """Set every block's fp16 super-block scale(s) to ``d``."""
+    value = np.full((len(blocks), 1), d, np.float16).view(np.uint16)
+    if qtype == Q.IQ1_M:  # d is spread over the top nibbles of the last four u16
+        sc = blocks[:, 48:56].copy().view(np.uint16)
+        for i in range(4):
+            sc[:, i] = (sc[:, i] & 0x0FFF) | (((value[:, 0] >> (4 * i)) & 0xF) << 12)
+        blocks[:, 48:56] = sc.view(np.uint8)
+        return
+    for off in D_OFFSETS[qtype]:
+        blocks[:, off : off + 2] = value.view(np.uint8)
+
+
+def _raw_kquant(
+    qtype: Q, n: int, k: int, rng: np.random.Generator, spread: float = 0.05
+) -> np.ndarray:
+    """Random but well-formed blocks of a type gguf cannot quantize (K- and IQ-quants);
+    those of the types in ``D_OFFSETS`` are scaled so that the weights spread by about
+    ``spread`` (their standard deviation)."""
     block, size = quants.GGML_QUANT_SIZES[qtype]
     blocks = rng.integers(0, 256, size=(n * k // block, size), dtype=np.uint8)
     if qtype == Q.Q6_K:
@@ -62,12 +89,16 @@ def _raw_kquant(qtype: Q, n: int, k: int, rng: np.random.Generator) -> np.ndarra
     elif qtype == Q.Q4_K:
         blocks[:, 0:2] = np.full((len(blocks), 1), 2e-4, np.float16).view(np.uint8)
         blocks[:, 2:4] = np.full((len(blocks), 1), 1e-4, np.float16).view(np.uint8)
+    else:
+        _set_d(blocks, qtype, 1.0)
+        unit = float(quants.dequantize(blocks[:64].copy(), qtype).std())
+        _set_d(blocks, qtype, spread / unit)
     return blocks.reshape(n, -1)
 
 
 def encode(w: np.ndarray, qtype: Q, rng: np.random.Generator) -> np.ndarray:
-    if qtype in (Q.Q6_K, Q.Q4_K):
-        return _raw_kquant(qtype, w.shape[0], w.shape[1], rng)
+    if qtype in RANDOM_BLOCK_TYPES:  # random blocks as widely spread as ``w``
+        return _raw_kquant(qtype, w.shape[0], w.shape[1], rng, float(w.std()) or 0.05)
     return quants.quantize(w.astype(np.float32), qtype)
 
 
@@ -110,6 +141,7 @@ def write_tiny_gguf(
     fused: bool = False,
     metadata: Callable[[GGUFWriter], None] | None = None,
     extra_tensors: dict[str, np.ndarray] | None = None,
+    layers: int = LAYERS,
 ) -> dict[str, np.ndarray]:
     """Write a tiny model; returns its weights as the reference sees them (float32).
 
@@ -127,7 +159,7 @@ def write_tiny_gguf(
     tokens += [f"<unused{i}>" for i in range(vocab - len(tokens))]
     types += [5] * (vocab - len(types))
     w = GGUFWriter(str(path), arch)
-    w.add_block_count(LAYERS)
+    w.add_block_count(layers)
     w.add_context_length(256)
     w.add_embedding_length(HIDDEN)
     w.add_feed_forward_length(FFN)
@@ -160,7 +192,7 @@ def write_tiny_gguf(
         add_random_tensor(w, weights, rng, name, shape, qt, scale=scale, offset=offset)
 
     put("token_embd.weight", (vocab, HIDDEN), embd_type or qtype, scale=0.5)
-    for i in range(LAYERS):
+    for i in range(layers):
         p = f"blk.{i}."
         put(p + "attn_norm.weight", (HIDDEN,), Q.F32, 0.1, 1.0)
         put(p + "ffn_norm.weight", (HIDDEN,), Q.F32, 0.1, 1.0)

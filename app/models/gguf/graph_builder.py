@@ -358,6 +358,9 @@ class GraphBuilder(LayerBuilder):
         normed, _ = self._norm(residual, delta, self.w.vector("output_norm.weight"), "final_norm")
         head = "output" if "output.weight" in self.w.g.tensors else "token_embd"
         head_out = self._matmul(normed, self.w.linear(head + ".weight"), "lm_head")
+        if p.logit_scale != 1.0:  # Granite: logits / logit_scale (llama.cpp scales by 1/x)
+            inv = self._const("const.logit_scale", np.array(1.0 / p.logit_scale, np.float32))
+            (head_out,) = self._node("Mul", [head_out, inv], ["lm_head/scaled"], "lm_head/scale")
         if p.final_logit_softcap:
             head_out = self._softcap(head_out, p.final_logit_softcap)
         if self.verify_logits:  # [batch, logits_to_keep, vocab]

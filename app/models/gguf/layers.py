@@ -35,7 +35,7 @@ class LayerBuilder:
         attn = self._group_query_attention(
             self._attention_inputs_of(h, pre, name), i, name,
             rope_suffix="_local" if local and p.rope_base_local else "",
-            scale=p.attn_scale, **window,
+            scale=p.attn_scale, rotary=i not in p.nope_layers, **window,
         )  # fmt: skip
         if i == p.n_layers - 1:  # only the last position is needed from here on
             attn = self._last_position(attn, f"{name}.attn/last")
@@ -48,7 +48,7 @@ class LayerBuilder:
             if not self._has_init(attn_rows):
                 self._const(attn_rows, np.array([-1, p.n_heads * p.head_dim], np.int64))
             (attn,) = self._node("Reshape", [attn, attn_rows], [f"{attn}/rows"], f"{attn}/rows")
-        o = self._linear(attn, f"{pre}.attn_output", f"{name}.attn.o_proj")
+        o = self._residual_scaled(self._linear(attn, f"{pre}.attn_output", f"{name}.attn.o_proj"))
         if sandwich:
             o, _ = self._norm(
                 o, None, self.w.vector(f"{pre}.post_attention_norm.weight"),
@@ -67,11 +67,22 @@ class LayerBuilder:
             act = f"{name}.mlp/silu"
         self._node("Mul", [act, up], [f"{name}.mlp/act"], f"{name}.mlp/act")
         down = self._linear(f"{name}.mlp/act", f"{pre}.ffn_down", f"{name}.mlp.down_proj")
+        down = self._residual_scaled(down)
         if sandwich:
             down, _ = self._norm(
                 down, None, self.w.vector(f"{pre}.post_ffw_norm.weight"), f"{name}.ffn_post_norm"
             )
         return residual, down
+
+    def _residual_scaled(self, x: str) -> str:
+        """A block output times Granite's ``residual_scale`` (unchanged when it is 1)."""
+        if self.p.residual_scale == 1.0:
+            return x
+        c = "const.residual_scale"
+        if not self._has_init(c):
+            self._const(c, np.array(self.p.residual_scale, np.float32))
+        (out,) = self._node("Mul", [x, c], [f"{x}/scaled"], f"{x}/residual_scale")
+        return out
 
     def _attention_inputs_of(self, h: str, pre: str, name: str) -> list[str]:
         """GroupQueryAttention's query/key/value inputs (3-D): packed [qkv, "", ""] when q,
@@ -121,13 +132,16 @@ class LayerBuilder:
         *,
         rope_suffix: str = "",
         scale: float = 0.0,
+        rotary: bool = True,
         **attributes,
     ) -> str:
         """Layer ``i``'s GroupQueryAttention over the shared KV buffers; returns its output.
 
-        ``q_k_v`` is [q, k, v] or a packed [qkv, "", ""]; ``scale`` 0 means 1/sqrt(head_dim)."""
+        ``q_k_v`` is [q, k, v] or a packed [qkv, "", ""]; ``scale`` 0 means 1/sqrt(head_dim);
+        ``rotary`` False: no rotation at all (SmolLM3's NoPE layers)."""
         p = self.p
         out = f"{name}.attn/out"
+        caches = [f"cos_cache{rope_suffix}", f"sin_cache{rope_suffix}"] if rotary else []
         self._node(
             "GroupQueryAttention",
             [
@@ -136,15 +150,14 @@ class LayerBuilder:
                 f"past_key_values.{i}.value",
                 "seqlens_k",
                 "total_seq_len",
-                f"cos_cache{rope_suffix}",
-                f"sin_cache{rope_suffix}",
+                *caches,
             ],
             [out, f"present.{i}.key", f"present.{i}.value"],
             f"{name}.attn",
             MS,
             num_heads=p.n_heads,
             kv_num_heads=p.n_kv_heads,
-            do_rotary=1,
+            do_rotary=int(rotary),
             rotary_interleaved=int(p.rope_interleaved),
             scale=scale or float(1.0 / np.sqrt(p.head_dim)),
             **attributes,

@@ -38,6 +38,26 @@ step within ~6e-5 of one-token steps (fp32: ~5e-5), but on AVX2 decode takes ~2x
 level 4 (the exact-offsets form ~20x), and 8-bit weights at level 0 have no MLAS kernel at all
 (ORT dequantizes the whole matrix per call: a Q8_0 output layer makes decode ~15x slower).
 
+The low-bit types people download for 7–14B models map the same way, all exactly:
+
+* Q3_K (``w = d·sc·q``, q in −4…3, 16-element sub-blocks) → 4-bit block 16, default zero
+  point 8 (codes ``q + 8``). ORT has no 3-bit MatMulNBits.
+* Q2_K (``w = d·sc·q − dmin·m``, 2-bit codes, sub-blocks of 16) → 4-bit block 16 codes plus
+  block offsets (``exact_offsets``, the default), or 8-bit codes with rounded offsets like
+  Q4_K. ORT's 2-bit MatMulNBits computes it exactly too, but has no fast CPU kernel (it
+  dequantizes the whole matrix per call: ~70x the 4-bit kernel's time for one row).
+* IQ4_NL / IQ4_XS (``w = d·kvalues[q]``, a 16-entry int8 table) and the grid types IQ2_XXS,
+  IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (``w = d·db·(±g)``, g a small integer of a fixed grid) →
+  8-bit, default zero point 128, the signed integer value as the code: exact, 32- or
+  16-element blocks as the type scales them.
+* IQ1_S / IQ1_M (``w = dl·(g ± 1/8)``, g in −1…1) → 8-bit codes ``8g ± 1`` with scale
+  ``dl/8`` (a power-of-two step: exact).
+* TQ1_0 / TQ2_0 (ternary, one scale per 256) → 4-bit block 256, codes ``q + 8``.
+
+The scales are read from the blocks by hand (``_affine_params``); the codes are the GGUF's
+values divided by them, and ``to_nbits`` checks that they give back those values bit for
+bit (a block that does not is counted as inexact and measured, never silently wrong).
+
 Float types become float matrices. ``quantize_int4`` is the only lossy *fresh* quantizer
 (``--precision int4``: symmetric 4-bit, block 32).
 """
@@ -51,14 +71,27 @@ from gguf import GGMLQuantizationType as Q
 from gguf import quants
 
 FLOAT_TYPES = (Q.F32, Q.F16, Q.BF16)
+# symmetric types with their own scales: w = s · signed code (see the module docstring)
+SIGNED_TYPES = (
+    Q.Q3_K, Q.IQ4_NL, Q.IQ4_XS, Q.IQ2_XXS, Q.IQ2_XS, Q.IQ2_S, Q.IQ3_XXS, Q.IQ3_S,
+    Q.IQ1_S, Q.IQ1_M, Q.TQ1_0, Q.TQ2_0,
+)
 # types carried over as MatMulNBits blocks; everything else is dequantized to float
-NBITS_TYPES = (Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.Q4_K, Q.Q5_K, Q.Q6_K)
+NBITS_TYPES = (
+    Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.Q2_K, Q.Q4_K, Q.Q5_K, Q.Q6_K, *SIGNED_TYPES,
+)
 # types whose blocks map exactly, without zero points or offsets, to MatMulNBits blocks of a
 # power-of-two size ≥ 16: ``com.microsoft.GatherBlockQuantized`` reads those very blocks for
 # the token lookup (uint8 data, gather_axis 0, quantize_axis last, default zero point
 # 2**(bits−1), as in MatMulNBits). Other types keep a float lookup table.
-GATHER_TYPES = (Q.Q4_0, Q.Q5_0, Q.Q8_0, Q.Q6_K)
+GATHER_TYPES = (Q.Q4_0, Q.Q5_0, Q.Q8_0, Q.Q6_K, *SIGNED_TYPES)
 QK_K = 256
+# (bits of the MatMulNBits form, its block size) of each symmetric type
+_SIGNED_FORM = {
+    Q.Q3_K: (4, 16), Q.IQ4_NL: (8, 32), Q.IQ4_XS: (8, 32), Q.IQ2_XXS: (8, 32),
+    Q.IQ2_XS: (8, 16), Q.IQ2_S: (8, 16), Q.IQ3_XXS: (8, 32), Q.IQ3_S: (8, 32),
+    Q.IQ1_S: (8, 32), Q.IQ1_M: (8, 16), Q.TQ1_0: (4, 256), Q.TQ2_0: (4, 256),
+}
 
 
 @dataclass
@@ -191,7 +224,74 @@ def _affine_params(blocks: np.ndarray, qtype: Q) -> tuple[int, int, np.ndarray, 
         d = _fp16(blocks[:, 208:210])[:, None]
         s = (d * sc).reshape(-1)
         return 6, 16, s, -32 * s
+    if qtype == Q.Q2_K:  # scales[16] (low nibble scale, high nibble min), qs[64], d, dmin
+        d = _fp16(blocks[:, 80:82])[:, None]
+        dmin = _fp16(blocks[:, 82:84])[:, None]
+        sc = blocks[:, :16]
+        s = (d * (sc & 0x0F).astype(np.float32)).reshape(-1)
+        o = -(dmin * (sc >> 4).astype(np.float32)).reshape(-1)
+        return 2, 16, s, o
+    if qtype in _SIGNED_FORM:
+        bits, sub = _SIGNED_FORM[qtype]
+        s = _signed_scales(blocks, qtype).reshape(-1)
+        return bits, sub, s, -(2 ** (bits - 1)) * s
     raise ValueError(f"no affine form for {qtype.name}")
+
+
+def _nibbles(b: np.ndarray) -> np.ndarray:
+    """Bytes [B, m] → their 4-bit halves [B, 2m], low nibble first."""
+    return np.stack([b & 0x0F, b >> 4], axis=-1).reshape(len(b), -1)
+
+
+def _signed_scales(blocks: np.ndarray, qtype: Q) -> np.ndarray:
+    """Each sub-block's scale s of a symmetric type (``w = s · signed integer``), [B, subs],
+    computed in float32 in the very order ggml's dequantizers use."""
+    f32 = np.float32
+    if qtype == Q.Q3_K:  # hmask[32] qs[64] scales[12] d: 16 six-bit scales, minus 32
+        d = _fp16(blocks[:, 108:110])[:, None]
+        raw = blocks[:, 96:108]
+        low = _nibbles(raw[:, :8])
+        low = np.concatenate([low[:, 0::2], low[:, 1::2]], axis=1)  # bytes 0–7 low, then high
+        hi = np.stack([(raw[:, 8:12] >> sh) & 3 for sh in (0, 2, 4, 6)], axis=1).reshape(-1, 16)
+        sc = (low | (hi << 4)).astype(np.int8) - np.int8(32)
+        return d * sc.astype(f32)
+    if qtype == Q.IQ4_NL:
+        return _fp16(blocks[:, :2])[:, None]
+    if qtype == Q.IQ4_XS:  # d, scales_h (u16), scales_l[4]: 8 six-bit scales, minus 32
+        d = _fp16(blocks[:, :2])[:, None]
+        h = blocks[:, 2:4].copy().view(np.uint16)
+        high = np.stack([(h[:, 0] >> (2 * i)) & 3 for i in range(8)], axis=1).astype(np.uint8)
+        sc = (_nibbles(blocks[:, 4:8]) | (high << 4)).astype(np.int8) - np.int8(32)
+        return d * sc.astype(f32)
+    if qtype in (Q.IQ2_XXS, Q.IQ3_XXS):  # a 4-bit scale in the top of each group's u32
+        d = _fp16(blocks[:, :2])[:, None]
+        if qtype == Q.IQ2_XXS:
+            words = blocks[:, 2:].copy().view(np.uint32)[:, 1::2]
+            return d * (f32(0.5) + (words >> 28).astype(f32)) * f32(0.25)
+        words = blocks[:, 66:98].copy().view(np.uint32)
+        return d * (f32(0.5) + (words >> 28).astype(f32)) * f32(0.5)
+    if qtype in (Q.IQ2_XS, Q.IQ2_S):  # 16 four-bit scales in the last 8 bytes
+        d = _fp16(blocks[:, :2])[:, None]
+        ls = _nibbles(blocks[:, -8:])
+        return d * (f32(0.5) + ls) * f32(0.25)
+    if qtype == Q.IQ3_S:  # 8 four-bit scales in the last 4 bytes
+        d = _fp16(blocks[:, :2])[:, None]
+        return d * (1 + 2 * _nibbles(blocks[:, -4:]))
+    if qtype == Q.IQ1_S:  # d, qs[32], qh u16[8]: scale 2·((qh >> 12) & 7) + 1; step 1/8
+        d = _fp16(blocks[:, :2])[:, None]
+        qh = blocks[:, 34:50].copy().view(np.uint16)
+        return d * (2 * ((qh >> 12) & 7) + 1) / f32(8)
+    if qtype == Q.IQ1_M:  # qs[32] qh[16] scales u16[4]: d in the top nibbles, 3-bit scales
+        sc = blocks[:, 48:56].copy().view(np.uint16)
+        d16 = sum(((sc[:, i] & 0xF000) >> (12 - 4 * i)) for i in range(4)).astype(np.uint16)
+        d = d16.view(np.float16).astype(f32)[:, None]
+        ls = np.stack([(sc >> sh) & 7 for sh in (0, 3, 6, 9)], axis=-1).reshape(-1, 16)
+        return d * (2 * ls + 1) / f32(8)
+    if qtype == Q.TQ1_0:
+        return _fp16(blocks[:, 52:54])[:, None]
+    if qtype == Q.TQ2_0:
+        return _fp16(blocks[:, 64:66])[:, None]
+    raise ValueError(f"no symmetric form for {qtype.name}")
 
 
 def _pack4(codes: np.ndarray) -> np.ndarray:
@@ -221,14 +321,19 @@ def to_nbits(
     w = dequantize(raw, qtype, n, k).reshape(-1, sub)
     with np.errstate(divide="ignore", invalid="ignore"):
         codes = np.where(s[:, None] != 0, np.rint((w - o[:, None]) / s[:, None]), 0)
-    codes = np.clip(codes, 0, 2**bits - 1).astype(np.int32)
+    codes = np.clip(np.nan_to_num(codes), 0, 2**bits - 1).astype(np.int32)
     kb = k // sub
-    if exact_offsets and bits == 4 and sub == 32:
-        return _nbits4_with_offsets(codes, s, o, n, k)
-    symmetric = bool(np.all(o == -(2 ** (bits - 1)) * s))
+    symmetric = qtype in SIGNED_TYPES or bool(np.all(o == -(2 ** (bits - 1)) * s))
+    if symmetric and bits == 4:  # MatMulNBits' default 4-bit zero point 8
+        packed = _pack4(codes.astype(np.uint8).reshape(n, kb, sub))
+        return _checked(NBitsWeight(4, sub, n, k, packed, s.reshape(n, kb), None), w)
     if symmetric:  # zero point 2**(bits-1): shift the codes to the 8-bit default 128
         q8 = (codes + 128 - 2 ** (bits - 1)).astype(np.uint8)
-        return NBitsWeight(8, sub, n, k, q8.reshape(n, kb, sub), s.reshape(n, kb), None)
+        return _checked(
+            NBitsWeight(8, sub, n, k, q8.reshape(n, kb, sub), s.reshape(n, kb), None), w
+        )
+    if exact_offsets and bits <= 4:
+        return _nbits4_with_offsets(codes, s, o, n, k, sub)
     f = 2 ** (8 - bits)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(s != 0, np.rint(f * o / s), 0).astype(np.int64)
@@ -262,16 +367,22 @@ def to_nbits(
     )
 
 
+def _checked(w: NBitsWeight, want: np.ndarray) -> NBitsWeight:
+    """``w`` marked inexact unless it gives back ``want`` (the GGUF's values) bit for bit."""
+    w.exact = bool(np.array_equal(w.dequantize().reshape(want.shape), want))
+    return w
+
+
 def _nbits4_with_offsets(
-    codes: np.ndarray, s: np.ndarray, o: np.ndarray, n: int, k: int
+    codes: np.ndarray, s: np.ndarray, o: np.ndarray, n: int, k: int, sub: int = 32
 ) -> NBitsWeight:
-    """4-bit codes with ``w = s·code + o`` → ``s·(code − 8) + (o + 8·s)``: MatMulNBits'
-    default zero point, so no zero-point tensor (module docstring)."""
-    kb = k // 32
+    """Codes of at most 4 bits with ``w = s·code + o`` → ``s·(code − 8) + (o + 8·s)``:
+    MatMulNBits' default zero point, so no zero-point tensor (module docstring)."""
+    kb = k // sub
     s = s.astype(np.float32)
     offsets = (o + np.float32(8) * s).astype(np.float32)
-    packed = _pack4(codes.astype(np.uint8).reshape(n, kb, 32))
-    return NBitsWeight(4, 32, n, k, packed, s.reshape(n, kb), None,
+    packed = _pack4(codes.astype(np.uint8).reshape(n, kb, sub))
+    return NBitsWeight(4, sub, n, k, packed, s.reshape(n, kb), None,
                        offsets=offsets.reshape(n, kb))
 
 
@@ -294,8 +405,11 @@ def nbits_size(qtype: Q, n: int, k: int, *, exact_offsets: bool = False) -> int:
     """Bytes that ``to_nbits`` produces for a tensor, without converting it."""
     if qtype == Q.Q4_0:
         return n * k // 2 + n * k // 32 * 4
-    if exact_offsets and qtype in (Q.Q4_1, Q.Q4_K):  # codes, scales, offsets
-        return n * k // 2 + n * (k // 32) * 8
-    sub = 16 if qtype == Q.Q6_K else 32
+    if qtype in _SIGNED_FORM:
+        bits, sub = _SIGNED_FORM[qtype]
+        return n * k * bits // 8 + n * k // sub * 4
+    sub = 16 if qtype in (Q.Q6_K, Q.Q2_K) else 32
+    if exact_offsets and qtype in (Q.Q4_1, Q.Q4_K, Q.Q2_K):  # codes, scales, offsets
+        return n * k // 2 + n * (k // sub) * 8
     zp = 0 if qtype in (Q.Q8_0, Q.Q5_0, Q.Q6_K) else n * k // sub
     return n * k + n * k // sub * 4 + zp

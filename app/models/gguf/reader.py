@@ -15,12 +15,22 @@ from app.errors import ConversionError
 from app.models.gguf.header import HeaderError, read_header
 
 GGUF_MAGIC = b"GGUF"
-SUPPORTED_ARCHITECTURES = ("llama", "qwen2", "gemma3", "qwen3", "phi3", "mistral")
-# llama.cpp rotates adjacent pairs for llama and mistral-named files (the converter permutes
-# their Q/K rows) and halves (NeoX style) for the others.
+SUPPORTED_ARCHITECTURES = (
+    "llama", "qwen2", "gemma3", "qwen3", "phi3", "mistral", "smollm3", "granite",
+)
+# architectures refused with a sentence that names what the converter would need
+MISSING_FOR = {
+    "gpt-oss": "mixture-of-experts layers (a router choosing 4 of 32 experts per token), "
+    "attention sinks and MXFP4 expert weights",
+}
+# llama.cpp rotates adjacent pairs for llama-layout files (its converter permutes their Q/K
+# rows: llama, mistral, smollm3, granite; ``llama_model_rope_type``'s NORM group) and halves
+# (NeoX style) for the others.
 INTERLEAVED_ROPE = {
     "llama": True,
     "mistral": True,
+    "smollm3": True,
+    "granite": True,
     "qwen2": False,
     "qwen3": False,
     "phi3": False,
@@ -35,6 +45,9 @@ WINDOWED_ARCHITECTURES = ("mistral", "phi3")
 # sliding window with their own rope base; the GGUF's rope base and scaling are the global ones.
 GEMMA3_SWA_PATTERN = 6
 GEMMA3_LOCAL_ROPE_BASE = 10000.0
+# SmolLM3, as llama.cpp runs it: every 4th layer (3, 7, …) skips rotary ("NoPE"); the step is
+# a literal in llama.cpp (``n_no_rope_layer_step = 4``), no GGUF key carries it
+SMOLLM3_NOPE_STEP = 4
 # Bounds on hyper-parameters, far above any real model's (Llama 3.1 405B: 126 layers, 16384
 # wide, 128 heads; contexts reach 10M); anything beyond is broken or hostile metadata.
 MAX_LAYERS = 4096
@@ -76,6 +89,11 @@ class ModelParams:
     attn_scale: float = 0.0  # 0: 1/sqrt(head_dim)
     embed_scale: float = 1.0  # token embeddings are multiplied by this
     final_logit_softcap: float = 0.0  # 0: none; else logits = c·tanh(logits / c)
+    nope_layers: tuple[int, ...] = ()  # layers that skip rotary (SmolLM3)
+    # Granite: each block's attention and MLP outputs are multiplied by residual_scale
+    # before they join the residual stream; the logits are divided by logit_scale
+    residual_scale: float = 1.0
+    logit_scale: float = 1.0
 
     @property
     def rotary_dim(self) -> int:
@@ -147,6 +165,12 @@ class _GGUFModel:
 
     def _read_params(self) -> ModelParams:
         arch = self.architecture
+        if arch in MISSING_FOR:
+            raise ConversionError(
+                f"{self.path.name} holds a '{arch}' model, which Hearth cannot convert: it "
+                f"needs {MISSING_FOR[arch]}, and Hearth's converter builds none of these.",
+                hint="Use an ONNX build of this model, or a dense model of similar size.",
+            )
         if arch not in SUPPORTED_ARCHITECTURES:
             raise ConversionError(
                 f"{self.path.name} holds a '{arch or 'unknown'}' model; Hearth converts only "
@@ -190,6 +214,12 @@ class _GGUFModel:
             extra = self._gemma3_params(a, hidden, n_heads, head_dim)
         else:
             extra = self._window_params(a, arch, n_layers)
+        if arch == "smollm3":
+            extra["nope_layers"] = tuple(
+                i for i in range(n_layers) if (i + 1) % SMOLLM3_NOPE_STEP == 0
+            )
+        if arch == "granite":
+            extra.update(self._granite_params(a))
         extra.update(self._longrope_params(a, rope_dim // 2))
         return ModelParams(
             arch=arch,
@@ -229,6 +259,27 @@ class _GGUFModel:
             "embed_scale": float(np.sqrt(np.float32(hidden))),
             "final_logit_softcap": float(self.get(a + "final_logit_softcapping", 0.0) or 0.0),
         }
+
+    def _granite_params(self, a: str) -> dict:
+        """Granite's multipliers, read as llama.cpp reads them: ``embedding_scale`` (token
+        embeddings), ``residual_scale`` (each block output), ``attention.scale`` (instead of
+        1/sqrt(head_dim)) and ``logit_scale`` (logits are divided by it); a missing or zero
+        key means no multiplier."""
+        out = {}
+        for key, field, default in (
+            ("embedding_scale", "embed_scale", 1.0),
+            ("residual_scale", "residual_scale", 1.0),
+            ("attention.scale", "attn_scale", 0.0),
+            ("logit_scale", "logit_scale", 1.0),
+        ):
+            value = self.get(a + key)
+            if value is None or float(value) == 0.0:
+                out[field] = default
+            elif not math.isfinite(float(value)) or float(value) < 0:
+                raise self._broken(a + key, float(value), "a positive number")
+            else:
+                out[field] = float(value)
+        return out
 
     def _window_params(self, a: str, arch: str, n_layers: int) -> dict:
         """A sliding window on every layer, where the architecture has one and the file sets

@@ -45,6 +45,7 @@ PRE_TOKENIZER_REGEXES: dict[str, tuple[str, ...]] = {
     "gpt-2": _GPT2,
     "llama-bpe": _LLAMA3,
     "llama3": _LLAMA3,
+    "smaug-bpe": _LLAMA3,  # SmolLM3's; llama.cpp splits it as llama3
     "qwen2": _QWEN2,
     "smollm": _SMOLLM,
     "starcoder": _SMOLLM,

@@ -157,5 +157,6 @@ def _check_type(g: GGUFFile, t: ReaderTensor) -> None:
         raise ConversionError(
             f"{g.path.name}: tensor {t.name} uses the quantization type {qtype.name}, which "
             "Hearth cannot convert.",
-            hint="Use a Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, Q8_0, F16 or F32 file.",
+            hint="Use a file of another quantization: Q2_K to Q8_0, the IQ1 to IQ4 types, "
+            "TQ1_0/TQ2_0, F16, BF16 or F32.",
         ) from exc
