@@ -395,6 +395,7 @@ class MainWindow(QMainWindow):
         self._select_picker(info.path)
         name = self.model_picker.currentText() or info.name  # the name the picker shows
         self.status.set_model(info, name)
+        self.status.show_chat(self._last_reply_stats(), info.context_length)  # not "Context 0"
         self.chat_view.set_model_name(name)
         self.settings_panel.set_model_defaults(info.generation_defaults)
         self.settings_panel.set_thinking_control(info.thinking_control)
@@ -467,8 +468,18 @@ class MainWindow(QMainWindow):
 
     def on_conversation_opened(self, conversation_id: str | None, values: dict) -> None:
         self.settings_panel.set_values(values)
+        info = self.controller.model_info
+        self.status.show_chat(self._last_reply_stats(), info.context_length if info else 0)
         self.conversation_list.select(conversation_id)
         self.chat_view.scroll_to_end()
+
+    def _last_reply_stats(self) -> dict | None:
+        """The figures stored with the open chat's last measured reply (None: no reply)."""
+        for message in reversed(self.controller.chat_model.messages()):
+            stats = (message.provenance or {}).get("stats")
+            if message.role == "assistant" and isinstance(stats, dict):
+                return stats
+        return None
 
     def _reselect(self, *_: object) -> None:
         self.conversation_list.select(self.controller.current_id)
