@@ -14,6 +14,8 @@ the real window, controllers and workers. Writes:
   07-800x600.png           the chat at 800x600
   09-chat-settings.png     the reply with the chat settings panel open
   08-model-details-800x600.png   a catalog model's details offering its draft model
+  10-800x600-zoom-100.png  the reply at 800x600, the system's text size (Ctrl+0)
+  11-800x600-zoom-150.png  the same zoomed to 150% (Ctrl +): messages, list, composer
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ REPLY = (
     "How it works:\n\n1. `split()` cuts the text at whitespace.\n"
     "2. `reversed()` walks the list backwards.\n3. `join()` glues the words back together.\n\n"
     "For example, `reverse_words(\"hello brave new world\")` returns **\"world new brave "
-    "hello\"**."
+    "hello\"**.\n\n| call | returns |\n|---|---|\n| `reverse_words(\"a b\")` | `\"b a\"` |\n"
 )
 
 
@@ -104,6 +106,13 @@ def main(out: Path) -> int:
     window.model_manager.close()
     window.resize(800, 600)
     shot("07-800x600.png")
+    from app.ui.zoom import system_points
+
+    window.on_zoom(0)
+    shot("10-800x600-zoom-100.png")
+    window.set_setting("font_size", round(1.5 * system_points()))
+    shot("11-800x600-zoom-150.png")
+    window.on_zoom(0)
     window.close()
     return 0
 

@@ -253,6 +253,59 @@ class ResponseTooLarge(Exception):
         self.limit = limit
 
 
+class HubUnreachable(httpx2.TransportError):
+    """No connection could be made (refused, no such host, no answer to the connect): this
+    machine is offline or the server is down. Deliberately neither a ``NetworkError`` nor a
+    ``TimeoutException``, the two huggingface_hub's ``http_backoff`` retries five times
+    (20 to 30 s of "Searching…" for an answer known after the first try)."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"{url}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+class _NoRetryOnConnect(httpx2.BaseTransport):
+    """A transport that turns connect-phase failures into :class:`HubUnreachable`; timeouts
+    and cuts once connected (and every HTTP status) pass through, for the retries."""
+
+    def __init__(self, inner: httpx2.BaseTransport) -> None:
+        self.inner = inner
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            return self.inner.handle_request(request)
+        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
+            raise HubUnreachable(str(request.url), unreachable_reason(exc)) from exc
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def unreachable_reason(exc: BaseException) -> str:
+    """A short reason for a failed connect: "connection refused", "the name … could not be
+    resolved", "no answer to the connection within …"."""
+    if isinstance(exc, httpx2.ConnectTimeout):
+        return "the server did not answer the connection in time"
+    text = str(exc) or type(exc).__name__
+    lowered = text.lower()
+    if "refused" in lowered:
+        return "the connection was refused"
+    if any(w in lowered for w in ("name or service", "nodename", "getaddrinfo", "resolve",
+                                  "temporary failure in name")):
+        return f"the server's name could not be resolved ({text})"
+    return text
+
+
+def unreachable_error(url: str, reason: str) -> DownloadError:
+    """The sentence for a Hub that cannot be reached at all (said at once, never retried)."""
+    return DownloadError(
+        f"You're offline (or the Hub is unreachable): {reason} ({url}).",
+        hint="Check your internet connection, proxy or the Model download server setting, "
+        "then try again.",
+    )
+
+
 class _BoundedStream(httpx2.SyncByteStream):
     def __init__(self, inner: httpx2.SyncByteStream, url: str, limit: int) -> None:
         self.inner, self.url, self.limit = inner, url, limit
@@ -282,6 +335,11 @@ def _metadata_client() -> httpx2.Client:
     """huggingface_hub's own client (proxies, its headers), with Hearth's bounds."""
     client = default_client_factory()
     client.max_redirects = MAX_REDIRECTS
+    client._transport = _NoRetryOnConnect(client._transport)  # proxies: mounted transports
+    client._mounts = {
+        pattern: None if inner is None else _NoRetryOnConnect(inner)
+        for pattern, inner in client._mounts.items()
+    }
     hooks = client.event_hooks
     client.event_hooks = {**hooks, "response": [*hooks.get("response", []), _bound_response]}
     return client
@@ -462,6 +520,10 @@ class HubClient:
             try:
                 response = httpx2.get(url, headers=self.auth_headers(), timeout=timeout_s,
                                       follow_redirects=True)
+            except httpx2.ConnectError as exc:
+                if _blocked_by_offline_mode(exc):
+                    raise offline_error(url) from exc
+                raise unreachable_error(url, unreachable_reason(exc)) from exc
             except httpx2.TimeoutException as exc:
                 raise DownloadError(f"{self.endpoint} did not answer within {timeout_s:.0f} s.",
                                     hint="Check the address and your connection.") from exc
@@ -554,6 +616,14 @@ class HubClient:
                     exc.response.headers.get("retry-after")
                 )
             raise error from exc
+        except HubUnreachable as exc:
+            if _blocked_by_offline_mode(exc):
+                raise offline_error(url) from exc
+            raise _transient(unreachable_error(url, exc.reason), False) from exc
+        except httpx2.ConnectError as exc:  # a client of Hearth's own (read_json)
+            if _blocked_by_offline_mode(exc):
+                raise offline_error(url) from exc
+            raise _transient(unreachable_error(url, unreachable_reason(exc)), False) from exc
         except httpx2.TimeoutException as exc:
             raise _transient(
                 DownloadError(

@@ -10,6 +10,7 @@ thread that does it). Tags used so far: "Hub search", "Hub metadata", "model dow
 from app.network.activity import (
     UNKNOWN_FEATURE,
     ConnectionAttempt,
+    ModeSwitch,
     NetworkLog,
     current_feature,
     feature,
@@ -41,6 +42,7 @@ __all__ = [
     "OFFLINE_ENV",
     "UNKNOWN_FEATURE",
     "ConnectionAttempt",
+    "ModeSwitch",
     "NetworkLog",
     "OfflineBlockedError",
     "SocketGuard",

@@ -77,11 +77,33 @@ class ConnectionAttempt:
         return stamp, self.feature, self.target, verdict, f"{self.kind}: {self.reason}"
 
 
+@dataclass(frozen=True)
+class ModeSwitch:
+    """Offline mode was turned on or off (the log shows it between the attempts)."""
+
+    when: float  # time.time()
+    offline: bool
+
+    def as_row(self) -> tuple[str, str, str, str, str]:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.when))
+        stamp += f".{int(self.when % 1 * 1000):03d}"
+        state = "on" if self.offline else "off"
+        detail = (
+            "connections off this computer are blocked from now on"
+            if self.offline
+            else "connections are allowed (and recorded) from now on"
+        )
+        return stamp, "offline mode", "", f"turned {state}", detail
+
+
 class NetworkLog:
-    """A thread-safe, bounded record of connection attempts (oldest dropped first)."""
+    """A thread-safe, bounded record of connection attempts (oldest dropped first), and of
+    the offline-mode switches between them."""
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self._entries: collections.deque[ConnectionAttempt] = collections.deque(maxlen=capacity)
+        self._switches: collections.deque[tuple[int, ModeSwitch]] = collections.deque(maxlen=100)
+        self._order: collections.deque[int] = collections.deque(maxlen=capacity)  # entries' seq
         self._lock = threading.Lock()
         self._total = 0
 
@@ -98,7 +120,28 @@ class NetworkLog:
     def record(self, attempt: ConnectionAttempt) -> None:
         with self._lock:
             self._entries.append(attempt)
+            self._order.append(self._total)
             self._total += 1
+
+    def note_switch(self, offline: bool) -> None:
+        """Record that offline mode was just turned on (``offline``) or off."""
+        with self._lock:
+            self._switches.append((self._total, ModeSwitch(time.time(), offline)))
+            self._total += 1
+
+    def switches(self) -> list[ModeSwitch]:
+        with self._lock:
+            return [switch for _seq, switch in self._switches]
+
+    def timeline(self) -> list[ConnectionAttempt | ModeSwitch]:
+        """Attempts and switches together, in the order they happened (what the dialog
+        shows); switches older than the oldest kept attempt are dropped with it."""
+        with self._lock:
+            items: list[tuple[int, ConnectionAttempt | ModeSwitch]] = [
+                *zip(self._order, self._entries, strict=True), *self._switches
+            ]
+            first = self._order[0] if len(self._entries) == self.capacity else -1
+        return [item for seq, item in sorted(items, key=lambda pair: pair[0]) if seq >= first]
 
     def entries(self) -> list[ConnectionAttempt]:
         """The kept attempts, oldest first."""
@@ -111,9 +154,11 @@ class NetworkLog:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._order.clear()
+            self._switches.clear()
 
     def as_text(self) -> str:
         """Tab-separated lines with a header, for the clipboard or a bug report."""
         lines = ["time\tfeature\ttarget\tverdict\tdetail"]
-        lines += ["\t".join(e.as_row()) for e in self.entries()]
+        lines += ["\t".join(e.as_row()) for e in self.timeline()]
         return "\n".join(lines) + "\n"

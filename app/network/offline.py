@@ -4,8 +4,9 @@ Asked for by the ``offline`` setting, the ``--offline`` flag (on ``hearth`` and 
 subcommand) or ``HEARTH_OFFLINE=1``. When on:
 
 - the socket guard refuses every non-loopback connection (:mod:`app.network.guard`);
-- the Hugging Face libraries run offline (``HF_HUB_OFFLINE=1``, set before they are imported,
-  and their already-imported constant switched too), so hf-xet's native transfers never start;
+- the Hugging Face libraries run offline (``HF_HUB_OFFLINE=1``, and huggingface_hub's
+  constant, read once at its import, recomputed on every switch: :func:`sync_hub_offline`),
+  so hf-xet's native transfers never start;
 - ``PIP_NO_INDEX=1`` keeps a pip child (the starter fetch) off the network;
 - ``HEARTH_OFFLINE=1`` is exported, so any Hearth child process is offline as well.
 
@@ -33,7 +34,6 @@ OFFLINE_HELP = "block every network connection (also: HEARTH_OFFLINE=1 or the of
 _CHILD_ENV = {OFFLINE_ENV: "1", "HF_HUB_OFFLINE": "1", "PIP_NO_INDEX": "1"}
 _INFO_FLAGS = {"-h", "--help", "--version"}
 _saved_env: dict[str, str | None] = {}
-_saved_hub_constant: dict[str, bool] = {}
 
 
 def _truthy(value: str | None) -> bool:
@@ -62,8 +62,16 @@ def is_offline() -> bool:
     return bool(guard is not None and guard.offline)
 
 
-def set_offline(offline: bool) -> SocketGuard:
-    """Switch offline mode for this process (installs the guard when needed)."""
+def set_offline(offline: bool, *, note: bool = True) -> SocketGuard:
+    """Switch offline mode for this process, both ways, at once (installs the guard when
+    needed) and note the switch in the network activity log.
+
+    The environment carries the mode to child processes. huggingface_hub reads
+    ``HF_HUB_OFFLINE`` once, when it is imported, into ``constants.HF_HUB_OFFLINE`` (which
+    every request checks); whether it was imported before or after the mode was first set,
+    the constant is recomputed here from the environment as it now stands, with the same rule
+    huggingface_hub uses, so turning offline mode off really turns the Hub's switch off too
+    (unless the user set ``HF_HUB_OFFLINE`` themselves, which stays theirs)."""
     for key, value in _CHILD_ENV.items():
         if offline:
             _saved_env.setdefault(key, os.environ.get(key))
@@ -74,14 +82,24 @@ def set_offline(offline: bool) -> SocketGuard:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = previous
-    hub_constants = sys.modules.get("huggingface_hub.constants")
-    if hub_constants is not None:  # imported already: it read the environment at import
-        if offline:
-            _saved_hub_constant.setdefault("value", hub_constants.HF_HUB_OFFLINE)
-            hub_constants.HF_HUB_OFFLINE = True
-        elif "value" in _saved_hub_constant:  # undo only what switching on did
-            hub_constants.HF_HUB_OFFLINE = _saved_hub_constant.pop("value")
+    sync_hub_offline()
+    guard = install_guard()
+    if note and guard.offline != offline:
+        guard.log.note_switch(offline)
     return install_guard(offline=offline)
+
+
+def hub_offline_from_environment() -> bool:
+    """huggingface_hub's own rule for its offline switch, applied to today's environment."""
+    return _truthy(os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE"))
+
+
+def sync_hub_offline() -> None:
+    """Make an imported huggingface_hub's offline constant match the environment now (its
+    value from import time is stale once the environment changed since)."""
+    hub_constants = sys.modules.get("huggingface_hub.constants")
+    if hub_constants is not None:
+        hub_constants.HF_HUB_OFFLINE = hub_offline_from_environment()
 
 
 def record_refusal(url: str) -> OfflineBlockedError:
@@ -106,7 +124,7 @@ def record_refusal(url: str) -> OfflineBlockedError:
 def startup(argv: Sequence[str] = ()) -> SocketGuard:
     """Process start: telemetry opt-outs, then the guard, offline when asked for."""
     opt_out_environment()
-    return set_offline(offline_requested(argv))
+    return set_offline(offline_requested(argv), note=False)  # the start is no switch
 
 
 def add_offline_flag(parser: argparse.ArgumentParser) -> None:

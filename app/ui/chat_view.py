@@ -34,6 +34,7 @@ from app.ui.message_widget import MessageWidget
 from app.ui.theme import Colors, chat_stylesheet, colors_for
 from app.ui.undo_toast import UndoToast
 from app.ui.welcome_page import WelcomePage
+from app.ui.zoom import system_points, zoom_stylesheet
 
 STREAM_INTERVAL_MS = 33  # ~30 Hz
 PAGE = 50  # messages rendered when a chat opens; "Show earlier messages" adds as many more
@@ -66,6 +67,7 @@ class ChatView(QWidget):
         super().__init__(parent)
         self._model = model
         self._colors: Colors = colors_for(QGuiApplication.palette())
+        self._text_points: float | None = None  # None: the system's text size
         self._widgets: list[MessageWidget] = []
         self._first = 0  # first rendered row (older rows wait behind "Show earlier")
         self._page = PAGE
@@ -394,7 +396,18 @@ class ChatView(QWidget):
         return None
 
     def _apply_colors(self) -> None:
-        self.setStyleSheet(chat_stylesheet(self._colors))
+        points = self.text_points()
+        self.setStyleSheet(chat_stylesheet(self._colors) + zoom_stylesheet(points))
+
+    def text_points(self) -> float:
+        """The size every message, code block, table and thinking block is written in."""
+        return self._text_points if self._text_points is not None else system_points()
+
+    def set_text_points(self, points: float | None) -> None:
+        """Zoom the conversation (None: follow the system's text size)."""
+        self._text_points = points
+        self._apply_colors()
+        self._fit_column()
 
     def on_palette_changed(self, *_args: object) -> None:
         """The app's palette decides the theme (a stylesheet pins a widget's own palette, so
@@ -408,6 +421,16 @@ class ChatView(QWidget):
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
+        self._fit_column()
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:
+            self._fit_column()
+
+    def _fit_column(self) -> None:
+        """About COLUMN_CHARS characters of the text size wide (wider text, wider column),
+        never wider than the view: no sideways scrolling at any zoom."""
         metrics = self.fontMetrics()
         self.column.setMaximumWidth(metrics.horizontalAdvance("x" * COLUMN_CHARS) + 120)
 

@@ -20,6 +20,9 @@ from PySide6.QtWidgets import (
 
 from app.text import clean_text
 from app.ui.theme import colors_for, edit_banner_stylesheet
+from app.ui.zoom import set_font_points, system_points, zoom_stylesheet
+
+EDIT_LINES = 5  # the text box grows up to this many lines, then scrolls
 
 
 class ComposerEdit(QPlainTextEdit):
@@ -83,8 +86,13 @@ class EditBanner(QFrame):
         layout.addWidget(self.cancel_button)
         layout.addWidget(self.save_button)
         self.setAccessibleName("Editing a message")
-        self.setStyleSheet(edit_banner_stylesheet(colors_for(self.palette())))
+        self.set_text_points(None)
         self.hide()
+
+    def set_text_points(self, points: float | None) -> None:
+        """The banner's text size (its stylesheet owns its font); None: the system's."""
+        sheet = edit_banner_stylesheet(colors_for(self.palette()))
+        self.setStyleSheet(sheet + zoom_stylesheet(points or system_points()))
 
 
 class Composer(QWidget):
@@ -111,7 +119,7 @@ class Composer(QWidget):
         self.edit.setAccessibleName("Message")
         self.set_send_key("enter")
         self.edit.setTabChangesFocus(True)
-        self.edit.setMaximumHeight(110)
+        self._fit_edit_height()
         self.button = QPushButton("Send", self)
         self.button.setObjectName("sendButton")
         self.button.setAccessibleName("Send")
@@ -200,6 +208,19 @@ class Composer(QWidget):
             self.stop_requested.emit()
         elif self._editing:
             self.on_cancel_edit()
+
+    def set_text_points(self, points: float | None) -> None:
+        """Zoom the text box, the Send button and the edit banner (None: the system's)."""
+        set_font_points(self, points or system_points())
+        self.banner.set_text_points(points)
+        self._fit_edit_height()
+
+    def _fit_edit_height(self) -> None:
+        metrics = self.edit.fontMetrics()
+        margins = self.edit.contentsMargins()
+        frame = 2 * self.edit.frameWidth() + margins.top() + margins.bottom()
+        doc = 2 * int(self.edit.document().documentMargin())
+        self.edit.setMaximumHeight(EDIT_LINES * metrics.lineSpacing() + frame + doc)
 
     def set_send_key(self, send_key: str) -> None:
         """"enter" or "ctrl+enter" (the "send_key" setting); the hint says which."""

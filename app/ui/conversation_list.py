@@ -47,7 +47,12 @@ from app.ui.theme import colors_for
 Index = QModelIndex | QPersistentModelIndex
 
 GROUPS = ("Pinned", "Today", "Yesterday", "Previous 7 days", "Older")
-HEADER_HEIGHT = 26
+HEADER_HEIGHT = 26  # at the 9-10 pt system size; it grows with the chat text size
+
+
+def header_height(option: QStyleOptionViewItem) -> int:
+    """Room for a group name above a row, in the list's (zoomed) font."""
+    return max(HEADER_HEIGHT, option.fontMetrics.height() + 12)
 DAMAGED_SUFFIX = " (damaged)"
 DAMAGED_TIP = ("Part of this chat could not be read from the history (damaged text, or a "
                "date no calendar can show). Open it to see what is readable, and export it "
@@ -174,9 +179,9 @@ class GroupDelegate(QStyledItemDelegate):
 
     def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:
         size = super().sizeHint(option, index)
-        size.setHeight(max(size.height(), 30))
+        size.setHeight(max(size.height(), 30, option.fontMetrics.height() + 12))
         if index.data(ConversationListModel.HeaderRole):
-            size.setHeight(size.height() + HEADER_HEIGHT)
+            size.setHeight(size.height() + header_height(option))
         return size
 
     def paint(self, painter, option: QStyleOptionViewItem, index: Index) -> None:
@@ -192,11 +197,11 @@ class GroupDelegate(QStyledItemDelegate):
         painter.setFont(font)
         painter.setPen(QColor(colors.muted))
         top = QRect(option.rect.left() + 8, option.rect.top() + 4, option.rect.width() - 16,
-                    HEADER_HEIGHT - 4)
+                    header_height(option) - 4)
         painter.drawText(top, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, header)
         painter.restore()
         item = QStyleOptionViewItem(option)
-        item.rect = option.rect.adjusted(0, HEADER_HEIGHT, 0, 0)
+        item.rect = option.rect.adjusted(0, header_height(option), 0, 0)
         super().paint(painter, item, index)
 
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import (
     QAction,
     QActionGroup,
     QCloseEvent,
-    QFont,
     QGuiApplication,
     QKeySequence,
     QShortcut,
@@ -41,6 +40,7 @@ from app.ui.model_manager import ModelManagerPanel
 from app.ui.server_controller import ServerController
 from app.ui.settings_panel import SettingsPanel
 from app.ui.status_bar import ChatStatusBar
+from app.ui.zoom import set_font_points, text_points, zoomed_setting
 from app.workers.generation_worker import ModelInfo
 
 CHAT_PAGE, WELCOME_PAGE = 0, 1
@@ -199,6 +199,9 @@ class MainWindow(QMainWindow):
         view.addSeparator()
         self.zoom_in_action = self._action("Zoom in", QKeySequence.StandardKey.ZoomIn,
                                            lambda: self.on_zoom(+1))
+        # Ctrl+= too: the same key without Shift on most layouts (as in browsers)
+        self.zoom_in_action.setShortcuts(
+            [*self.zoom_in_action.shortcuts(), QKeySequence("Ctrl+=")])
         self.zoom_out_action = self._action("Zoom out", QKeySequence.StandardKey.ZoomOut,
                                             lambda: self.on_zoom(-1))
         self.zoom_reset_action = self._action("Actual size", "Ctrl+0", lambda: self.on_zoom(0))
@@ -393,6 +396,7 @@ class MainWindow(QMainWindow):
         self._select_picker(info.path)
         name = self.model_picker.currentText() or info.name  # the name the picker shows
         self.status.set_model(info, name)
+        self.status.show_chat(self._last_reply_stats(), info.context_length)  # not "Context 0"
         self.chat_view.set_model_name(name)
         self.settings_panel.set_model_defaults(info.generation_defaults)
         self.settings_panel.set_thinking_control(info.thinking_control)
@@ -465,8 +469,18 @@ class MainWindow(QMainWindow):
 
     def on_conversation_opened(self, conversation_id: str | None, values: dict) -> None:
         self.settings_panel.set_values(values)
+        info = self.controller.model_info
+        self.status.show_chat(self._last_reply_stats(), info.context_length if info else 0)
         self.conversation_list.select(conversation_id)
         self.chat_view.scroll_to_end()
+
+    def _last_reply_stats(self) -> dict | None:
+        """The figures stored with the open chat's last measured reply (None: no reply)."""
+        for message in reversed(self.controller.chat_model.messages()):
+            stats = (message.provenance or {}).get("stats")
+            if message.role == "assistant" and isinstance(stats, dict):
+                return stats
+        return None
 
     def _reselect(self, *_: object) -> None:
         self.conversation_list.select(self.controller.current_id)
@@ -508,11 +522,7 @@ class MainWindow(QMainWindow):
             if str(value) in self.theme_actions:
                 self.theme_actions[str(value)].setChecked(True)
         elif key == "font_size":
-            size = int(value) or QGuiApplication.font().pointSize()  # type: ignore[call-overload]
-            for widget in (self.chat_view, self.composer):
-                font = QFont(widget.font())
-                font.setPointSize(size)
-                widget.setFont(font)
+            self.apply_text_size(int(value))  # type: ignore[call-overload]
         elif key == "send_key":
             self.composer.set_send_key(str(value))
         elif key == "offline":
@@ -544,11 +554,20 @@ class MainWindow(QMainWindow):
 
     def on_zoom(self, step: int) -> None:
         current = int(self.controller.settings.get("font_size"))
-        if step == 0:
-            self.set_setting("font_size", 0)
-            return
-        base = current or QGuiApplication.font().pointSize()
-        self.set_setting("font_size", max(6, min(48, base + step)))
+        self.set_setting("font_size", zoomed_setting(current, step))
+
+    def apply_text_size(self, setting: int) -> None:
+        """The chat text size reaches every message, the chat list and the composer
+        (``setting`` 0: the system's size, followed when the OS text scale changes)."""
+        points = float(setting) if setting > 0 else None
+        self.chat_view.set_text_points(points)
+        self.composer.set_text_points(points)
+        set_font_points(self.conversation_list, text_points(setting))
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ApplicationFontChange:  # the OS text scale changed
+            self.apply_text_size(int(self.controller.settings.get("font_size")))
+        return super().event(event)
 
     def on_shortcuts(self) -> None:
         from PySide6.QtWidgets import QMessageBox

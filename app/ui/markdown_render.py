@@ -88,7 +88,7 @@ def _code_table(code: str, lang: str, colors: Colors, href: str) -> str:
         f'style="background-color:{colors.code_bg}; border: 1px solid {colors.border};">'
         f'<tr><td style="color:{colors.muted};">{label} &nbsp; '
         f'<a href="{href}" style="color:{colors.link};">Copy code</a></td></tr>'
-        f'<tr><td><pre style="font-family: monospace; margin:0;">'
+        f'<tr><td><pre style="font-family: monospace; margin:0; white-space: pre-wrap;">'
         f"{highlight_code(code, lang, colors)}</pre></td></tr></table>"
     )
 

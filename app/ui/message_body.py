@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import Qt, QUrl, Signal
+from PySide6.QtCore import QEvent, Qt, QUrl, Signal
 from PySide6.QtWidgets import QAbstractScrollArea, QFrame, QSizePolicy, QTextBrowser, QWidget
 
 
@@ -52,6 +52,11 @@ class MessageBody(QTextBrowser):
         height = math.ceil(self.document().size().height())
         if height != self.height():
             self.setFixedHeight(height)
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)  # a new font (the chat text size) becomes the document's
+        if event.type() == QEvent.Type.FontChange:
+            self._fit()
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)

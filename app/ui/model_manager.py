@@ -419,8 +419,8 @@ class ModelManagerPanel(QDialog):
         )
 
     def on_search_failed(self, message: str) -> None:
-        self.search_status.setText("The search failed.")
-        self.bridge.error(message)
+        """The reason, in the dialog where the user is looking (not only behind it)."""
+        self.search_status.setText(message)
 
     def on_download_hub(self) -> None:
         found = self._selected(self.hub_view)

@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.network import ConnectionAttempt, NetworkLog, is_offline, network_log
+from app.network import ConnectionAttempt, ModeSwitch, NetworkLog, is_offline, network_log
 
 COLUMNS = ("Time", "Feature", "Host:port", "Result", "Detail")
 REFRESH_MS = 500
@@ -54,13 +54,13 @@ class NetworkLogModel(QAbstractTableModel):
     def refresh(self) -> bool:
         """Re-read the log if it changed; return whether it did."""
         total = self.log.total
-        entries: list[ConnectionAttempt] = self.log.entries()
+        entries: list[ConnectionAttempt | ModeSwitch] = self.log.timeline()
         if total == self._seen and len(entries) == len(self._rows):
             return False
         self.beginResetModel()
         self._seen = total
         self._rows = [e.as_row() for e in entries]
-        self._allowed = [e.allowed for e in entries]
+        self._allowed = [not isinstance(e, ConnectionAttempt) or e.allowed for e in entries]
         self.endResetModel()
         return True
 
@@ -150,7 +150,7 @@ class NetworkLogDialog(QDialog):
         QGuiApplication.clipboard().setText(self.log.as_text())
 
     def _update_summary(self) -> None:
-        entries = self.log.entries()
+        entries = self.log.entries()  # attempts only (not the offline-mode switches)
         blocked = sum(not e.allowed for e in entries)
         if is_offline():
             mode = "Offline mode is on: connections off this computer are blocked."

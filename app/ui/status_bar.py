@@ -150,6 +150,18 @@ class ChatStatusBar(QStatusBar):
         self.set_context(stats.context_used, stats.context_max)
         self.set_speculation(stats)
 
+    def show_chat(self, stats: dict | None, context_max: int) -> None:
+        """Another chat is open (a switch, a new chat, a restart): its own last reply's
+        figures (``stats``: the dict stored with it), or none; never the previous chat's."""
+        stats = stats or {}
+        speed, ttft = stats.get("decode_tok_s"), stats.get("ttft_ms")
+        self.speed_label.setText(f"{speed:.1f} tok/s" if isinstance(speed, int | float) else "")
+        self.ttft_label.setText(f"TTFT {ttft:.0f} ms" if isinstance(ttft, int | float) else "")
+        self.ttft_label.setToolTip("")
+        used = stats.get("context_used")
+        self.set_context(used if isinstance(used, int) else 0, context_max)
+        self.set_speculation(None)
+
     def set_speculation(self, stats: GenerationStats | None) -> None:
         """Acceptance and steps saved of the last reply; hidden when it did not speculate."""
         self._speculation = figures = speculation_figures(stats)

@@ -446,9 +446,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 def allow_hub_requests(monkeypatch) -> None:
     """tests/conftest.py sets HF_HUB_OFFLINE=1 so nothing reaches the real Hub; tests that
-    talk to this loopback stand-in turn huggingface_hub's offline switch off for themselves."""
+    talk to this loopback stand-in turn huggingface_hub's offline switch off for themselves
+    (the variable too: Hearth's offline switch recomputes the constant from it)."""
     from huggingface_hub import constants
 
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
 
 

@@ -322,7 +322,8 @@ def test_offline_closed_port_gives_a_clear_message_naming_the_url(monkeypatch):
     with pytest.raises(DownloadError) as err:
         downloader.download(request(repo, "offline"))
     message = str(err.value)
-    assert f"Cannot reach {endpoint}/api/models/test/offline/revision/main" in message
+    assert message.startswith("You're offline (or the Hub is unreachable): ")
+    assert f"{endpoint}/api/models/test/offline/revision/main" in message
     assert "internet connection" in message
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import threading
 
 import pytest
@@ -487,3 +488,24 @@ def test_details_offer_the_draft_and_its_button_downloads_it(make_app, hub, monk
     assert details.draft_label.text().endswith("(Tiny-Chat drafts for Tiny-Big).")
     assert details.draft_button.isHidden()
     assert not app.models.draft_waiting(app.controller.model_info.path)
+
+
+def test_an_unreachable_hub_is_said_in_the_search_dialog_within_two_seconds(make_app, hub):
+    """Issue 28 item 3: a refused connection is not retried; the reason is in the dialog."""
+    refused = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    refused.bind(("127.0.0.1", 0))  # bound, never listening: connects are refused
+    try:
+        app = make_app()
+        panel = manager(app, hub)
+        app.settings.set("hub_endpoint", f"http://127.0.0.1:{refused.getsockname()[1]}")
+        panel.tabs.setCurrentIndex(1)
+        panel.search_edit.setText("phi")
+        app.qtbot.mouseClick(panel.search_button, Qt.MouseButton.LeftButton)
+        assert panel.search_status.text() == "Searching…"
+        app.qtbot.waitUntil(lambda: panel.search_status.text() != "Searching…", timeout=2000)
+        text = panel.search_status.text()
+        assert text.startswith("You're offline (or the Hub is unreachable): "
+                               "the connection was refused"), text
+        assert panel.search_status.isVisible()
+    finally:
+        refused.close()

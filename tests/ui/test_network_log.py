@@ -27,7 +27,7 @@ def offline_guard(monkeypatch):
     uninstall_guard()
     monkeypatch.setattr(socket.socket, "connect", never)
     guard = install_guard(NetworkLog(capacity=20))
-    set_offline(True)
+    set_offline(True, note=False)  # as a start in offline mode sets it (no switch to show)
     yield guard
     set_offline(False)
     uninstall_guard()
@@ -68,3 +68,21 @@ def test_dialog_refreshes_live_and_copies(qtbot, offline_guard):
     text = QGuiApplication.clipboard().text()
     assert text.splitlines()[0] == "time\tfeature\ttarget\tverdict\tdetail"
     assert "model download\t192.0.2.1:8443\tblocked\tconnect: offline mode is on" in text
+
+
+def test_the_log_shows_offline_mode_switched_off_and_on_between_attempts(offline_guard):
+    blocked_attempt(443)
+    set_offline(False)
+    set_offline(False)  # no change: no second row
+    set_offline(True)
+    blocked_attempt(80)
+    model = NetworkLogModel(offline_guard.log)
+    rows = [tuple(model.index(r, c).data() for c in range(5)) for r in range(model.rowCount())]
+    assert [(row[1], row[2], row[3]) for row in rows] == [
+        ("model download", "192.0.2.1:443", "blocked"),
+        ("offline mode", "", "turned off"),
+        ("offline mode", "", "turned on"),
+        ("model download", "192.0.2.1:80", "blocked"),
+    ]
+    assert "offline mode\t\tturned off" in offline_guard.log.as_text()
+    assert len(offline_guard.log.blocked()) == 2  # switches are no attempts
