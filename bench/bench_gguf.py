@@ -12,9 +12,12 @@ last ``--extra``, else fp32): the median over passes of the ratio within one pas
 load change on a shared machine affects least. ``--extra`` adds converted folders (an older
 conversion, say) to the same table.
 
-``ort-native+prompts`` is the native conversion as the app runs it on x86: the prompt on a
-second session with ORT's fp32 kernels for 4-bit matmuls (app/engine/prompt_session.py),
-the decode steps on the native session.
+``ort-native+prompts`` is the native conversion as the app's inexact mode runs it on x86
+(``exact_replies`` off): the prompt on a second session with ORT's fp32 kernels for 4-bit
+matmuls (app/engine/prompt_session.py), the decode steps on the native session. The app's
+default, exact mode reads prompts as ``ort-native`` does and runs its decode steps as two rows
+where one-row steps round otherwise (``Decoder.choose_rows``): bench/bench_speculative.py
+measures that path through the engine itself.
 
 Fidelity (native — Q4_1 as exact 4-bit codes plus offsets, the default —, and under ``--q8``
 native with ``exact_offsets=False``, Q4_1 as 8-bit codes, vs the fp32 conversion):
