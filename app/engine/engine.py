@@ -41,7 +41,12 @@ from app.engine.reasoning import (
 )
 from app.engine.speculative import DraftModel, likely_quoting, verify_tolerance
 from app.engine.tokenizer import Tokenizer
-from app.engine.tool_calls import PARSERS, split_tool_calls, tool_call_format
+from app.engine.tool_calls import (
+    PARSERS,
+    split_tool_calls,
+    tool_call_format,
+    tool_call_grammar,
+)
 from app.engine.types import (
     BackendInfo,
     Capabilities,
@@ -387,12 +392,19 @@ class Engine:
                                 prompt_ids=None if dropped else ids)
         if policy != "sliding_window":
             self._check_budget(len(ids), settings)
+        reads_calls = bool(tools) and self.tool_format in PARSERS and (
+            settings.tool_choice != "none")
+        if reads_calls and settings.grammar is None:
+            grammar = tool_call_grammar(self.tool_format, tools, settings.tool_choice,
+                                        parallel=settings.parallel_tool_calls,
+                                        tokenizer=self.tokenizer)
+            settings = replace(settings, grammar=grammar)
         stream = self._stream(cache, ids, settings, cancel, reuse, on_prefill,
                               quoting=self._likely_quoting(messages, ids))
         if self.reasoning is not None:
             tail = self.tokenizer.decode(ids[-16:], skip_special_tokens=False)
             stream = split_reasoning(stream, ReasoningSplitter(self.reasoning.after_prompt(tail)))
-        if tools and self.tool_format in PARSERS:
+        if reads_calls:
             stream = split_tool_calls(stream, PARSERS[self.tool_format]())
         if dropped:
             note = f"left out the {dropped} oldest messages to fit the context"

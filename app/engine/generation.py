@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from app.engine.decoder import Decoder, PrefillStopped
 from app.engine.detokenizer import StreamingDetokenizer
 from app.engine.kv_cache import CacheRewindError, KVCache
-from app.engine.sampling import Sampler, make_sampler
+from app.engine.sampling import Sampler, make_sampler, top_logprobs
 from app.engine.speculative import (
     AdaptiveK,
     DraftModel,
@@ -140,7 +140,14 @@ def stream_generate(
     stats.reused_tokens = reused
     stats.prefilled_tokens = len(prompt_ids) - reused
 
-    sampler = make_sampler(settings.sampling)
+    constraint = None
+    if settings.grammar is not None:
+        from app.engine.grammar import GrammarMatcher  # llguidance loads on first use
+
+        constraint = GrammarMatcher(settings.grammar, tokenizer, eos_ids,
+                                    max_tokens=settings.max_new_tokens)
+    sampler = make_sampler(settings.sampling, constraint)
+    want_logprobs = settings.logprobs
     detok = StreamingDetokenizer(tokenizer, stop_strings=settings.stop_strings)
     eos = frozenset(eos_ids)
     history = list(prompt_ids)
@@ -150,8 +157,14 @@ def stream_generate(
 
     logits = prefill(decoder, cache, prompt_ids, reused, cancel=cancel, on_prefill=on_prefill)
     bounded = cache.bounded_by_context
+    speculation = settings.speculation
+    if speculation != "off" and (constraint is not None or want_logprobs is not None):
+        speculation = "off"
+        stats.speculation_note = ("off: the reply is constrained by a grammar"
+                                  if constraint is not None else
+                                  "off: log-probabilities were asked for")
     spec = None if logits is None else make_speculator(  # None: a stopped prefill
-        settings.speculation, decoder, cache, sampler, draft=draft, policy=speculation_policy
+        speculation, decoder, cache, sampler, draft=draft, policy=speculation_policy
     )
     if spec is not None:
         finish, first_token_at = yield from _speculative_loop(
@@ -162,22 +175,32 @@ def stream_generate(
         if cancel is not None and cancel.is_set():
             finish = "cancelled"
             break
-        token = int(sampler(logits, history))
+        if constraint is None and want_logprobs is None:
+            token = int(sampler(logits, history))
+            chunk = GenerationChunk(text="", token_id=token)
+        else:
+            masked = sampler.constrain(logits)
+            token = sampler.pick(masked, history)
+            chunk = GenerationChunk(text="", token_id=token)
+            if want_logprobs is not None:
+                chunk.logprob, chunk.top_logprobs = top_logprobs(masked, token, want_logprobs)
+            if constraint is not None:
+                constraint.accept(token)
         if first_token_at is None:
             first_token_at = time.perf_counter()
         generated.append(token)
         history.append(token)
         if token in eos:
-            yield GenerationChunk(text="", token_id=token)
+            yield chunk
             finish = "eos"
             break
-        text = detok.add(token)
+        chunk.text = detok.add(token)
         if detok.stop_hit is not None:
-            if text:
-                yield GenerationChunk(text=text, token_id=token)
+            if chunk.text:
+                yield chunk
             finish = "stop"
             break
-        yield GenerationChunk(text=text, token_id=token)
+        yield chunk
         if len(generated) >= settings.max_new_tokens:
             finish = "max_tokens"
             break

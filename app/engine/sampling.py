@@ -21,10 +21,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
 from app.engine.types import SamplingSettings
+
+
+class Constraint(Protocol):
+    """A per-step logits mask (app/engine/grammar.py's ``GrammarMatcher``)."""
+
+    def mask(self, logits: np.ndarray) -> np.ndarray: ...
+
+    def accept(self, token: int) -> None: ...
 
 NEG_INF = np.float32(-np.inf)
 
@@ -130,7 +139,7 @@ class Sampler:
     ``__call__`` draws from it (greedy: the argmax after penalties).
     """
 
-    def __init__(self, settings: SamplingSettings) -> None:
+    def __init__(self, settings: SamplingSettings, constraint: Constraint | None = None) -> None:
         if settings.top_k < 0 or not 0.0 < settings.top_p <= 1.0:
             raise ValueError("top_k must be >= 0 and top_p in (0, 1]")
         if settings.min_p < 0.0 or settings.min_p > 1.0 or settings.repetition_penalty <= 0:
@@ -142,7 +151,10 @@ class Sampler:
             or settings.presence_penalty != 0.0
             or settings.frequency_penalty != 0.0
         )
-        self._plain_greedy = settings.greedy and not self._penalized
+        self.constraint = constraint
+        """Constrained decoding (app/engine/grammar.py): its mask is applied to the logits
+        before everything else; the decode loop advances it with each accepted token."""
+        self._plain_greedy = settings.greedy and not self._penalized and constraint is None
         self.reset()
 
     def reset(self) -> None:
@@ -158,6 +170,7 @@ class Sampler:
     # -- public -------------------------------------------------------------------------
 
     def __call__(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
+        """The next token (the constraint's mask applied first)."""
         if self._plain_greedy and type(logits) is np.ndarray and logits.ndim == 1:
             # The decode loop's common case, kept to a few operations: right after a step the
             # interpreter runs with caches the model's weights just flushed.
@@ -165,6 +178,10 @@ class Sampler:
             if not math.isfinite(logits[best]):
                 raise ValueError("the logits contain NaN or are all -inf/+inf")
             return best
+        return self.pick(self.constrain(logits), history)
+
+    def pick(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
+        """The next token from logits the constraint has already masked."""
         x = self._prepare(logits, history)
         if self.settings.greedy:
             return self._argmax if x is self._checked else int(np.argmax(x))
@@ -175,12 +192,16 @@ class Sampler:
         at = int(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"))
         return int(ids[min(at, ids.size - 1)])
 
+    def constrain(self, logits: np.ndarray) -> np.ndarray:
+        """``logits`` with what the constraint forbids at ``-inf`` (unchanged without one)."""
+        return logits if self.constraint is None else self.constraint.mask(logits)
+
     def greedy_with_margin(self, logits: np.ndarray,
                            history: Sequence[int] = ()) -> tuple[int, float]:
         """The greedy choice after the penalties and how far its logit leads the runner-up
         (a verify step's logits differ from a one-token step's by rounding, so a choice
         closer than that is left to a one-token step)."""
-        x = self._prepare(logits, history)
+        x = self._prepare(self.constrain(logits), history)
         best = self._argmax if x is self._checked else int(np.argmax(x))
         top = x[best]
         x[best] = NEG_INF
@@ -191,7 +212,7 @@ class Sampler:
     def distribution(self, logits: np.ndarray,
                      history: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
         """Candidate token ids and their probabilities (summing to 1) after all filters."""
-        x = self._prepare(logits, history)
+        x = self._prepare(self.constrain(logits), history)
         if self.settings.greedy:
             return np.array([int(np.argmax(x))]), np.ones(1)
         ids, weights = self._candidates(x)
@@ -282,9 +303,24 @@ class Sampler:
         return ids, weights.astype(np.float64)
 
 
-def make_sampler(settings: SamplingSettings) -> Sampler:
+def make_sampler(settings: SamplingSettings, constraint: Constraint | None = None) -> Sampler:
     """A sampler for one reply (seeded by ``settings.seed``; None = fresh randomness)."""
-    return Sampler(settings)
+    return Sampler(settings, constraint)
+
+
+def top_logprobs(logits: np.ndarray, token: int,
+                 n: int) -> tuple[float, tuple[tuple[int, float], ...]]:
+    """The log-probability of ``token`` under ``logits`` and the ``n`` most likely tokens'
+    (id, log-probability), best first."""
+    x = np.asarray(logits, dtype=np.float64).reshape(-1)
+    top = float(x.max())
+    log_z = top + math.log(float(np.exp(x - top).sum()))
+    best: tuple[tuple[int, float], ...] = ()
+    if n > 0:
+        ids = np.argpartition(-x, min(n, x.size) - 1)[:n]
+        ids = ids[np.argsort(-x[ids], kind="stable")]
+        best = tuple((int(i), float(x[i] - log_z)) for i in ids)
+    return float(x[token] - log_z), best
 
 
 # -- fast selection helpers ---------------------------------------------------------------

@@ -21,10 +21,15 @@ sees it, and nothing is run from a guess.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from typing import Protocol
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
-from app.engine.types import GenerationChunk, ParsedToolCall
+from app.engine.grammar import json_schema_lark, lark_literal
+from app.engine.types import GenerationChunk, Grammar, ParsedToolCall
+
+if TYPE_CHECKING:
+    from app.engine.tokenizer import Tokenizer
 
 HERMES_OPEN, HERMES_CLOSE = "<tool_call>", "</tool_call>"
 
@@ -120,6 +125,61 @@ def tool_call_format(template_source: str | None) -> str | None:
     if HERMES_OPEN in source and "tools" in source:
         return "hermes"
     return None
+
+
+# -- constrained calls (app/engine/grammar.py) -------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallSyntax:
+    """How a family writes one call, for the grammar that constrains it: ``open`` and
+    ``close`` around a JSON object whose name key is "name" and whose arguments key is
+    ``arguments_key``."""
+
+    open: str
+    close: str
+    arguments_key: str = "arguments"
+
+
+#: family → its call syntax (families without one are parsed, not constrained)
+SYNTAX: dict[str, CallSyntax] = {"hermes": CallSyntax(HERMES_OPEN, HERMES_CLOSE)}
+
+
+def call_schema(tools: Sequence[dict], name: str | None = None,
+                arguments_key: str = "arguments") -> dict[str, Any]:
+    """The JSON Schema of one call object among ``tools`` (OpenAI function specs), or of a
+    call of ``name`` alone."""
+    options = []
+    for tool in tools:
+        function = tool.get("function", tool)
+        if name is not None and function.get("name") != name:
+            continue
+        parameters = function.get("parameters") or {"type": "object"}
+        options.append({"type": "object",
+                        "properties": {"name": {"const": function.get("name")},
+                                       arguments_key: parameters},
+                        "required": ["name", arguments_key], "additionalProperties": False})
+    if not options:
+        raise ValueError(f"no tool named {name!r} is offered")
+    return options[0] if len(options) == 1 else {"anyOf": options}
+
+
+def tool_call_grammar(family: str, tools: Sequence[dict], choice: str, *, parallel: bool,
+                      tokenizer: Tokenizer) -> Grammar | None:
+    """The grammar that keeps ``family``'s calls to ``tools`` well formed: from the first
+    token for "required" and "function:NAME", after the start marker for "auto"; None for
+    "none" or a family without a call syntax."""
+    syntax = SYNTAX.get(family)
+    if syntax is None or choice == "none" or not tools:
+        return None
+    name = choice.removeprefix("function:") if choice.startswith("function:") else None
+    body = json_schema_lark(call_schema(tools, name, syntax.arguments_key))
+    open_, close = lark_literal(syntax.open, tokenizer), lark_literal(syntax.close, tokenizer)
+    more = f" (NL {open_} rest)*" if parallel else ""
+    rules = "\n".join([f"rest: NL? body NL? {close}", f"body: {body}", 'NL: "\\n"', ""])
+    if choice == "auto":
+        return Grammar("lark", f"start: rest{more}\n{rules}", trigger=syntax.open)
+    return Grammar("lark", f"start: {open_} rest{more}\n{rules}")
 
 
 def split_tool_calls(

@@ -70,6 +70,18 @@ class Message:
 
 
 @dataclass(frozen=True)
+class Grammar:
+    """What a constrained reply must match (app/engine/grammar.py): ``kind`` is
+    "json_schema" (``source``: the schema as JSON text), "json_object" (any object),
+    "regex", "choice" (``source``: a JSON list of strings) or "lark". ``trigger``: free text
+    until the reply contains it, then the grammar for what follows (tool_choice "auto")."""
+
+    kind: Literal["json_schema", "json_object", "regex", "choice", "lark"]
+    source: str = ""
+    trigger: str | None = None
+
+
+@dataclass(frozen=True)
 class SamplingSettings:
     """How the next token is picked. ``temperature == 0`` means greedy."""
 
@@ -102,6 +114,15 @@ class GenerationSettings:
     #: is attached, else prompt lookup, and only while it pays; "off", "lookup" or "draft"
     #: force a choice.
     speculation: Speculation = "auto"
+    #: Constrained decoding: the reply matches this grammar (None: free text, unchanged)
+    grammar: Grammar | None = None
+    #: Log-probabilities per token: None = none; 0 = the chosen token's; N = also the N best
+    logprobs: int | None = None
+    #: With tools: "auto" (free text, and a call once the model starts one, constrained),
+    #: "required" (a call, constrained from the first token), "none" (no call is read) or
+    #: "function:NAME" (a call of that tool)
+    tool_choice: str = "auto"
+    parallel_tool_calls: bool = True
 
     @classmethod
     def from_model(
@@ -115,8 +136,9 @@ class GenerationSettings:
         ``repetition_penalty`` and ``max_new_tokens`` are taken where valid (anything else,
         and any invalid value, is ignored); ``do_sample: false`` means greedy (temperature
         0). ``overrides`` (the user's choices) use ``SamplingSettings``' field names plus
-        ``max_new_tokens``, ``stop_strings``, ``context_policy``, ``thinking`` and
-        ``speculation``; None values are skipped.
+        ``max_new_tokens``, ``stop_strings``, ``context_policy``, ``thinking``,
+        ``speculation``, ``grammar``, ``logprobs``, ``tool_choice`` and
+        ``parallel_tool_calls``; None values are skipped.
         """
         sampling: dict[str, Any] = {}
         top: dict[str, Any] = {}
@@ -141,6 +163,16 @@ class GenerationSettings:
                 if value not in ("default", "on", "off"):
                     raise ValueError(f"thinking must be 'default', 'on' or 'off', not {value!r}")
                 top[key] = value
+            elif key == "grammar":
+                if not isinstance(value, Grammar):
+                    raise ValueError("grammar must be a Grammar")
+                top[key] = value
+            elif key == "logprobs":
+                top[key] = int(value)
+            elif key == "tool_choice":
+                top[key] = str(value)
+            elif key == "parallel_tool_calls":
+                top[key] = bool(value)
             elif key == "speculation":
                 if value not in SPECULATION_MODES:
                     raise ValueError(f"unknown speculation mode {value!r}")
@@ -191,6 +223,7 @@ class GenerationStats:
     proposed: int = 0  # tokens proposed by the speculative proposer
     accepted: int = 0  # of those, tokens the target model accepted
     target_steps: int = 0  # target model runs after the prefill (decode steps + verify steps)
+    speculation_note: str | None = None  # why speculation was off for this reply, if it was
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -213,6 +246,10 @@ class GenerationChunk:
     #: tool calls completed by this chunk (app/engine/tool_calls.py takes their markup out of
     #: ``text``; a remote server sends them parsed); only when the reply was offered tools
     tool_calls: tuple[ParsedToolCall, ...] = ()
+    #: the token's log-probability and the best alternatives' (token id, logprob), when
+    #: ``GenerationSettings.logprobs`` asked for them
+    logprob: float | None = None
+    top_logprobs: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -36,6 +35,7 @@ from app.errors import ContextOverflowError, HearthError, TemplateError
 from app.server import responses
 from app.server.admission import Admission, RequestRecord, Ticket
 from app.server.config import ServerConfig
+from app.server.cors import ALLOWED_HEADERS, ApiCors
 from app.server.errors import ApiError, EngineUnavailableError, bad_request
 from app.server.executor import EngineExecutor
 from app.server.guard import LOOPBACK_NAMES, HostGuard, bracketed, is_json
@@ -75,17 +75,21 @@ class HearthApi:
                 HostGuard, allowed=LOOPBACK_NAMES | {bracketed(config.host),
                                                      *config.allowed_hosts}))
         if config.cors_origins:
+            # any origin scheme may be listed (an editor's app://…); the openai JS SDK sends
+            # x-stainless-* headers on every request, so its preflight names them
             middleware.append(Middleware(
-                CORSMiddleware, allow_origins=list(config.cors_origins),
-                allow_methods=["GET", "POST", "OPTIONS"],
-                allow_headers=["Authorization", "Content-Type"]))
+                ApiCors, allow_origins=list(config.cors_origins),
+                allow_methods=["GET", "POST", "OPTIONS"], allow_headers=list(ALLOWED_HEADERS)))
+        api = [
+            ("/models", self.list_models, "GET"),
+            ("/models/{model_id:path}", self.get_model, "GET"),
+            ("/chat/completions", self.chat_completions, "POST"),
+            ("/completions", self.completions, "POST"),
+        ]
         self.app = Starlette(
-            routes=[
-                Route("/v1/models", self.list_models, methods=["GET"]),
-                Route("/v1/models/{model_id:path}", self.get_model, methods=["GET"]),
-                Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
-                Route("/v1/completions", self.completions, methods=["POST"]),
-            ],
+            routes=[Route("/health", self.health, methods=["GET"])] + [
+                Route(prefix + path, endpoint, methods=[method])
+                for prefix in ("/v1", "") for path, endpoint, method in api],
             middleware=middleware,
             exception_handlers={ApiError: _api_error, HTTPException: _http_error,
                                 Exception: _internal_error},
@@ -99,6 +103,12 @@ class HearthApi:
             channel.cancel.set()
 
     # -- routes ----------------------------------------------------------------------------
+
+    async def health(self, request: Request) -> Response:
+        """Liveness, without a key (llama.cpp's server and vLLM answer it the same way)."""
+        served = self.executor.served_model()
+        return JSONResponse({"status": "ok" if served is not None else "no_model",
+                             "model": served.id if served is not None else None})
 
     async def list_models(self, request: Request) -> Response:
         self._authorize(request)
@@ -295,6 +305,7 @@ class _Reply:
         self.created = int(time.time())
         self.model = model
         self.include_usage = include_usage
+        self.calls = 0  # tool calls streamed so far
 
     def opening(self) -> dict[str, Any]:
         if self.chat:
@@ -309,18 +320,28 @@ class _Reply:
         final = chunk.finish_reason is not None
         if chunk.text or chunk.reasoning:
             events.append(self._piece(chunk.text, chunk.reasoning, None))
+        if chunk.tool_calls and self.chat:
+            calls = responses.call_ids(list(chunk.tool_calls), self.id + str(self.calls))
+            delta = {"tool_calls": [responses.tool_call(c, self.calls + i)
+                                    for i, c in enumerate(calls)]}
+            self.calls += len(calls)
+            events.append(responses.chat_chunk(self.id, self.created, self.model, delta,
+                                               with_usage_field=self.include_usage))
         if final:
-            events.append(self._piece("", "", finish_reason(chunk.finish_reason)))
+            events.append(self._piece("", "", finish_reason(chunk.finish_reason,
+                                                            self.calls > 0)))
             if self.include_usage:
                 events.append(self._usage_only(usage(chunk.stats)))
         return events
 
-    def whole(self, text: str, reasoning: str, final: GenerationChunk | None) -> dict[str, Any]:
-        reason = finish_reason(final.finish_reason if final else None)
+    def whole(self, text: str, reasoning: str, final: GenerationChunk | None,
+              calls: list | None = None) -> dict[str, Any]:
+        calls = responses.call_ids(calls or [], self.id)
+        reason = finish_reason(final.finish_reason if final else None, bool(calls))
         use = usage(final.stats if final else None)
         if self.chat:
             return responses.chat_completion(self.id, self.created, self.model, text,
-                                             reasoning, reason, use)
+                                             reasoning, reason, use, calls)
         return responses.completion(self.id, self.created, self.model, text, reason, use)
 
     def _piece(self, text: str, reasoning: str, finish: str | None) -> dict[str, Any]:
@@ -343,17 +364,18 @@ async def _first(channel: Channel) -> Any:
     return (await channel.get_all(limit=1))[0]
 
 
-async def _collect(channel: Channel) -> tuple[str, str, GenerationChunk | None]:
-    text, reasoning, final = [], [], None
+async def _collect(channel: Channel) -> tuple[str, str, GenerationChunk | None, list]:
+    text, reasoning, final, calls = [], [], None, []
     while True:
         for item in await channel.get_all():
             if isinstance(item, Done):
                 if item.error is not None:
                     raise api_error_for(item.error)
-                return "".join(text), "".join(reasoning), final
+                return "".join(text), "".join(reasoning), final, calls
             if isinstance(item, GenerationChunk):
                 text.append(item.text)
                 reasoning.append(item.reasoning)
+                calls.extend(item.tool_calls)
                 if item.finish_reason is not None:
                     final = item
 

@@ -15,7 +15,8 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_MESSAGES = 1024
 MAX_CONNECTIONS = 64
 
-_ORIGIN = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+$")
+# http(s) origins, and an app's own scheme (app://…, vscode-webview://…, tauri://…)
+_ORIGIN = re.compile(r"^[a-z][a-z0-9+.\-]*://[A-Za-z0-9.\-\[\]:]+$")
 _LABEL = r"[a-z0-9](?:[a-z0-9\-]{0,61}[a-z0-9])?"
 _HOST_NAME = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
 
@@ -78,7 +79,7 @@ class ServerConfig:
         for origin in self.cors_origins:
             if not _ORIGIN.match(origin):
                 raise ServerConfigError(
-                    f"The CORS origin {origin!r} is not an origin like http://localhost:3000.",
+                    f"The CORS origin {origin!r} is not an origin like http://localhost:3000 or app://my-editor.",
                     hint="Name each web page origin allowed to call the server ('*' is not "
                     "accepted).",
                 )

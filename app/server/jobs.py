@@ -29,7 +29,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.engine.types import GenerationChunk, GenerationSettings, GenerationStats
@@ -170,11 +170,17 @@ def run_chat(request: ChatRequest, conversations: ServerConversations, partition
         return
     _check_model(engine, request.model)
     messages = list(request.messages)
-    ids = engine.encode_chat(messages, stop=channel.cancel)
+    tools = list(request.tools) or None  # "none": still shown to the model, never read
+    if tools is not None and not engine.capabilities().tools:
+        raise ApiError(400, "This model has no tool-call format Hearth reads, so it cannot be "
+                       "offered 'tools'.", param="tools")
+    ids = engine.encode_chat(messages, stop=channel.cancel, tools=tools)
     settings = _settings(engine, request.sampling, len(ids), "messages")
+    settings = replace(settings, grammar=request.grammar, tool_choice=request.tool_choice,
+                       parallel_tool_calls=request.parallel_tool_calls)
     conversation = conversations.pick(caches, ids, partition)
     stream = engine.chat(messages, settings, cancel=channel.cancel, caches=caches,
-                         conversation_id=conversation)
+                         conversation_id=conversation, tools=tools)
     try:
         _pump(stream, channel, len(ids))
     finally:
@@ -203,9 +209,11 @@ def run_completion(request: CompletionRequest, conversations: ServerConversation
     _pump(engine.generate(ids, settings, cancel=channel.cancel, reuse=reuse), channel, len(ids))
 
 
-def finish_reason(engine_reason: str | None) -> str:
-    """OpenAI's finish_reason for the engine's."""
-    return "length" if engine_reason in ("length", "max_tokens") else "stop"
+def finish_reason(engine_reason: str | None, called: bool = False) -> str:
+    """OpenAI's finish_reason for the engine's (``called``: the reply made tool calls)."""
+    if engine_reason in ("length", "max_tokens"):
+        return "length"
+    return "tool_calls" if called else "stop"
 
 
 def usage(stats: GenerationStats | None) -> dict[str, Any]:

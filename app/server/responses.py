@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from app.engine.types import ParsedToolCall
 from app.server.executor import ServedModel
 
 
@@ -17,11 +18,28 @@ def model_object(model: ServedModel) -> dict[str, Any]:
     return {"id": model.id, "object": "model", "created": model.created, "owned_by": "hearth"}
 
 
+def tool_call(call: ParsedToolCall, index: int) -> dict[str, Any]:
+    """A call as OpenAI writes it (``index`` is what a streamed delta adds)."""
+    return {"index": index, "id": call.id, "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments}}
+
+
+def call_ids(calls: list[ParsedToolCall], rid: str) -> list[ParsedToolCall]:
+    """The calls with ids (the model's format has none: the reply's id and the index)."""
+    return [c if c.id else ParsedToolCall(f"call_{rid[-12:]}_{i}", c.name, c.arguments)
+            for i, c in enumerate(calls)]
+
+
 def chat_completion(rid: str, created: int, model: str, text: str, reasoning: str,
-                    finish: str, usage: dict[str, Any]) -> dict[str, Any]:
+                    finish: str, usage: dict[str, Any],
+                    calls: list[ParsedToolCall] | None = None) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
     if reasoning:
         message["reasoning_content"] = reasoning
+    if calls:
+        message["content"] = text or None
+        message["tool_calls"] = [{k: v for k, v in tool_call(c, i).items() if k != "index"}
+                                 for i, c in enumerate(calls)]
     return {"id": rid, "object": "chat.completion", "created": created, "model": model,
             "system_fingerprint": None,
             "choices": [{"index": 0, "message": message, "logprobs": None,

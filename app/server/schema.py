@@ -1,25 +1,27 @@
 """Request bodies of the OpenAI API → checked plain requests.
 
 Every problem is an ``ApiError`` 400 naming the field (``param``), as OpenAI does. Fields the
-engine cannot honour (tools, ``n > 1``, logprobs) are refused rather than silently ignored;
+engine cannot honour (``functions``, ``n > 1``, logprobs, audio) are refused rather than
+silently ignored;
 fields that change nothing here (``user``, ``metadata``, ``store``) are accepted.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.engine.types import Message
+from app.engine.types import Grammar, Message, ParsedToolCall
 from app.server.errors import bad_request
 
 MAX_STOP_STRINGS = 16
 MAX_SALT_CHARS = 1024
-_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
-_REFUSED = ("tools", "functions", "tool_choice", "function_call", "audio", "modalities",
-            "prediction", "logit_bias")
+_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
+          "tool": "tool"}
+_REFUSED = ("functions", "function_call", "audio", "modalities", "prediction", "logit_bias")
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,11 @@ class ChatRequest:
     stream: bool = False
     include_usage: bool = False
     cache_salt: str = ""
+    tools: tuple[dict, ...] = ()
+    #: "auto", "none", "required" or "function:NAME" (GenerationSettings.tool_choice)
+    tool_choice: str = "auto"
+    parallel_tool_calls: bool = True
+    grammar: Grammar | None = None  # response_format json_object / json_schema
 
 
 @dataclass(frozen=True)
@@ -73,19 +80,75 @@ def parse_chat(body: Mapping[str, Any], *, max_messages: int) -> ChatRequest:
         raise bad_request(f"'messages' holds {len(raw)} messages; this server accepts at most "
                           f"{max_messages}.", "messages")
     messages = tuple(_message(item, f"messages[{i}]") for i, item in enumerate(raw))
-    response_format = body.get("response_format")
-    if response_format is not None:
-        kind = response_format.get("type") if isinstance(response_format, dict) else None
-        if kind != "text":
-            raise bad_request("Only response_format {'type': 'text'} is supported.",
-                              "response_format")
+    tools, tool_choice, parallel = _tools(body)
+    grammar = _response_format(body.get("response_format"))
     max_tokens = _optional_int(body, "max_completion_tokens", minimum=1)
     if max_tokens is None:
         max_tokens = _optional_int(body, "max_tokens", minimum=1)
     stream, include_usage = _stream_fields(body)
     return ChatRequest(model=_model(body), messages=messages,
                        sampling=_sampling(body, max_tokens), stream=stream,
-                       include_usage=include_usage, cache_salt=_cache_salt(body))
+                       include_usage=include_usage, cache_salt=_cache_salt(body),
+                       tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel,
+                       grammar=grammar)
+
+
+def _tools(body: Mapping[str, Any]) -> tuple[tuple[dict, ...], str, bool]:
+    raw = body.get("tools")
+    if raw is None:
+        raw = []
+    if not isinstance(raw, list):
+        raise bad_request("'tools' must be a list of function tools.", "tools")
+    for i, tool in enumerate(raw):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if (tool.get("type") if isinstance(tool, dict) else None) != "function" or not (
+                isinstance(function, dict) and isinstance(function.get("name"), str)
+                and function["name"]):
+            raise bad_request(f"'tools[{i}]' must be {{'type': 'function', 'function': "
+                              "{'name': ..., 'parameters': {...}}}.", f"tools[{i}]")
+        if not isinstance(function.get("parameters", {}), dict):
+            raise bad_request(f"'tools[{i}].function.parameters' must be a JSON Schema "
+                              "object.", f"tools[{i}].function.parameters")
+    names = {t["function"]["name"] for t in raw}
+    choice = body.get("tool_choice")
+    if choice is None:
+        choice = "auto" if raw else "none"
+    elif isinstance(choice, dict):
+        name = (choice.get("function") or {}).get("name") if choice.get("type") == "function" \
+            else None
+        if name not in names:
+            raise bad_request("'tool_choice' names a function that is not in 'tools'.",
+                              "tool_choice")
+        choice = f"function:{name}"
+    elif choice not in ("none", "auto", "required"):
+        raise bad_request("'tool_choice' must be 'none', 'auto', 'required' or "
+                          "{'type': 'function', 'function': {'name': ...}}.", "tool_choice")
+    if choice == "required" and not raw:
+        raise bad_request("'tool_choice' is 'required' but no 'tools' are given.",
+                          "tool_choice")
+    parallel = body.get("parallel_tool_calls", True)
+    if not isinstance(parallel, bool):
+        raise bad_request("'parallel_tool_calls' must be true or false.", "parallel_tool_calls")
+    return tuple(raw), choice, parallel
+
+
+def _response_format(value: Any) -> Grammar | None:
+    if value is None:
+        return None
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return Grammar("json_object")
+    if kind == "json_schema":
+        spec = value.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        if not isinstance(schema, dict):
+            raise bad_request("'response_format.json_schema.schema' must be a JSON Schema "
+                              "object.", "response_format")
+        return Grammar("json_schema", json.dumps(schema))
+    raise bad_request("'response_format.type' must be 'text', 'json_object' or "
+                      "'json_schema'.", "response_format")
 
 
 def parse_completion(body: Mapping[str, Any]) -> CompletionRequest:
@@ -152,11 +215,18 @@ def _message(item: Any, where: str) -> Message:
         raise bad_request(f"'{where}' must be an object with 'role' and 'content'.", where)
     role = item.get("role")
     if role not in _ROLES:
-        raise bad_request(f"'{where}.role' must be one of system, developer, user, assistant "
-                          f"(tool messages are not supported), not {role!r}.", f"{where}.role")
+        raise bad_request(f"'{where}.role' must be one of system, developer, user, assistant, "
+                          f"tool, not {role!r}.", f"{where}.role")
     content = item.get("content")
     if content is None and role == "assistant":
         content = ""
+    calls = _replayed_calls(item.get("tool_calls"), where) if role == "assistant" else ()
+    call_id = None
+    if role == "tool":
+        call_id = item.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise bad_request(f"'{where}.tool_call_id' must name the call this answers.",
+                              f"{where}.tool_call_id")
     if isinstance(content, list):
         parts = []
         for j, part in enumerate(content):
@@ -170,7 +240,26 @@ def _message(item: Any, where: str) -> Message:
     if not isinstance(content, str):
         raise bad_request(f"'{where}.content' must be a string or a list of text parts.",
                           f"{where}.content")
-    return Message(_ROLES[role], content)
+    return Message(_ROLES[role], content, tool_calls=calls, tool_call_id=call_id)
+
+
+def _replayed_calls(raw: Any, where: str) -> tuple[ParsedToolCall, ...]:
+    if raw is None:
+        return ()
+    bad = bad_request(f"'{where}.tool_calls' must be a list of {{'id', 'type': 'function', "
+                      "'function': {'name', 'arguments'}}.", f"{where}.tool_calls")
+    if not isinstance(raw, list):
+        raise bad
+    calls = []
+    for call in raw:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise bad
+        arguments = function.get("arguments", "{}")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        calls.append(ParsedToolCall(str(call.get("id") or ""), function["name"], arguments))
+    return tuple(calls)
 
 
 def _sampling(body: Mapping[str, Any], max_tokens: int | None) -> Sampling:

@@ -80,7 +80,7 @@ def test_over_long_prompt_is_context_length_exceeded(server):
     ('{"model": "m", "messages": [{"role": "user", "content": "x"}], "stop": [1]}', "stop"),
     ('{"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}',
      "stream"),
-    ('{"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{}]}', "tools"),
+    ('{"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{}]}', "tools[0]"),
     ('{"messages": [{"role": "user", "content": "x"}]}', "model"),
 ])
 def test_wrong_fields_are_400_naming_the_field(server, body, param):
