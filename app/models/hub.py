@@ -38,6 +38,7 @@ from huggingface_hub.utils._http import default_client_factory  # the client it 
 
 from app.errors import DownloadError, GatedError
 from app.memory import total_ram_bytes
+from app.models.hub_site import HUB_SITE
 from app.models.runnable import (
     MAX_LISTED_FILES as MAX_SEARCH_FILES,
 )
@@ -49,7 +50,6 @@ from app.models.runnable import (
 from app.network import OfflineBlockedError, feature, is_offline, record_refusal
 
 # Licences of gated models are accepted on the Hub itself, whichever mirror serves the files.
-HUB_SITE = "https://huggingface.co"
 _SHA1 = re.compile(r"^[0-9a-f]{40}$")
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 _DRIVE = re.compile(r"^[A-Za-z]:")

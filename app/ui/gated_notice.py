@@ -18,7 +18,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
 from app.models.catalog import CatalogEntry
-from app.models.hub import HUB_SITE
+from app.models.hub_site import HUB_SITE
 
 TOKEN_BUTTON_TEXT = "Add a Hugging Face token…"
 
