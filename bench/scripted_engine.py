@@ -1,7 +1,7 @@
 """A scripted engine for the UI benchmark: fixed reply tokens at a fixed rate, no model.
 
-Implements ``app.workers.generation_worker.EngineLike``, so the window, controller and
-worker run exactly as with a real engine; only the tokens are canned.
+Implements ``app.chat.backend.Backend``, so the window, controller and worker run exactly
+as with a real engine; only the tokens are canned.
 """
 
 from __future__ import annotations
@@ -14,12 +14,15 @@ from pathlib import Path
 from app.engine.conversation_caches import ConversationCaches
 from app.engine.kv_cache import TokenOnlyCache
 from app.engine.types import (
+    BackendInfo,
+    Capabilities,
     GenerationChunk,
     GenerationSettings,
     GenerationStats,
     Message,
     ModelSpec,
     ProviderReport,
+    ThinkingMode,
 )
 
 
@@ -61,6 +64,29 @@ class ScriptedEngine:
         yield GenerationChunk(text="", finish_reason=reason, stats=GenerationStats(
             generated_tokens=produced, total_ms=total,
             decode_tok_s=produced / max(total / 1000, 1e-6)))
+
+    def encode_chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        stop: threading.Event | None = None,
+        thinking: ThinkingMode = "default",
+        tools: Sequence[dict] | None = None,
+        documents: Sequence[dict] | None = None,
+    ) -> list[int] | None:
+        return None  # no tokenizer: counts are estimates
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(exact_tokens=False)
+
+    def describe(self) -> BackendInfo:
+        report = self.provider_report
+        return BackendInfo(name=self.spec.name, provider=report.chosen,
+                           provider_summary=report.summary(),
+                           context_length=self.spec.context_length)
+
+    def prepare(self) -> None:
+        pass
 
     def count_tokens(self, messages: Sequence[Message]) -> int:
         return sum(len(m.content.split()) for m in messages)

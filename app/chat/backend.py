@@ -74,7 +74,16 @@ class Backend(Protocol):
 
     def capabilities(self) -> Capabilities: ...
 
-    def describe(self) -> BackendInfo: ...
+    def describe(self) -> BackendInfo:
+        """The model details' facts (name, provider, context, thinking switch, draft, how
+        it reads long prompts, notes), so nobody probes a backend with ``getattr``."""
+        ...
+
+    def prepare(self) -> None:
+        """Finish what loading left for after the model shows as loaded (the local engine's
+        fp32 prompt session, ~0.4 s on the starter); nothing for a remote one. On the
+        backend's thread, between replies; a failure leaves it usable as it was."""
+        ...
 
     def conversation_caches(
         self,

@@ -22,6 +22,8 @@ its JSON form is its fields plus ``type``.
 from __future__ import annotations
 
 import json
+import math
+import typing
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar, Literal
 
@@ -114,21 +116,42 @@ def part_to_dict(part: Part) -> dict[str, Any]:
 
 
 def part_from_dict(data: Any) -> Part:
-    """A part from its JSON form; ValueError with a sentence for anything else."""
+    """A part from its JSON form; ValueError with a sentence for anything else (an unknown
+    type, a missing field, a field of the wrong JSON type such as a number for text)."""
     if not isinstance(data, dict):
         raise ValueError(f"A message part must be a JSON object, not {type(data).__name__}.")
-    cls = PART_TYPES.get(data.get("type"))  # type: ignore[arg-type]
+    kind = data.get("type")
+    cls = PART_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         known = ", ".join(sorted(PART_TYPES))
-        raise ValueError(f"Unknown message part type {data.get('type')!r} (known: {known}).")
+        raise ValueError(f"Unknown message part type {kind!r} (known: {known}).")
+    hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
     for f in fields(cls):
         if f.name in data:
-            values[f.name] = data[f.name]
+            value = data[f.name]
+            if not _fits(hints[f.name], value):
+                raise ValueError(f"The {cls.kind} part's {f.name!r} must be "
+                                 f"{_WANTED.get(hints[f.name], 'a number or null')}.")
+            values[f.name] = value
     try:
         return cls(**values)
     except TypeError as exc:
         raise ValueError(f"A {cls.kind} part lacks a field: {exc}.") from exc
+
+
+_WANTED = {str: "text", bool: "true or false"}
+
+
+def _fits(hint: Any, value: Any) -> bool:
+    """Whether a JSON value fits a part field's type (parts hold only these scalars)."""
+    if hint is str:
+        return isinstance(value, str)
+    if hint is bool:
+        return isinstance(value, bool)
+    # float | None: a finite number or null
+    return value is None or (not isinstance(value, bool) and isinstance(value, (int, float))
+                             and math.isfinite(value))
 
 
 @dataclass(frozen=True)

@@ -83,11 +83,14 @@ def run_turn(
     toolbox: Toolbox | None = None,
     approve: Approve | None = None,
     cancel: threading.Event | None = None,
+    on_prefill: Callable[[int, int], None] | None = None,
 ) -> Iterator[TurnEvent]:
     """Stream one turn's events (see the module's docstring); ends with ``Finished``.
 
     A toolbox needs ``approve``: the default is to ask, so there is no silent yes (the CLI's
-    ``--yes`` passes ``lambda call: True``)."""
+    ``--yes`` passes ``lambda call: True``). ``on_prefill(done, total)``: the backend's
+    prefill progress as it happens, from inside the step (the generation worker's live bar);
+    given it, the turn yields no ``PrefillProgress`` of its own."""
     if toolbox is not None and approve is None:
         raise ValueError("run_turn needs approve= with a toolbox: every call is consented")
     if request.max_rounds < 1:
@@ -117,7 +120,7 @@ def run_turn(
     reason = "cancelled"
     progress: list[tuple[int, int]] = []  # reported by the backend from inside a step
 
-    def on_prefill(done: int, total: int) -> None:
+    def collect(done: int, total: int) -> None:
         progress.append((done, total))
 
     for round_no in range(1, request.max_rounds + 1):
@@ -125,7 +128,7 @@ def run_turn(
         stream = backend.chat(
             engine_messages, request.settings, cancel=cancel, caches=request.caches,
             conversation_id=request.conversation_id,
-            on_prefill=on_prefill,
+            on_prefill=on_prefill or collect,
             tools=tools, documents=documents)
         text: list[str] = []
         thought: list[str] = []

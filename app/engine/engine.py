@@ -316,7 +316,14 @@ class Engine:
             name=self.spec.name, provider=report.chosen, provider_summary=report.summary(),
             context_length=self.context_length, thinking_control=self.thinking_control,
             draft=self.draft_name, prompt_note=plan.note if plan.worth_telling else None,
-            notes=tuple(n for n in (self.spec.context_note, *self.spec.notes) if n))
+            notes=tuple(n for n in (self.spec.context_note, *self.spec.notes) if n),
+            provider_reasons=dict(report.reasons),
+            generation_defaults=dict(self.spec.generation_defaults))
+
+    def prepare(self) -> None:
+        """The Backend's after-load step: open the fp32 prompt session
+        (``open_prompt_session``)."""
+        self.open_prompt_session()
 
     # -- generating ----------------------------------------------------------------------
 

@@ -284,6 +284,10 @@ class BackendInfo:
     draft: str | None = None  # the draft model's name, None without one
     prompt_note: str | None = None  # how it reads long prompts, when worth telling
     notes: tuple[str, ...] = ()
+    #: why each other provider was not used (``ProviderReport.reasons``)
+    provider_reasons: dict[str, str] = field(default_factory=dict)
+    #: the model's own sampling suggestions (generation_config.json; ``ModelSpec``'s)
+    generation_defaults: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""``RemoteEngine``: the generation worker's ``EngineLike`` over an OpenAI-compatible server.
+"""``RemoteEngine``: a ``Backend`` (app/chat/backend.py) over an OpenAI-compatible server.
 
 The worker loads one for a model path ``remote:<source-id>/<model-id>``
 (``app.remote.sources.remote_target``); the user picked that source and model, and nothing
@@ -110,7 +110,7 @@ class RemoteEngine:
                               hint="Refresh the remote models and pick one of those.")
         return cls(source, model_id, client, context_length=context_length_of(entry))
 
-    # EngineLike ---------------------------------------------------------------------------
+    # Backend ------------------------------------------------------------------------------
 
     def chat(
         self,
@@ -366,7 +366,13 @@ class RemoteEngine:
         report = self.provider_report
         return BackendInfo(
             name=self.spec.name, provider=report.chosen, provider_summary=report.summary(),
-            context_length=self.spec.context_length, notes=tuple(self.notes))
+            context_length=self.spec.context_length,
+            notes=tuple(n for n in (self.spec.context_note, *self.spec.notes) if n),
+            provider_reasons=dict(report.reasons),
+            generation_defaults=dict(self.spec.generation_defaults))
+
+    def prepare(self) -> None:
+        """Nothing to finish after loading: the server holds the model."""
 
     def conversation_caches(
         self,

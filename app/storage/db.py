@@ -4,7 +4,9 @@ Every migration is a ``(name, sql)`` pair applied once, in order, and recorded i
 ``_migrations``. Never edit or reorder a released migration: append a new one. The schema's
 major version lives in ``_meta``; a database written by a newer major version is refused
 rather than silently misread (major 2 came with branches: an older Hearth would misread a
-tree as one long chat, so it refuses the file instead).
+tree as one long chat, so it refuses the file instead; major 3 with message parts and the
+``tool`` role: an older Hearth would send a tool result without its call and show a reply
+that only called tools as an empty one).
 
 Every write goes through ``transaction``: one ``BEGIN IMMEDIATE … COMMIT`` (a savepoint when
 nested) that rolls back on *any* exception, so a failed write never leaves the connection
@@ -24,7 +26,7 @@ from app.errors import StorageError
 from app.storage.errors import storage_error
 from app.storage.records import install_text_factory
 
-SCHEMA_MAJOR = 2
+SCHEMA_MAJOR = 3
 BUSY_TIMEOUT_S = 5.0
 
 _savepoints = itertools.count(1)
@@ -113,6 +115,62 @@ MIGRATIONS: list[tuple[str, str]] = [
         "m007_messages_rank_index",
         """
         CREATE INDEX messages_rank ON messages (conversation_id, active_rank);
+        """,
+    ),
+    (
+        # Typed message parts (app/chat/parts.py) and the ``tool`` role. A message's text and
+        # thinking stay in ``content`` / ``reasoning`` (streamed, searched, readable in every
+        # old row); each other part (attachment, image, source, tool call, tool result) is a
+        # row of ``message_parts``: its JSON form by ``type`` (``data`` holds it whole), in
+        # order (``ord``), with the file's ``sha256`` for an image or attachment, so the
+        # files a history still uses are an index lookup. The role CHECK cannot be altered
+        # in SQLite, so ``messages`` is rebuilt: same columns, rows, ids and AUTOINCREMENT
+        # high-water mark (a purged id is never handed out again); its self-reference names
+        # the new table, which the rename turns into ``messages``.
+        "m008_message_parts_and_tool_role",
+        """
+        CREATE TABLE messages_m008 (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id TEXT NOT NULL
+                REFERENCES conversations (id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+            content TEXT NOT NULL DEFAULT '',
+            status TEXT NOT NULL DEFAULT 'complete'
+                CHECK (status IN ('complete', 'streaming', 'stopped', 'failed')),
+            provenance TEXT NOT NULL DEFAULT '{}',
+            created_at REAL NOT NULL,
+            parent_id INTEGER REFERENCES messages_m008 (id),
+            active_rank INTEGER NOT NULL DEFAULT 0,
+            deleted_at REAL,
+            reasoning TEXT NOT NULL DEFAULT '',
+            reasoning_ms REAL NOT NULL DEFAULT 0,
+            UNIQUE (conversation_id, seq)
+        );
+        INSERT INTO messages_m008 (id, conversation_id, seq, role, content, status,
+            provenance, created_at, parent_id, active_rank, deleted_at, reasoning, reasoning_ms)
+            SELECT id, conversation_id, seq, role, content, status, provenance, created_at,
+                parent_id, active_rank, deleted_at, reasoning, reasoning_ms
+            FROM messages ORDER BY id;
+        INSERT INTO sqlite_sequence (name, seq)
+            SELECT 'messages_m008', 0 WHERE NOT EXISTS
+                (SELECT 1 FROM sqlite_sequence WHERE name = 'messages_m008');
+        UPDATE sqlite_sequence SET seq = MAX(seq, COALESCE(
+            (SELECT MAX(seq) FROM sqlite_sequence WHERE name = 'messages'), 0))
+            WHERE name = 'messages_m008';
+        DROP TABLE messages;
+        ALTER TABLE messages_m008 RENAME TO messages;
+        CREATE INDEX messages_parent ON messages (parent_id);
+        CREATE INDEX messages_rank ON messages (conversation_id, active_rank);
+        CREATE TABLE message_parts (
+            message_id INTEGER NOT NULL REFERENCES messages (id) ON DELETE CASCADE,
+            ord INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            data TEXT NOT NULL,
+            sha256 TEXT,
+            PRIMARY KEY (message_id, ord)
+        );
+        CREATE INDEX message_parts_sha256 ON message_parts (sha256) WHERE sha256 IS NOT NULL;
         """,
     ),
 ]

@@ -26,12 +26,13 @@ import json
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.chat.parts import PART_TYPES, Part, Reasoning, Text, part_to_dict
 from app.errors import StorageError
 from app.paths import history_db_path
 from app.storage import db
@@ -51,7 +52,7 @@ __all__ = ["Conversation", "Deletion", "History", "ReplyWriter", "StoredMessage"
 
 TITLE_MAX = 60
 STATUSES = ("complete", "streaming", "stopped", "failed")
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
 PURGE_AFTER_S = 7 * 24 * 3600.0
 
 
@@ -160,7 +161,9 @@ class History:
                 "SELECT * FROM messages WHERE conversation_id = ? AND deleted_at IS NULL",
                 (conversation_id,),
             )
-            conv.damaged = any(message_from_row(r).damaged for r in messages)
+            parts = self._parts(conversation_id)
+            conv.damaged = any(message_from_row(r, parts.get(int(r["id"]))).damaged
+                               for r in messages)
         return conv
 
     def list_conversations(self, query: str = "") -> list[Conversation]:
@@ -246,8 +249,9 @@ class History:
         """The chat on screen: root to leaf through each parent's active variant."""
         tree = self._tree(conversation_id)
         rows = self._rows(conversation_id)
+        parts = self._parts(conversation_id)
         return [
-            message_from_row(rows[mid], **tree.variant_fields(mid, depth))
+            message_from_row(rows[mid], parts.get(mid), **tree.variant_fields(mid, depth))
             for depth, mid in enumerate(tree.path())
             if mid in rows
         ]
@@ -260,8 +264,9 @@ class History:
         """Every live message of every branch, parents before children (insertion order)."""
         tree = self._tree(conversation_id)
         rows = self._rows(conversation_id)
+        parts = self._parts(conversation_id)
         return [
-            message_from_row(row, **tree.variant_fields(mid, tree.depth(mid)))
+            message_from_row(row, parts.get(mid), **tree.variant_fields(mid, tree.depth(mid)))
             for mid, row in rows.items()
             if mid in tree
         ]
@@ -276,7 +281,10 @@ class History:
         tree = self._tree(rows[0]["conversation_id"])
         if message_id not in tree:
             return None
-        return message_from_row(rows[0], **tree.variant_fields(message_id, tree.depth(message_id)))
+        parts = self._read("SELECT * FROM message_parts WHERE message_id = ? ORDER BY ord",
+                           (message_id,))
+        return message_from_row(rows[0], parts,
+                                **tree.variant_fields(message_id, tree.depth(message_id)))
 
     def add_message(
         self,
@@ -290,10 +298,12 @@ class History:
         after: int | None = None,
         reasoning: str = "",
         reasoning_ms: float = 0.0,
+        parts: Sequence[Part] = (),
     ) -> StoredMessage:
         """Add a message below ``after`` (default: the end of the active path) and show it.
 
-        The first user message also titles an untitled conversation.
+        ``parts``: its parts besides text and thinking (see ``StoredMessage.parts``). The
+        first user message also titles an untitled conversation.
         """
         with self.transaction():
             tree = self._tree(conversation_id)
@@ -305,7 +315,7 @@ class History:
             new_id = self.insert_message(
                 conversation_id, role, content, parent, status=status,
                 provenance=provenance, created_at=created_at,
-                reasoning=reasoning, reasoning_ms=reasoning_ms,
+                reasoning=reasoning, reasoning_ms=reasoning_ms, parts=parts,
             )
         message = self.get_message(new_id)
         assert message is not None
@@ -321,7 +331,9 @@ class History:
             parent = tree.parent[message_id]
             if parent is not None:
                 self._activate(tree, parent)
-            new_id = self.insert_message(old["conversation_id"], old["role"], new_text, parent)
+            kept = self.get_message(message_id)  # its attachments stay with the new text
+            new_id = self.insert_message(old["conversation_id"], old["role"], new_text, parent,
+                                         parts=kept.parts if kept is not None else ())
         message = self.get_message(new_id)
         assert message is not None
         return message
@@ -365,7 +377,20 @@ class History:
         provenance: dict | None = None,
         reasoning: str | None = None,
         reasoning_ms: float | None = None,
+        parts: Sequence[Part] | None = None,
     ) -> None:
+        """Change a message's fields; ``parts`` (None: unchanged) replaces its other parts."""
+        if parts is not None:
+            with self.transaction():
+                self._update_fields(message_id, content, status, provenance, reasoning,
+                                    reasoning_ms)
+                self._write_parts(message_id, parts, replace=True)
+            return
+        self._update_fields(message_id, content, status, provenance, reasoning, reasoning_ms)
+
+    def _update_fields(self, message_id: int, content: str | None, status: str | None,
+                       provenance: dict | None, reasoning: str | None,
+                       reasoning_ms: float | None) -> None:
         sets: list[str] = []
         args: list[Any] = []
         if content is not None:
@@ -508,6 +533,39 @@ class History:
         )
         return {int(r["id"]): r for r in rows}
 
+    def _parts(self, conversation_id: str) -> dict[int, list[sqlite3.Row]]:
+        """Each message's ``message_parts`` rows, in order."""
+        rows = self._read(
+            "SELECT p.* FROM message_parts p JOIN messages m ON m.id = p.message_id "
+            "WHERE m.conversation_id = ? ORDER BY p.message_id, p.ord",
+            (conversation_id,),
+        )
+        found: dict[int, list[sqlite3.Row]] = {}
+        for row in rows:
+            found.setdefault(int(row["message_id"]), []).append(row)
+        return found
+
+    def _write_parts(self, message_id: int, parts: Sequence[Part], *,
+                     replace: bool = False) -> None:
+        """Store ``parts`` (each its JSON form, app/chat/parts.py) as the message's; text and
+        thinking are refused here: they are ``content`` and ``reasoning``."""
+        rows = []
+        for ord_, part in enumerate(parts):
+            if isinstance(part, (Text, Reasoning)) or PART_TYPES.get(
+                    getattr(part, "kind", None)) is not type(part):
+                raise ValueError(f"a {type(part).__name__} is not stored as a part "
+                                 "(text and thinking are the message's content and reasoning)")
+            data = clean_value(part_to_dict(part))
+            rows.append((message_id, ord_, part.kind, json.dumps(data, ensure_ascii=False),
+                         data.get("sha256") or None))
+        with self.transaction():
+            if replace:
+                self._conn.execute("DELETE FROM message_parts WHERE message_id = ?",
+                                   (message_id,))
+            self._conn.executemany(
+                "INSERT INTO message_parts (message_id, ord, type, data, sha256) "
+                "VALUES (?, ?, ?, ?, ?)", rows)
+
     def _live(self, message_id: int) -> tuple[sqlite3.Row, Tree]:
         rows = self._read(
             "SELECT * FROM messages WHERE id = ? AND deleted_at IS NULL", (message_id,)
@@ -558,6 +616,7 @@ class History:
         active: bool = True,
         reasoning: str = "",
         reasoning_ms: float = 0.0,
+        parts: Sequence[Part] = (),
     ) -> int:
         """Low level, for importers: insert one message below ``parent_id`` (None: a new first
         turn) without touching the other branches; ``active`` makes it its parent's shown
@@ -582,6 +641,8 @@ class History:
                 (conversation_id, seq, parent_id, rank, role, content, status, prov, now,
                  clean_text(reasoning), max(0.0, float(reasoning_ms))),
             )
+            new_id = int(cur.lastrowid or 0)
+            self._write_parts(new_id, parts)
             self._conn.execute(
                 "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
             )
@@ -590,7 +651,7 @@ class History:
                     "UPDATE conversations SET title = ? WHERE id = ? AND title = ''",
                     (title_from_text(content), conversation_id),
                 )
-            return int(cur.lastrowid or 0)
+            return new_id
 
     def _delete(self, message_ids: list[int]) -> Deletion:
         now = time.time()
@@ -663,12 +724,13 @@ class ReplyWriter:
         self._last_write = self._clock()
 
     def finish(self, status: str, provenance: dict | None = None, *,
-               reasoning_ms: float | None = None) -> None:
-        """Write the final text and reasoning with ``status``, ``provenance`` and how long
-        the model thought (``reasoning_ms``; None leaves it as stored)."""
+               reasoning_ms: float | None = None, parts: Sequence[Part] | None = None) -> None:
+        """Write the final text and reasoning with ``status``, ``provenance``, how long
+        the model thought (``reasoning_ms``; None leaves it as stored) and its other parts
+        (``parts``, the tool calls it made; None leaves them as stored)."""
         self._history.update_message(
             self.message_id, content=self.text, status=status, provenance=provenance,
-            reasoning=self.reasoning, reasoning_ms=reasoning_ms,
+            reasoning=self.reasoning, reasoning_ms=reasoning_ms, parts=parts,
         )
         self._saved = (self.text, self.reasoning)
         self.writes += 1

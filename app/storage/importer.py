@@ -9,7 +9,11 @@ Formats: a single conversation (``"format": "hearth-conversation"``) or several
 (``"format": "hearth-history"``, ``"conversations": [...]``). Version 1 lists one chat's
 messages in order; version 2 gives each message an ``id``, its ``parent`` (an earlier id or
 null) and whether it is the ``active`` variant, so every branch survives a round trip. A
-message may carry ``reasoning`` (a reasoning model's thinking) and ``reasoning_ms``.
+message may carry ``reasoning`` (a reasoning model's thinking) and ``reasoning_ms``. Version
+3 adds the ``tool`` role and each message's ``parts`` besides its text (attachments,
+sources, tool calls, results), each in its JSON form as ``app.chat.parts.part_from_dict``
+reads it, under the document's ``parts_version`` (at most ``PARTS_VERSION``); an older
+file has none, and its text reads as before.
 
 Every time must be one the history can hold and a calendar can show (``TIME_MIN`` ..
 ``TIME_MAX`` in ``app.storage.records``: ``"updated_at": 1e18`` is refused with a sentence
@@ -32,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.chat.parts import PARTS_VERSION, Part, Reasoning, Text, part_from_dict
 from app.jobs import Job, JobControl, Progress, ProgressReport
 from app.storage.errors import ImportFileError
 from app.storage.history import ROLES, STATUSES, Conversation, History
@@ -47,7 +52,9 @@ from app.units import format_bytes
 
 FORMAT = "hearth-conversation"
 BUNDLE_FORMAT = "hearth-history"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+#: the most parts a message may carry in an import (sources, calls, attachments)
+MAX_PARTS_PER_MESSAGE = 1_000
 
 MAX_IMPORT_BYTES = 64 * 1024 * 1024
 MAX_CHATS = 10_000
@@ -73,6 +80,7 @@ class ImportedMessage:
     active: bool = True
     reasoning: str = ""
     reasoning_ms: float = 0.0
+    parts: tuple[Part, ...] = ()
 
 
 @dataclass
@@ -207,6 +215,7 @@ def write_chats(
                     active=m.active,
                     reasoning=m.reasoning,
                     reasoning_ms=m.reasoning_ms,
+                    parts=m.parts,
                 )
                 written += 1
                 if written % PROGRESS_EVERY == 0:
@@ -236,11 +245,17 @@ class _Checker:
         version = data.get("version", 1)
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise self.fail("", "'version' must be a whole number from 1")
-        if version > FORMAT_VERSION:
+        parts_version = data.get("parts_version", PARTS_VERSION if version >= 3 else None)
+        if version > FORMAT_VERSION or (
+                version >= 3 and isinstance(parts_version, int)
+                and not isinstance(parts_version, bool) and parts_version > PARTS_VERSION):
             raise ImportFileError(
                 f"{self.source} was exported by a newer version of Hearth.",
                 hint="Update Hearth to import it.",
             )
+        if version >= 3 and (isinstance(parts_version, bool)
+                             or not isinstance(parts_version, int) or parts_version < 1):
+            raise self.fail("", "'parts_version' must be a whole number from 1")
         if data["format"] == FORMAT:
             return [self.chat(data, "", version)]
         chats = data.get("conversations")
@@ -292,8 +307,9 @@ class _Checker:
         if not isinstance(data, dict):
             raise self.fail(where, "must be a JSON object")
         role = data.get("role")
-        if role not in ROLES:
-            raise self.fail(where, "'role' must be user, assistant or system")
+        if role not in ROLES or (role == "tool" and version < 3):
+            raise self.fail(where, "'role' must be user, assistant or system"
+                            + (", or tool" if version >= 3 else ""))
         status = data.get("status", "complete")
         if status not in STATUSES:
             raise self.fail(where, "'status' must be complete, streaming, stopped or failed")
@@ -324,7 +340,30 @@ class _Checker:
             active=active,
             reasoning=self.text(data, "reasoning", where),
             reasoning_ms=self.duration(data, "reasoning_ms", where),
+            parts=self.parts(data, where) if version >= 3 else (),
         )
+
+    def parts(self, data: dict, where: str) -> tuple[Part, ...]:
+        """A message's parts besides its text and thinking, each checked as a part."""
+        value = data.get("parts")
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise self.fail(where, "'parts' must be a list")
+        if len(value) > MAX_PARTS_PER_MESSAGE:
+            raise self.fail(where, f"it holds {len(value)} parts, more than the "
+                                   f"{MAX_PARTS_PER_MESSAGE} a message may have")
+        parts: list[Part] = []
+        for n, item in enumerate(value, start=1):
+            try:
+                part = part_from_dict(item)
+            except ValueError as exc:
+                raise self.fail(f"{where}, part {n}", str(exc).rstrip(".")) from exc
+            if isinstance(part, (Text, Reasoning)):
+                raise self.fail(f"{where}, part {n}", "text and thinking belong in 'content' "
+                                                      "and 'reasoning', not in 'parts'")
+            parts.append(part)
+        return tuple(parts)
 
     def text(self, data: dict, key: str, where: str, *, optional: bool = False) -> Any:
         value = data.get(key)

@@ -18,6 +18,8 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.chat.parts import ChatMessage, Part, Reasoning, Text, part_from_dict
+
 #: the times the history holds: seconds since 1970-01-01 UTC, up to the year 3000 (the
 #: range every platform's ``date.fromtimestamp`` can show, Windows' included)
 TIME_MIN = 0.0
@@ -91,6 +93,19 @@ class StoredMessage:
     damaged: bool = False
     reasoning: str = ""  # a reasoning model's thinking, never part of ``content``
     reasoning_ms: float = 0.0  # how long it thought (0 = not measured)
+    #: every part besides its text and thinking (``content`` / ``reasoning``), in order:
+    #: attachments, images, sources, tool calls, a tool message's result
+    #: (app/chat/parts.py; table ``message_parts``, migration m008)
+    parts: tuple[Part, ...] = ()
+
+    def chat_message(self) -> ChatMessage:
+        """The message as typed parts: its thinking, its text, then its other parts."""
+        head: list[Part] = []
+        if self.reasoning:
+            head.append(Reasoning(self.reasoning))
+        if self.content:
+            head.append(Text(self.content))
+        return ChatMessage(self.role, (*head, *self.parts))  # type: ignore[arg-type]
 
 
 class DamagedText(str):
@@ -192,8 +207,12 @@ def conversation_from_row(row: sqlite3.Row) -> Conversation:
     return conv
 
 
-def message_from_row(row: sqlite3.Row, **tree_fields: Any) -> StoredMessage:
-    """A message from its row; ``tree_fields`` (position, parent_id, variants) from the tree."""
+def message_from_row(row: sqlite3.Row, parts: list[sqlite3.Row] | None = None,
+                     **tree_fields: Any) -> StoredMessage:
+    """A message from its row and its ``message_parts`` rows (in order); ``tree_fields``
+    (position, parent_id, variants) from the tree. A part that does not read as a part
+    (its JSON broken, an unknown type: a newer Hearth's) is left out and the message is
+    flagged damaged."""
     r = _Reader(row)
     msg = StoredMessage(
         id=int(row["id"]),
@@ -206,7 +225,26 @@ def message_from_row(row: sqlite3.Row, **tree_fields: Any) -> StoredMessage:
         created_at=r.time("created_at"),
         reasoning=r.text("reasoning"),
         reasoning_ms=r.duration("reasoning_ms"),
+        parts=tuple(_parts(r, parts or [])),
         **tree_fields,
     )
     msg.damaged = r.damaged
     return msg
+
+
+def _parts(reader: _Reader, rows: list[sqlite3.Row]) -> list[Part]:
+    found: list[Part] = []
+    for row in rows:
+        part_reader = _Reader(row)
+        data = part_reader.json_object("data")
+        try:
+            part = part_from_dict(data)
+        except ValueError:
+            reader.damaged = True
+            continue
+        if part_reader.damaged or isinstance(part, (Text, Reasoning)):
+            reader.damaged = True
+            if isinstance(part, (Text, Reasoning)):
+                continue
+        found.append(part)
+    return found

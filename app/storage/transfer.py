@@ -1,9 +1,12 @@
 """Export a conversation to Markdown or JSON (with provenance); import JSON back.
 
 JSON keeps every branch: each message has an export-local ``id``, its ``parent`` and whether
-it is the ``active`` variant (format version 2, read by ``app.storage.importer``); a reasoning
-model's thinking is its own field (``reasoning``, with ``reasoning_ms``), never part of
-``content``. Markdown is for reading: it holds the chat as it is on screen, the active branch,
+it is the ``active`` variant (format version 3, read by ``app.storage.importer`` with the
+older ones); a reasoning model's thinking is its own field (``reasoning``, with
+``reasoning_ms``), never part of ``content``; a message's other parts (attachments, sources,
+tool calls, a ``tool`` message's result) are its ``parts``, each in its JSON form
+(app/chat/parts.py), the document's ``parts_version`` saying which (``PARTS_VERSION``).
+Markdown is for reading: it holds the chat as it is on screen, the active branch,
 with each reply's thinking folded in a ``<details>`` block.
 """
 
@@ -13,6 +16,7 @@ import json
 import math
 from datetime import datetime, timezone
 
+from app.chat.parts import PARTS_VERSION, ToolCall, ToolResult, part_to_dict
 from app.storage.history import Conversation, History, StoredMessage
 from app.storage.importer import BUNDLE_FORMAT, FORMAT, FORMAT_VERSION, import_text
 
@@ -46,10 +50,13 @@ def to_json_dict(conv: Conversation, messages: list[StoredMessage]) -> dict:
         if m.reasoning:
             item["reasoning"] = m.reasoning
             item["reasoning_ms"] = m.reasoning_ms
+        if m.parts:
+            item["parts"] = [part_to_dict(p) for p in m.parts]
         items.append(item)
     return {
         "format": FORMAT,
         "version": FORMAT_VERSION,
+        "parts_version": PARTS_VERSION,
         "conversation": {
             "title": conv.title,
             "created_at": conv.created_at,
@@ -84,7 +91,8 @@ def export_all_json(history: History) -> str:
     for conv in history.list_conversations():
         doc = to_json_dict(conv, history.all_messages(conv.id))
         docs.append({"conversation": doc["conversation"], "messages": doc["messages"]})
-    bundle = {"format": BUNDLE_FORMAT, "version": FORMAT_VERSION, "conversations": docs}
+    bundle = {"format": BUNDLE_FORMAT, "version": FORMAT_VERSION,
+              "parts_version": PARTS_VERSION, "conversations": docs}
     return json.dumps(bundle, indent=2, ensure_ascii=False)
 
 
@@ -97,7 +105,8 @@ def to_markdown(conv: Conversation, messages: list[StoredMessage]) -> str:
     if conv.system_prompt:
         lines += ["**System prompt:**", "", f"> {conv.system_prompt}", ""]
     for m in messages:
-        who = {"user": "You", "assistant": "Assistant", "system": "System"}.get(m.role, m.role)
+        who = {"user": "You", "assistant": "Assistant", "system": "System",
+               "tool": "Tool"}.get(m.role, m.role)
         notes = [] if m.status == "complete" else [m.status]
         if m.variant_count > 1:
             notes.append(f"version {m.variant_index + 1} of {m.variant_count}")
@@ -107,9 +116,19 @@ def to_markdown(conv: Conversation, messages: list[StoredMessage]) -> str:
             lines += [f"<details><summary>{thought_summary(m.reasoning_ms)}</summary>", "",
                       _quote_reasoning(m.reasoning), "", "</details>", ""]
         lines += [m.content, ""]
+        lines += [line for p in m.parts for line in (_part_line(p), "") if line]
         if m.role == "assistant" and m.provenance:
             lines += [f"<sub>{provenance_line(m.provenance)}</sub>", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _part_line(part: object) -> str:
+    """A call or a result as a line of the Markdown (other parts show only in the app)."""
+    if isinstance(part, ToolCall):
+        return f"`{part.name}({part.arguments})`"
+    if isinstance(part, ToolResult):
+        return f"{'Error: ' if part.is_error else ''}{part.content}"
+    return ""
 
 
 def thought_summary(reasoning_ms: float) -> str:

@@ -12,7 +12,16 @@ Nothing is lost by a change: editing a message adds a new variant beside it
 (``History.edit_message``), regenerating adds a new reply beside the old one
 (``History.regenerate``), ``switch_variant`` shows another branch, and a delete can be
 undone (``undo_delete``) for as long as the view offers it. The prompt is always the path on
-screen as the history stores it (``History.active_path``).
+screen as the history stores it (``History.active_path``): the controller hands those rows
+to the worker, which builds the turn's messages on its own thread
+(app/workers/turn_request.py); nothing here builds a prompt.
+
+A turn reaches it as the worker's events (app/chat/events.py), each mapped in ``on_event``
+to the chat model (on this, the UI thread) and the reply's ``ReplyWriter``: deltas stream
+into the reply; the sources a retriever found are stored with the user's message; a round
+that called tools ends its reply row (the calls among its parts), each result is a ``tool``
+row, and the next round writes a new assistant row below it. A call waits for the user's
+answer: ``approval_requested`` shows it, ``answer_approval`` answers (Stop is a no).
 """
 
 from __future__ import annotations
@@ -20,13 +29,24 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QMetaMethod, QObject, Signal
 
-from app.engine.types import GenerationSettings, GenerationStats, Message
+from app.chat.events import (
+    Finished,
+    PrefillProgress,
+    ReasoningDelta,
+    SourcesEvent,
+    TextDelta,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from app.chat.parts import ToolCall, ToolResult
+from app.chat.turn import Retriever, Toolbox
+from app.engine.types import GenerationSettings, GenerationStats
 from app.errors import HearthError, StorageError
 from app.jobs import Progress
 from app.settings import PER_CHAT, Settings, chat_settings
@@ -38,11 +58,13 @@ from app.ui.conversation_list import ConversationListModel
 from app.ui.message_bridge import MessageBridge
 from app.ui.settings_panel import generation_settings, model_chat_values
 from app.workers.generation_worker import (
+    ApprovalRequest,
     EngineLoader,
     GenerationRequest,
     GenerationResult,
     GenerationWorker,
     ModelInfo,
+    reply_result,
 )
 from app.workers.job_worker import JobRunner
 from app.workers.thread_host import ThreadHost
@@ -64,6 +86,10 @@ class ActiveReply:
     row: int | None  # row in the chat model while its conversation is open
     thinking_since: float | None = None  # monotonic time of the first thinking chunk
     thinking_ms: float | None = None  # how long it thought, once the answer started
+    user_id: int | None = None  # the user message it answers (its sources are stored there)
+    calls: list[ToolCall] = field(default_factory=list)  # this round's, stored with its row
+    last_id: int = 0  # the turn's lowest row so far (the next one goes below it)
+    next_round: bool = False  # a tool result was written: the next delta starts a new row
 
     def measured_thinking_ms(self) -> float | None:
         """How long the model has thought (None: it has not thought)."""
@@ -92,6 +118,9 @@ class ChatController(QObject):
     waiting_for_model(bool): a message sent while the model loads is queued (True) until
         the model is ready or the load failed (False).
     import_progress(Progress | None): how far the chat import is; None when it has ended.
+    approval_requested(ApprovalRequest): the model asks to run a tool (``request.call``);
+        ``answer_approval`` (or ``request.answer``) says yes or no. Without a listener the
+        call is refused, so a turn never waits on nobody.
     """
 
     conversation_opened = Signal(object, dict)
@@ -108,6 +137,7 @@ class ChatController(QObject):
     prefill_progress = Signal(int, int)
     waiting_for_model = Signal(bool)
     import_progress = Signal(object)
+    approval_requested = Signal(object)
 
     def __init__(
         self,
@@ -137,14 +167,16 @@ class ChatController(QObject):
         self._edit_id: int | None = None
         self._last_deletion: Deletion | None = None
         self._pending_values: dict[str, Any] = {}
+        self._approval: ApprovalRequest | None = None
+        #: what a turn may call and search (None: none; app/tools and app/documents set them)
+        self.toolbox: Toolbox | None = None
+        self.retriever: Retriever | None = None
         w = self.worker  # its signals arrive queued on this (the UI) thread
         w.loaded.connect(self.on_loaded)
         w.load_failed.connect(self.on_load_failed)
         w.unloaded.connect(self.on_unloaded)
-        w.prefill_progress.connect(self.on_prefill_progress)
-        w.chunk.connect(self.on_chunk)
-        w.reasoning_chunk.connect(self.on_reasoning_chunk)
-        w.finished.connect(self.on_finished)
+        w.event.connect(self.on_event)
+        w.approval_requested.connect(self.on_approval_requested)
         w.failed.connect(self.on_failed)
         w.crashed.connect(self.bridge.crash)
         # imports run as a job on their own thread, with their own connection (one
@@ -585,6 +617,107 @@ class ChatController(QObject):
 
     # worker results -----------------------------------------------------------------------
 
+    def on_event(self, conversation_id: str, event: object) -> None:
+        """One event of the turn (app/chat/events.py), in the order the worker ran it."""
+        active = self._active
+        if active is None or active.conversation_id != conversation_id:
+            return
+        if isinstance(event, PrefillProgress):
+            self.on_prefill_progress(conversation_id, event.done, event.total)
+            return
+        if isinstance(event, SourcesEvent):
+            self._store_sources(active, event)
+            return
+        streams = isinstance(event, (TextDelta, ReasoningDelta, ToolCallEvent))
+        if active.next_round and streams and not self._next_round(active):
+            return
+        if isinstance(event, TextDelta):
+            self.on_chunk(conversation_id, event.text)
+        elif isinstance(event, ReasoningDelta):
+            self.on_reasoning_chunk(conversation_id, event.text)
+        elif isinstance(event, ToolCallEvent):
+            active.calls.append(event.call)
+        elif isinstance(event, ToolResultEvent):
+            self._store_result(active, event.result)
+        elif isinstance(event, Finished):
+            if event.note:
+                self.notice.emit(event.note)
+            self.on_finished(conversation_id, reply_result(conversation_id, event,
+                                                           self.model_info))
+
+    def on_approval_requested(self, request: ApprovalRequest) -> None:
+        active = self._active
+        listened = self.isSignalConnected(QMetaMethod.fromSignal(self.approval_requested))
+        if active is None or active.conversation_id != request.conversation_id or not listened:
+            request.answer(False)
+            return
+        self._approval = request
+        self.approval_requested.emit(request)
+
+    def answer_approval(self, allowed: bool) -> None:
+        """The user's answer to the tool call on show (``approval_requested``)."""
+        request, self._approval = self._approval, None
+        if request is not None:
+            request.answer(allowed)
+
+    def _store_sources(self, active: ActiveReply, event: SourcesEvent) -> None:
+        """The passages found go with the user's message (rendered there on later turns)."""
+        if active.user_id is None:
+            return
+        user = self.history.get_message(active.user_id)
+        if user is None:
+            return
+        parts = (*user.parts, *event.sources)
+        self._guard(self.history.update_message, user.id, parts=parts)
+        row = self.chat_model.row_of(user.id)
+        if row >= 0 and active.conversation_id == self.current_id:
+            self.chat_model.update_message(row, parts=parts)
+
+    def _store_result(self, active: ActiveReply, result: ToolResult) -> None:
+        """A tool's result: the calling round's row is complete (its calls among its
+        parts), the result is a ``tool`` row below it."""
+        shown = active.conversation_id == self.current_id
+        if not active.next_round:
+            provenance = self._provenance(active, None, "tool_calls")
+            try:
+                active.writer.finish("complete", provenance,
+                                     reasoning_ms=active.measured_thinking_ms(),
+                                     parts=tuple(active.calls))
+            except StorageError as exc:
+                self.bridge.report(exc)
+            if active.row is not None and shown:
+                self.chat_model.update_message(
+                    active.row, content=active.writer.text, status="complete",
+                    provenance=provenance, reasoning=active.writer.reasoning,
+                    parts=tuple(active.calls))
+            active.next_round = True
+        try:
+            row = self.history.add_message(active.conversation_id, "tool", "",
+                                           after=active.last_id, parts=(result,))
+        except StorageError as exc:
+            self.bridge.report(exc)
+            return
+        active.last_id = row.id
+        if shown and active.row is not None:
+            self.chat_model.append(row)
+
+    def _next_round(self, active: ActiveReply) -> bool:
+        """The model answers the results: a new streaming reply row below them."""
+        try:
+            reply = self.history.add_message(active.conversation_id, "assistant", "",
+                                             status="streaming", after=active.last_id)
+        except StorageError as exc:
+            self.bridge.report(exc)
+            return False
+        shown = active.conversation_id == self.current_id and active.row is not None
+        active.row = self.chat_model.append(reply) if shown else None
+        active.message_id = active.last_id = reply.id
+        active.writer = ReplyWriter(self.history, reply.id)
+        active.calls = []
+        active.thinking_since = active.thinking_ms = None
+        active.next_round = False
+        return True
+
     def on_prefill_progress(self, conversation_id: str, done: int, total: int) -> None:
         active = self._active
         if active is None or active.conversation_id != conversation_id:
@@ -638,14 +771,19 @@ class ChatController(QObject):
             active.thinking_ms = result.stats.reasoning_ms
         self.last_stats = result.stats
         self.stats_changed.emit(result.stats)
-        self._end_reply(status, provenance)
+        if active.next_round:  # stopped after the results, before the model answered them
+            self._end_turn()
+            return
+        self._end_reply(status, provenance, parts=tuple(active.calls))
 
     def on_failed(self, conversation_id: str, message: str) -> None:
         active = self._active
         if active is None or active.conversation_id != conversation_id:
             return
         self.bridge.error(message)  # first, so listeners to generating_changed can read it
-        if active.writer.text or active.writer.reasoning:
+        if active.next_round:  # the rows so far are complete; no new one was started
+            self._end_turn()
+        elif active.writer.text or active.writer.reasoning:
             provenance = self._provenance(active, None, None)
             provenance["error"] = message
             self._end_reply("failed", provenance)
@@ -665,10 +803,10 @@ class ChatController(QObject):
         """Stop → quit → wait; a reply still streaming is saved as stopped."""
         self.worker.stop()
         self._queued = None  # its message is saved; nothing was sent yet
-        if self._active is not None:
+        if self._active is not None and not self._active.next_round:
             self._active.writer.finish("stopped", self._provenance(self._active, None, None),
                                        reasoning_ms=self._active.measured_thinking_ms())
-            self._active = None
+        self._active = None
         imports = self.imports.shutdown()  # an import part way is rolled back
         if not self._wait_for_worker():
             return False
@@ -706,47 +844,62 @@ class ChatController(QObject):
                 reply = self.history.add_message(
                     self.current_id, "assistant", "", status="streaming"
                 )
-            messages = self._prompt_messages(self.chat_values()["system_prompt"], reply.id)
+            above = self._path_above(reply.id)
         except StorageError as exc:
             self.bridge.report(exc)
             return False
         row = self.chat_model.append(reply)
         writer = ReplyWriter(self.history, reply.id)
-        self._active = ActiveReply(self.current_id, reply.id, writer, gen, row)
+        user_id = next((m.id for m in reversed(above) if m.role == "user"), None)
+        self._active = ActiveReply(self.current_id, reply.id, writer, gen, row,
+                                   user_id=user_id, last_id=reply.id)
         self.generating_changed.emit(True)
-        request = GenerationRequest(self.current_id, tuple(messages), gen)
+        request = GenerationRequest(
+            self.current_id, above, gen, system_prompt=self.chat_values()["system_prompt"],
+            toolbox=self.toolbox, retriever=self.retriever)
         self.host.post(self.worker.on_generate_requested, request)
         return True
 
-    def _prompt_messages(self, system_prompt: str, reply_id: int) -> list[Message]:
-        """The prompt: the stored path on screen above the reply being written (failed and
-        empty replies left out)."""
+    def _path_above(self, reply_id: int) -> tuple[StoredMessage, ...]:
+        """The stored path on screen above the reply being written: the rows the worker
+        builds the turn from (app/workers/turn_request.py decides what goes in)."""
         assert self.current_id is not None
-        messages = [Message("system", system_prompt)] if system_prompt.strip() else []
+        above: list[StoredMessage] = []
         for msg in self.history.active_path(self.current_id):
             if msg.id == reply_id:
                 break
-            if msg.role == "assistant" and (msg.status == "failed" or not msg.content):
-                continue
-            # each template decides what it does with earlier thinking (Qwen3's drops it)
-            reasoning = msg.reasoning if msg.role == "assistant" else ""
-            messages.append(Message(msg.role, msg.content, reasoning))
-        return messages
+            above.append(msg)
+        return tuple(above)
 
-    def _end_reply(self, status: str, provenance: dict) -> None:
+    def _end_turn(self) -> None:
+        """The turn ends with nothing left to write (its rows are complete)."""
+        active = self._active
+        assert active is not None
+        self._active = None
+        self._approval = None
+        if self._reading:
+            self._done_reading()
+        self.conversations.upsert(active.conversation_id)
+        self.generating_changed.emit(False)
+
+    def _end_reply(self, status: str, provenance: dict,
+                   parts: tuple[ToolCall, ...] | None = None) -> None:
         active = self._active
         assert active is not None
         thinking_ms = active.measured_thinking_ms()
         try:
-            active.writer.finish(status, provenance, reasoning_ms=thinking_ms)
+            active.writer.finish(status, provenance, reasoning_ms=thinking_ms,
+                                 parts=parts or None)
         except StorageError as exc:
             self.bridge.report(exc)
         if active.row is not None and active.conversation_id == self.current_id:
+            changes: dict[str, Any] = {"parts": parts} if parts else {}
             self.chat_model.update_message(
                 active.row, content=active.writer.text, status=status, provenance=provenance,
-                reasoning=active.writer.reasoning, reasoning_ms=thinking_ms or 0.0,
+                reasoning=active.writer.reasoning, reasoning_ms=thinking_ms or 0.0, **changes,
             )
         self._active = None
+        self._approval = None
         if self._reading:
             self._done_reading()
         self.conversations.upsert(active.conversation_id)

@@ -23,6 +23,8 @@ import sys
 
 from PySide6.QtCore import QObject, QTimer
 
+from app.chat.events import TextDelta
+
 ENV = "HEARTH_TEST_HOOK"
 
 
@@ -51,7 +53,7 @@ class TestHook(QObject):
         c = window.controller
         c.model_loaded.connect(self.on_loaded)
         c.prefill_progress.connect(self.on_prefill)
-        c.worker.chunk.connect(self.on_chunk)
+        c.worker.event.connect(self.on_event)
         window.models.jobs.worker.progress.connect(self.on_job_progress)
         window.models.jobs.worker.finished.connect(self.on_job_finished)
         window.bridge.message_shown.connect(self.on_message)
@@ -97,8 +99,9 @@ class TestHook(QObject):
         if total:
             self.phase("prefill")
 
-    def on_chunk(self, _conversation_id: str, _text: str) -> None:
-        self.phase("decode")
+    def on_event(self, _conversation_id: str, event: object) -> None:
+        if isinstance(event, TextDelta):
+            self.phase("decode")
 
     def on_job_progress(self, _job_id: str, progress: object) -> None:
         converting = "layer" in str(getattr(progress, "message", ""))

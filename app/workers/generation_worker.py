@@ -1,9 +1,13 @@
-"""The generation worker: owns the Engine on its own QThread and adapts it to signals.
+"""The generation worker: owns the backend on its own QThread and runs chat turns there.
 
-Only this worker's thread ever calls into the engine: the chat controller hosts it on its
-own QThread with ``app.workers.thread_host.ThreadHost``, posts requests to its ``on_*``
-methods and connects to its signals (queued by Qt to the UI thread). Stop is a
-``threading.Event`` the UI sets directly (checked by the engine every token).
+Only this worker's thread ever calls into the backend (``app.chat.backend.Backend``: the
+local ``Engine`` or a ``RemoteEngine``): the chat controller hosts it on its own QThread with
+``app.workers.thread_host.ThreadHost``, posts requests to its ``on_*`` methods and connects
+to its signals (queued by Qt to the UI thread). A request is turned into the turn's typed
+messages here (``app.workers.turn_request.build_turn``, never on the UI thread) and run by
+``app.chat.turn.run_turn``; each of its events goes out on the one ``event`` signal, in
+order. Stop is a ``threading.Event`` the UI sets directly (checked by the engine every
+token, and by a call waiting for the user's approval).
 """
 
 from __future__ import annotations
@@ -11,71 +15,36 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.engine.types import (
-    GenerationChunk,
-    GenerationSettings,
-    GenerationStats,
-    Message,
-    ModelSpec,
-    ProviderReport,
-)
+from app.chat.backend import Backend
+from app.chat.events import Finished, PrefillProgress
+from app.chat.parts import ChatMessage, Reasoning, ToolCall
+from app.chat.turn import Retriever, Toolbox, run_turn
+from app.engine.types import GenerationSettings, GenerationStats, Message
 from app.errors import HearthError
 from app.loading import default_caches, default_loader
+from app.storage.records import StoredMessage
+from app.workers.turn_request import build_turn
 
 if TYPE_CHECKING:  # the engine's modules pull in onnxruntime: loaded only with a model
     from app.engine.conversation_caches import ConversationCaches
 
 
-
-class EngineLike(Protocol):
-    """What the worker uses of ``app.engine.engine.Engine``, which satisfies it exactly
-    (tests/workers/test_generation_worker.py compares the signatures with the real engine's
-    and the fake's)."""
-
-    spec: ModelSpec
-    provider_report: ProviderReport
-
-    def chat(
-        self,
-        messages: Sequence[Message],
-        settings: GenerationSettings,
-        *,
-        cancel: threading.Event | None = None,
-        caches: ConversationCaches | None = None,
-        conversation_id: str | None = None,
-        reuse: bool = True,
-        on_prefill: Callable[[int, int], None] | None = None,
-        tools: Sequence[dict] | None = None,
-        documents: Sequence[dict] | None = None,
-    ) -> Iterator[GenerationChunk]: ...
-
-    def count_tokens(self, messages: Sequence[Message]) -> int: ...
-
-    def conversation_caches(
-        self,
-        *,
-        budget_bytes: int = ...,
-        snapshot_folder: Path | None = None,
-        min_tokens: int = 256,
-    ) -> ConversationCaches: ...
-
-    def close(self) -> None: ...
-
-
-EngineLoader = Callable[[Path], EngineLike]
+EngineLoader = Callable[[Path], Backend]
 #: the shortest gap between two prefill progress signals (at most ~10 a second)
 PREFILL_PROGRESS_INTERVAL_S = 0.1
 #: prompts with fewer tokens left to prefill report no progress (they take a blink)
 PREFILL_PROGRESS_MIN_TOKENS = 512
-#: ``caches(engine)``: the ConversationCaches the worker keeps for a freshly loaded engine.
-CachesFactory = Callable[[EngineLike], "ConversationCaches"]
+#: how often a call waiting for the user's approval looks at Stop
+APPROVAL_POLL_S = 0.05
+#: ``caches(backend)``: the ConversationCaches the worker keeps for a freshly loaded one.
+CachesFactory = Callable[[Backend], "ConversationCaches"]
 
 
 @dataclass(frozen=True)
@@ -103,13 +72,25 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class GenerationRequest:
+    """One turn to run: the conversation so far (its last message the user's) and the
+    settings. ``messages`` may be the history's own rows (``StoredMessage``: the path on
+    screen above the reply; failed and empty replies are left out when the turn is built),
+    typed ``ChatMessage``\\s or plain ``Message``\\s. ``system_prompt`` goes first when it is
+    not blank. With a ``toolbox`` each call is put to the user (``approval_requested``)."""
+
     conversation_id: str
-    messages: tuple[Message, ...]
+    messages: tuple[StoredMessage | ChatMessage | Message, ...]
     settings: GenerationSettings = field(default_factory=GenerationSettings)
+    system_prompt: str = ""
+    toolbox: Toolbox | None = None
+    retriever: Retriever | None = None
 
 
 @dataclass(frozen=True)
 class GenerationResult:
+    """A finished turn, summed up for the status bar and provenance: the final answer's
+    text and thinking, the last round's stats, the model and provider that ran it."""
+
     conversation_id: str
     text: str
     finish_reason: str
@@ -119,33 +100,77 @@ class GenerationResult:
     reasoning: str = ""  # the model's thinking, apart from ``text``
 
 
+def reply_result(conversation_id: str, finished: Finished, info: ModelInfo | None
+                 ) -> GenerationResult:
+    """``finished`` summed up (see ``GenerationResult``)."""
+    final = next((m for m in reversed(finished.turn) if m.role == "assistant"),
+                 ChatMessage("assistant"))
+    stats = finished.stats[-1] if finished.stats else GenerationStats()
+    return GenerationResult(
+        conversation_id=conversation_id,
+        text=final.text,
+        finish_reason=finished.finish_reason,
+        stats=stats,
+        model=info.name if info else "",
+        provider=stats.provider or (info.provider if info else ""),
+        reasoning="".join(p.text for p in final.of_kind(Reasoning)),
+    )
+
+
+class ApprovalRequest:
+    """A tool call waiting for the user's yes or no. The worker's thread waits in ``wait``;
+    the UI answers with ``answer`` (from any thread; the first answer counts). Stop ends the
+    wait as a no."""
+
+    def __init__(self, conversation_id: str, call: ToolCall) -> None:
+        self.conversation_id = conversation_id
+        self.call = call
+        self._answered = threading.Event()
+        self._allowed = False
+        self._lock = threading.Lock()
+
+    def answer(self, allowed: bool) -> None:
+        with self._lock:
+            if self._answered.is_set():
+                return
+            self._allowed = bool(allowed)
+            self._answered.set()
+
+    @property
+    def answered(self) -> bool:
+        return self._answered.is_set()
+
+    def wait(self, cancel: threading.Event, poll: float = APPROVAL_POLL_S) -> bool:
+        """The user's answer; False as soon as ``cancel`` is set (a stopped reply)."""
+        while not self._answered.wait(poll):
+            if cancel.is_set():
+                self.answer(False)
+        return self._allowed
+
+
 class GenerationWorker(QObject):
-    """Adapts the engine to Qt signals. Lives on the generation thread.
+    """Runs turns on the backend. Lives on the generation thread.
 
     Signals:
         loaded(ModelInfo): a model finished loading and is now current.
         load_failed(str): loading failed; the previous model (if any) stays loaded.
         unloaded(): the model was closed on request; its memory is free.
-        prefill_progress(str conversation_id, int done, int total): the prompt is being read
-            (tokens in the cache of the prompt's total); at most ~10 a second, only for
-            prompts with at least PREFILL_PROGRESS_MIN_TOKENS tokens to read.
-        chunk(str conversation_id, str text): a streamed delta of the answer.
-        reasoning_chunk(str conversation_id, str text): a streamed delta of the model's
-            thinking (never part of the answer); a chunk's thinking is emitted before its
-            answer.
-        finished(str conversation_id, GenerationResult): the reply ended (any finish reason,
-            including "cancelled").
-        failed(str conversation_id, str message): the reply could not start or broke off.
+        event(str conversation_id, TurnEvent): the turn's events (app/chat/events.py) in
+            order, ending with one ``Finished`` (any finish reason, "cancelled" included).
+            ``PrefillProgress`` comes live from inside the prefill: at most ~10 a second,
+            only for prompts with at least PREFILL_PROGRESS_MIN_TOKENS tokens to read.
+        approval_requested(ApprovalRequest): a tool call waits for the user's answer
+            (``ApprovalRequest.answer``); the turn goes on once it has one.
+        failed(str conversation_id, str message): the turn could not start or broke off
+            (no ``Finished`` then).
         crashed(str details): an unexpected exception (a bug) with its traceback.
     """
 
     loaded = Signal(object)
     load_failed = Signal(str)
     unloaded = Signal()
-    prefill_progress = Signal(str, int, int)
-    chunk = Signal(str, str)
-    reasoning_chunk = Signal(str, str)
-    finished = Signal(str, object)
+    event = Signal(str, object)
+    approval_requested = Signal(object)
     failed = Signal(str, str)
     crashed = Signal(str)
 
@@ -154,7 +179,7 @@ class GenerationWorker(QObject):
         super().__init__()
         self._loader = loader or default_loader
         self._make_caches = caches or default_caches
-        self._engine: EngineLike | None = None
+        self._engine: Backend | None = None
         self._caches: ConversationCaches | None = None
         self._info: ModelInfo | None = None
         self.cancel = threading.Event()
@@ -186,18 +211,15 @@ class GenerationWorker(QObject):
         self._engine, self._caches = engine, caches
         self._info = _model_info(engine, str(path), time.perf_counter() - started)
         self.loaded.emit(self._info)
-        self._open_prompt_session(engine)
+        self._prepare(engine)
 
-    def _open_prompt_session(self, engine: EngineLike) -> None:
-        """The fp32 prompt session (app/engine/prompt_session.py), once the window already
-        shows the model as loaded: a message sent meanwhile waits its turn here (~0.4 s on
-        the starter). Like a load, a quit need not wait for it."""
-        opener = getattr(engine, "open_prompt_session", None)  # remote engines have none
-        if opener is None:
-            return
+    def _prepare(self, engine: Backend) -> None:
+        """``Backend.prepare`` (the local engine's fp32 prompt session), once the window
+        already shows the model as loaded: a message sent meanwhile waits its turn here
+        (~0.4 s on the starter). Like a load, a quit need not wait for it."""
         self.loading.set()
         try:
-            opener()  # a session that fails to open leaves prompts on the decode session
+            engine.prepare()  # a session that fails to open leaves prompts where they were
         except Exception:
             self.crashed.emit(traceback.format_exc())
         finally:
@@ -217,37 +239,21 @@ class GenerationWorker(QObject):
             self.failed.emit(conv, "No model is loaded. Pick a model in the toolbar first.")
             return
         self.cancel.clear()
-        text: list[str] = []
-        thought: list[str] = []
+        live = PrefillThrottle(conv, lambda c, done, total: self.event.emit(
+            c, PrefillProgress(done, total)))
         try:
-            for piece in engine.chat(
-                list(request.messages),
-                request.settings,
-                cancel=self.cancel,
-                caches=self._caches,
-                conversation_id=conv,
-                on_prefill=PrefillThrottle(conv, self.prefill_progress.emit),
-            ):
-                if piece.reasoning:
-                    thought.append(piece.reasoning)
-                    self.reasoning_chunk.emit(conv, piece.reasoning)
-                if piece.text:
-                    text.append(piece.text)
-                    self.chunk.emit(conv, piece.text)
-                if piece.finish_reason is not None:
-                    stats = piece.stats or GenerationStats()
-                    self.finished.emit(
-                        conv,
-                        GenerationResult(
-                            conversation_id=conv,
-                            text="".join(text),
-                            finish_reason=piece.finish_reason,
-                            stats=stats,
-                            model=self._info.name,
-                            provider=stats.provider or self._info.provider,
-                            reasoning="".join(thought),
-                        ),
-                    )
+            turn = build_turn(request.messages, request.settings,
+                              system_prompt=request.system_prompt, conversation_id=conv,
+                              caches=self._caches)
+            events = run_turn(
+                engine, turn, retriever=request.retriever, toolbox=request.toolbox,
+                approve=self._approver(conv) if request.toolbox is not None else None,
+                cancel=self.cancel, on_prefill=live)
+            for event in events:
+                if isinstance(event, Finished) and not event.stats and not self.cancel.is_set():
+                    break  # the stream ended without its last chunk
+                self.event.emit(conv, event)
+                if isinstance(event, Finished):
                     return
         except HearthError as exc:
             self.failed.emit(conv, str(exc))
@@ -257,6 +263,16 @@ class GenerationWorker(QObject):
             self.crashed.emit(traceback.format_exc())
             return
         self.failed.emit(conv, "The model stopped without finishing its reply.")
+
+    def _approver(self, conversation_id: str) -> Callable[[ToolCall], bool]:
+        """``approve`` for ``run_turn``: ask the UI and wait (Stop counts as a no)."""
+
+        def approve(call: ToolCall) -> bool:
+            request = ApprovalRequest(conversation_id, call)
+            self.approval_requested.emit(request)
+            return request.wait(self.cancel)
+
+        return approve
 
     @property
     def info(self) -> ModelInfo | None:
@@ -315,28 +331,24 @@ class PrefillThrottle:
         self._emit(self._conv, done, total)
 
 
-def _model_info(engine: EngineLike, path: str, seconds: float) -> ModelInfo:
-    spec = engine.spec
-    report = engine.provider_report
+def _model_info(engine: Backend, path: str, seconds: float) -> ModelInfo:
+    info = engine.describe()
     return ModelInfo(
         path=str(path),
-        name=spec.name,
-        provider=report.chosen,
-        provider_summary=report.summary(),
-        provider_reasons=dict(report.reasons),
-        context_length=spec.context_length,
-        generation_defaults=dict(spec.generation_defaults),
+        name=info.name,
+        provider=info.provider,
+        provider_summary=info.provider_summary,
+        provider_reasons=dict(info.provider_reasons),
+        context_length=info.context_length,
+        generation_defaults=dict(info.generation_defaults),
         load_ms=seconds * 1000.0,
-        # remote engines and stand-ins have no template switch
-        thinking_control=getattr(engine, "thinking_control", None),
-        notes=tuple(n for n in (spec.context_note, *spec.notes) if n),
-        prompt_kernels=_prompt_note(engine),
-        draft=getattr(engine, "draft_name", None),
+        thinking_control=info.thinking_control,
+        notes=info.notes,
+        prompt_kernels=info.prompt_note,
+        draft=info.draft,
     )
 
 
-def _prompt_note(engine: EngineLike) -> str | None:
-    """The model details' line about the fp32 prompt session (app/engine/prompt_session.py),
-    when there is something to tell."""
-    plan = getattr(engine, "prompt_plan", None)  # remote engines and stand-ins have none
-    return plan.note if plan is not None and plan.worth_telling else None
+__all__ = ["ApprovalRequest", "CachesFactory", "EngineLoader", "GenerationRequest",
+           "GenerationResult", "GenerationWorker", "ModelInfo", "PrefillThrottle",
+           "reply_result"]

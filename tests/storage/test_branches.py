@@ -113,11 +113,11 @@ def test_previous_schema_migrates_with_its_messages(tmp_path):
     path = tmp_path / "h.sqlite3"
     _old_schema_db(path)
     h = History(path)
-    assert db.applied_migrations(h._conn)[-4:] == [
+    assert db.applied_migrations(h._conn)[-5:] == [
         "m004_branches_and_soft_delete", "m005_pinned_conversations", "m006_message_reasoning",
-        "m007_messages_rank_index",
+        "m007_messages_rank_index", "m008_message_parts_and_tool_role",
     ]
-    assert db.stored_major(h._conn) == 2
+    assert db.stored_major(h._conn) == db.SCHEMA_MAJOR == 3
     assert [c.title for c in h.list_conversations()] == ["Second", "First"]
     for cid, title in [("c1", "First"), ("c2", "Second")]:
         path_now = h.active_path(cid)
@@ -144,7 +144,7 @@ def test_json_export_holds_every_branch_and_imports_back(tmp_path):
 
     text = export_json(h, conv)
     doc = json.loads(text)
-    assert doc["version"] == 2
+    assert doc["version"] == 3
     assert len(doc["messages"]) == 7
     md = export_markdown(h, conv)
     assert "A2 v2" in md and "Q2 v2" not in md and "A for Q2 v2" not in md

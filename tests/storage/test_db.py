@@ -15,6 +15,11 @@ EXPECTED_SCHEMA = [
         "conversations_updated",
         "CREATE INDEX conversations_updated ON conversations (updated_at DESC)",
     ),
+    (
+        "index",
+        "message_parts_sha256",
+        "CREATE INDEX message_parts_sha256 ON message_parts (sha256) WHERE sha256 IS NOT NULL",
+    ),
     ("index", "messages_parent", "CREATE INDEX messages_parent ON messages (parent_id)"),
     (
         "index",
@@ -37,13 +42,20 @@ EXPECTED_SCHEMA = [
     ),
     (
         "table",
+        "message_parts",
+        "CREATE TABLE message_parts ( message_id INTEGER NOT NULL REFERENCES messages (id) "
+        "ON DELETE CASCADE, ord INTEGER NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL, "
+        "sha256 TEXT, PRIMARY KEY (message_id, ord) )",
+    ),
+    (
+        "table",
         "messages",
-        "CREATE TABLE messages ( id INTEGER PRIMARY KEY AUTOINCREMENT, conversation_id TEXT "
+        'CREATE TABLE "messages" ( id INTEGER PRIMARY KEY AUTOINCREMENT, conversation_id TEXT '
         "NOT NULL REFERENCES conversations (id) ON DELETE CASCADE, seq INTEGER NOT NULL, "
-        "role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')), content TEXT NOT "
-        "NULL DEFAULT '', status TEXT NOT NULL DEFAULT 'complete' CHECK (status IN "
+        "role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')), content "
+        "TEXT NOT NULL DEFAULT '', status TEXT NOT NULL DEFAULT 'complete' CHECK (status IN "
         "('complete', 'streaming', 'stopped', 'failed')), provenance TEXT NOT NULL DEFAULT "
-        "'{}', created_at REAL NOT NULL, parent_id INTEGER REFERENCES messages (id), "
+        "'{}', created_at REAL NOT NULL, parent_id INTEGER REFERENCES \"messages\" (id), "
         "active_rank INTEGER NOT NULL DEFAULT 0, deleted_at REAL, reasoning TEXT NOT NULL DEFAULT "
         "'', reasoning_ms REAL NOT NULL DEFAULT 0, UNIQUE (conversation_id, seq) )",
     ),
@@ -120,8 +132,9 @@ def test_m006_adds_reasoning_to_a_database_with_messages(tmp_path):
     old.close()
 
     conn = db.connect(path)
-    assert db.applied_migrations(conn)[-2:] == ["m006_message_reasoning",
-                                                "m007_messages_rank_index"]
+    assert db.applied_migrations(conn)[-3:] == ["m006_message_reasoning",
+                                                "m007_messages_rank_index",
+                                                "m008_message_parts_and_tool_role"]
     assert db.schema_snapshot(conn) == EXPECTED_SCHEMA
     rows = conn.execute("SELECT role, content, provenance, parent_id, reasoning, reasoning_ms "
                         "FROM messages ORDER BY seq").fetchall()

@@ -11,11 +11,12 @@ import httpx2 as httpx
 import openai
 import pytest
 
+from app.chat.events import Finished
 from app.engine.engine import Engine
 from app.engine.types import GenerationSettings, Message
 from app.server.config import ServerConfig
 from app.ui.server_controller import ServerController
-from app.workers.generation_worker import GenerationRequest, GenerationWorker
+from app.workers.generation_worker import GenerationRequest, GenerationWorker, reply_result
 from app.workers.thread_host import ThreadHost
 from tests.bounds import AT_ONCE_S
 from tests.ui.conftest import OnUiThread
@@ -90,8 +91,9 @@ def test_serves_the_loaded_model_and_shares_the_engine_with_the_chat(
     client = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
 
     chat_results = []
-    relay = OnUiThread(lambda conv, result: chat_results.append(result))
-    worker.finished.connect(relay.on_signal)
+    relay = OnUiThread(lambda conv, event: chat_results.append(
+        reply_result(conv, event, worker.info)) if isinstance(event, Finished) else None)
+    worker.event.connect(relay.on_signal)
     host.post(worker.on_generate_requested, GenerationRequest(
         "window-chat", (Message("user", "hello there"),),
         GenerationSettings.from_model({}, {"temperature": 0, "max_new_tokens": 60})))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.chat.events import TextDelta
 from app.settings import Settings
 
 pytestmark = [
@@ -66,7 +67,8 @@ def test_real_engine_end_to_end(make_app, gqa_model_dir):
     panel.editors["temperature"].setValue(0.0)  # greedy: replies are reproducible
     panel.editors["max_tokens"].setValue(12)
     chunks: list[str] = []
-    first.controller.worker.chunk.connect(lambda conv, text: chunks.append(text))
+    first.controller.worker.event.connect(
+        lambda conv, event: chunks.append(event.text) if isinstance(event, TextDelta) else None)
     first.send("Hello there", wait=False)
     first.wait_idle(timeout=60000)
     _role, reply, status = first.rows()[1]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import QObject, Signal
 
-from app.workers.generation_worker import GenerationWorker
+from app.chat.events import Finished, PrefillProgress, ReasoningDelta, TextDelta
+from app.workers.generation_worker import GenerationWorker, reply_result
 from app.workers.thread_host import ThreadHost
 from tests.workers.fake_engine import FakeLoader
 
@@ -15,8 +16,13 @@ class EngineThread(QObject):
     """The generation worker on its own thread (``ThreadHost``), seen from the UI thread.
 
     Its result signals are re-emitted here, on the UI thread, because pytest-qt's waitSignal
-    must run where its timer lives. Requests go through ``post`` like the controller's."""
+    must run where its timer lives. Requests go through ``post`` like the controller's.
+    The worker's one ``event`` signal is re-emitted as it is (``event``) and, for the tests
+    that follow one kind, split by kind: prefill progress, answer and thinking deltas, and
+    the ``Finished`` summed up (``reply_result``) on ``finished``."""
 
+    event = Signal(str, object)
+    approval_requested = Signal(object)
     loaded = Signal(object)
     load_failed = Signal(str)
     prefill_progress = Signal(str, int, int)
@@ -32,27 +38,29 @@ class EngineThread(QObject):
         self._host = ThreadHost(self.worker, "hearth-generation", stop=self.worker.stop)
         self.thread = self._host.thread
         w = self.worker
-        for name in ("loaded", "load_failed", "prefill_progress", "chunk", "reasoning_chunk",
-                     "finished", "failed", "crashed"):
+        for name in ("loaded", "load_failed", "event", "approval_requested", "failed",
+                     "crashed"):
             getattr(w, name).connect(getattr(self, f"_on_{name}"))
+
+    def _on_event(self, conv: str, event) -> None:
+        self.event.emit(conv, event)
+        if isinstance(event, PrefillProgress):
+            self.prefill_progress.emit(conv, event.done, event.total)
+        elif isinstance(event, TextDelta):
+            self.chunk.emit(conv, event.text)
+        elif isinstance(event, ReasoningDelta):
+            self.reasoning_chunk.emit(conv, event.text)
+        elif isinstance(event, Finished):
+            self.finished.emit(conv, reply_result(conv, event, self.worker.info))
+
+    def _on_approval_requested(self, request) -> None:
+        self.approval_requested.emit(request)
 
     def _on_loaded(self, info) -> None:
         self.loaded.emit(info)
 
     def _on_load_failed(self, message: str) -> None:
         self.load_failed.emit(message)
-
-    def _on_prefill_progress(self, conv: str, done: int, total: int) -> None:
-        self.prefill_progress.emit(conv, done, total)
-
-    def _on_chunk(self, conv: str, text: str) -> None:
-        self.chunk.emit(conv, text)
-
-    def _on_reasoning_chunk(self, conv: str, text: str) -> None:
-        self.reasoning_chunk.emit(conv, text)
-
-    def _on_finished(self, conv: str, result) -> None:
-        self.finished.emit(conv, result)
 
     def _on_failed(self, conv: str, message: str) -> None:
         self.failed.emit(conv, message)

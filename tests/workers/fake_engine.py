@@ -1,8 +1,10 @@
 """A scriptable stand-in for ``app.engine.engine.Engine`` for timing-sensitive tests.
 
-It implements ``app.workers.generation_worker.EngineLike`` with the real engine's signatures
+It implements ``app.chat.backend.Backend`` with the real engine's signatures
 (tests/workers/test_generation_worker.py checks), a real ``ModelSpec`` and real
-``ConversationCaches`` (of token-only caches: the fake runs no graph).
+``ConversationCaches`` (of token-only caches: the fake runs no graph). With ``tool_calls``
+it reads tools (``capabilities().tools``) and makes those calls whenever the last message is
+not a tool's result; after a result it answers as scripted.
 
 Replies are scripted token lists (or computed from the last user message), optionally preceded
 by scripted thinking (``think``: tokens streamed as ``GenerationChunk.reasoning``, as the real
@@ -22,12 +24,16 @@ from pathlib import Path
 from app.engine.conversation_caches import ConversationCaches
 from app.engine.kv_cache import TokenOnlyCache
 from app.engine.types import (
+    BackendInfo,
+    Capabilities,
     GenerationChunk,
     GenerationSettings,
     GenerationStats,
     Message,
     ModelSpec,
+    ParsedToolCall,
     ProviderReport,
+    ThinkingMode,
 )
 from app.errors import HearthError, ModelLoadError
 
@@ -74,6 +80,7 @@ class FakeEngine:
         think: Callable[[list[Message]], list[str]] | list[str] | None = None,
         thinking_control: str | None = None,
         stats_extra: dict | None = None,
+        tool_calls: Sequence[ParsedToolCall] = (),
     ) -> None:
         self.spec = fake_spec(Path(root), name, context_length=context_length,
                               generation_defaults=generation_defaults)
@@ -108,6 +115,9 @@ class FakeEngine:
         self.caches_made: list[ConversationCaches] = []
         self.threads: set[int] = set()
         self.closed = False
+        self.tool_calls = tuple(tool_calls)
+        self.tools_offered: list[Sequence[dict] | None] = []
+        self.prepared = 0
 
     def _tokens(self, messages: list[Message]) -> list[str]:
         return list(self.script(messages) if callable(self.script) else self.script)
@@ -134,11 +144,14 @@ class FakeEngine:
         self.calls.append(list(messages))
         self.settings.append(settings)
         self.conversations.append((caches, conversation_id))
+        self.tools_offered.append(tools)
         if caches is not None and conversation_id is not None:
             caches.get(conversation_id)
         if self.error_before is not None:
             raise self.error_before
-        return self._run(list(messages), settings, cancel, on_prefill)
+        calls = self.tool_calls if tools and (not messages or messages[-1].role != "tool") \
+            else ()
+        return self._run(list(messages), settings, cancel, on_prefill, calls)
 
     def _prefill(self, cancel, on_prefill) -> bool:
         """Feed the scripted prompt in chunks, checking ``cancel`` between them like the
@@ -156,7 +169,8 @@ class FakeEngine:
                 on_prefill(self.prefill_done, total)
         return True
 
-    def _run(self, messages, settings, cancel, on_prefill=None) -> Iterator[GenerationChunk]:
+    def _run(self, messages, settings, cancel, on_prefill=None,
+             calls=()) -> Iterator[GenerationChunk]:
         started = time.perf_counter()
         if not self._prefill(cancel, on_prefill):
             yield GenerationChunk(text="", finish_reason="cancelled", stats=GenerationStats(
@@ -164,7 +178,8 @@ class FakeEngine:
                 context_max=self.spec.context_length))
             return
         thoughts = self._thoughts(messages)
-        steps = [(t, True) for t in thoughts] + [(t, False) for t in self._tokens(messages)]
+        answer = [] if calls else self._tokens(messages)  # a calling round only calls
+        steps = [(t, True) for t in thoughts] + [(t, False) for t in answer]
         steps = steps[: settings.max_new_tokens]
         prompt = self.count_tokens(messages)
         ttft = 0.0
@@ -217,7 +232,38 @@ class FakeEngine:
             setattr(stats, key, value)
         if thinking_started is not None:
             stats.reasoning_ms = ((thinking_ended or time.perf_counter()) - thinking_started) * 1000
-        yield GenerationChunk(text="", finish_reason=reason, stats=stats)
+        if calls and reason == "eos":
+            reason = "tool_calls"
+        yield GenerationChunk(text="", finish_reason=reason, stats=stats,
+                              tool_calls=tuple(calls) if reason == "tool_calls" else ())
+
+    def encode_chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        stop: threading.Event | None = None,
+        thinking: ThinkingMode = "default",
+        tools: Sequence[dict] | None = None,
+        documents: Sequence[dict] | None = None,
+    ) -> list[int] | None:
+        return None  # the fake has no tokenizer
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(tools=bool(self.tool_calls), exact_tokens=False,
+                            tool_format="hermes" if self.tool_calls else None)
+
+    def describe(self) -> BackendInfo:
+        report = self.provider_report
+        return BackendInfo(
+            name=self.spec.name, provider=report.chosen, provider_summary=report.summary(),
+            context_length=self.spec.context_length, thinking_control=self.thinking_control,
+            notes=tuple(n for n in (self.spec.context_note, *self.spec.notes) if n),
+            provider_reasons=dict(report.reasons),
+            generation_defaults=dict(self.spec.generation_defaults))
+
+    def prepare(self) -> None:
+        self.threads.add(threading.get_ident())
+        self.prepared += 1
 
     def count_tokens(self, messages: Sequence[Message]) -> int:
         self.threads.add(threading.get_ident())

@@ -9,13 +9,13 @@ import time
 import pytest
 from PySide6.QtCore import QThread
 
+from app.chat.backend import Backend
 from app.engine.engine import Engine
-from app.engine.types import GenerationSettings, Message, ModelSpec, ProviderReport
+from app.engine.types import BackendInfo, Capabilities, GenerationSettings, Message
 from app.errors import ContextOverflowError
 from app.loading import default_loader
 from app.remote.engine import RemoteEngine
 from app.workers.generation_worker import (
-    EngineLike,
     GenerationRequest,
     GenerationResult,
     GenerationWorker,
@@ -169,7 +169,7 @@ def test_shutdown_while_generating_stops_quits_and_closes(qtbot):
 
 
 def _protocol_methods() -> list[str]:
-    return sorted(name for name, value in vars(EngineLike).items()
+    return sorted(name for name, value in vars(Backend).items()
                   if callable(value) and not name.startswith("_"))
 
 
@@ -179,22 +179,25 @@ def _shape(function) -> list[tuple[str, object, bool]]:
     return [(p.name, p.kind, p.default is not inspect.Parameter.empty) for p in parameters]
 
 
-def test_engine_like_members_exist_with_the_same_signatures_on_engine_and_fake(
-        plain_model_dir):
+def test_backend_members_exist_with_the_same_signatures_on_engine_and_fakes(
+        plain_model_dir, tmp_path):
+    """The worker reaches a backend through ``Backend`` and nothing else (no ``getattr``
+    probes): every engine it may be given has each member with the protocol's signature."""
     engine = Engine.load(plain_model_dir, provider="cpu", threads=1)
-    fake = FakeEngine()
+    fakes = [FakeEngine(), ScriptedEngine(tmp_path, ["x"], 0.0)]
     methods = _protocol_methods()
-    assert methods == ["chat", "close", "conversation_caches", "count_tokens"]
+    assert methods == ["capabilities", "chat", "close", "conversation_caches",
+                       "count_tokens", "describe", "encode_chat", "prepare"]
     for name in methods:
-        expected = _shape(getattr(EngineLike, name))
+        expected = _shape(getattr(Backend, name))
         assert _shape(getattr(Engine, name)) == expected, f"Engine.{name}"
         assert _shape(getattr(FakeEngine, name)) == expected, f"FakeEngine.{name}"
         assert _shape(getattr(ScriptedEngine, name)) == expected, f"ScriptedEngine.{name}"
         assert _shape(getattr(RemoteEngine, name)) == expected, f"RemoteEngine.{name}"
-    for attribute, kind in [("spec", ModelSpec), ("provider_report", ProviderReport)]:
-        assert attribute in EngineLike.__annotations__
-        assert isinstance(getattr(engine, attribute), kind)
-        assert isinstance(getattr(fake, attribute), kind)
+    for backend in [engine, *fakes]:
+        assert isinstance(backend, Backend)
+        assert isinstance(backend.describe(), BackendInfo)
+        assert isinstance(backend.capabilities(), Capabilities)
 
 
 def test_replies_go_through_the_workers_caches_and_forget_reaches_them(qtbot, host, loader):
