@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import tempfile
 from typing import Any
@@ -31,6 +32,10 @@ LIST_TIMEOUT_S = 15.0
 CLOSE_TIMEOUT_S = 10.0  # the SDK's own stop of a child is bounded at ~6 s
 MAX_TOOLS = 500  # listing pages stop here: a server that pages forever cannot hang us
 NETWORK_FEATURE = "MCP server"
+# The SDK logs a server's junk lines with tracebacks; without a handler of the app's own they
+# would reach the terminal through logging's last resort. Failures reach the user as
+# sentences (ToolError) instead.
+logging.getLogger("mcp").addHandler(logging.NullHandler())
 
 
 class ToolError(Exception):
