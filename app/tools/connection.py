@@ -108,7 +108,8 @@ class ServerConnection:
 
     async def connect(self) -> None:
         """Start (or reach) the server and finish the handshake; ToolError otherwise."""
-        refusal = offline_refusal(self.config)
+        with feature(NETWORK_FEATURE):
+            refusal = offline_refusal(self.config)
         if refusal:
             raise ToolError(refusal)
         loop = asyncio.get_running_loop()
