@@ -52,10 +52,10 @@ def register(subparsers) -> None:
     add.add_argument("--cwd", help="the working folder of a stdio server")
     add.add_argument("--timeout", type=float, help="seconds a call may take (default 60)")
     add.add_argument("--replace", action="store_true", help="replace a server of that name")
-    add.add_argument("command", nargs="*",
-                     help="the command that starts a stdio server, and its arguments (put "
-                          "-- before them when they hold options: add time -- uvx "
-                          "mcp-server-time --local-timezone UTC)")
+    add.add_argument("command", nargs=argparse.REMAINDER,
+                     help="the command that starts a stdio server, and its arguments (the "
+                          "options above may also stand between NAME and the command; put "
+                          "-- before a command whose own options would clash)")
     add.set_defaults(func=run_add)
 
     remove = commands.add_parser("rm", help="remove a server")
@@ -134,10 +134,37 @@ def _pairs(values: list[str], what: str) -> dict[str, str]:
     return pairs
 
 
+_ADD_OPTIONS = {"--url": "url", "--header": "header", "--env": "env", "--cwd": "cwd",
+                "--timeout": "timeout", "--replace": None}
+
+
+def _split_add_options(args: argparse.Namespace) -> list[str]:
+    """Options written after NAME (argparse hands everything after it to ``command``) are
+    taken off the front until the command starts, or a ``--``; the rest is the command."""
+    rest = list(args.command or [])
+    while rest and rest[0] in _ADD_OPTIONS:
+        flag = rest.pop(0)
+        key = _ADD_OPTIONS[flag]
+        if key is None:
+            args.replace = True
+            continue
+        if not rest:
+            raise HearthError(f"{flag} needs a value.")
+        value = rest.pop(0)
+        if key in ("header", "env"):
+            getattr(args, key).append(value)
+        elif key == "timeout":
+            try:
+                args.timeout = float(value)
+            except ValueError as exc:
+                raise HearthError(f"--timeout takes seconds, not “{value}”.") from exc
+        else:
+            setattr(args, key, value)
+    return rest[1:] if rest[:1] == ["--"] else rest
+
+
 def run_add(args: argparse.Namespace) -> int:
-    command = list(args.command or [])
-    if command[:1] == ["--"]:
-        command = command[1:]
+    command = _split_add_options(args)
     if bool(args.url) == bool(command):
         raise HearthError("Give either a command (a stdio server) or --url (an HTTP server).",
                           hint="For example: hearth mcp add time uvx mcp-server-time")
