@@ -101,9 +101,15 @@ class McpToolbox:
             if self._closed:
                 raise RuntimeError("the toolbox is closed")
             if self._tools is None or refresh:
-                listed = self._loop.run(self._list_all(self.servers),
-                                        self.connect_timeout_s + self.list_timeout_s
-                                        + CLOSE_TIMEOUT_S + _MARGIN_S)
+                bound = (self.connect_timeout_s + self.list_timeout_s + CLOSE_TIMEOUT_S
+                         + _MARGIN_S)
+                try:
+                    listed = self._loop.run(self._list_all(self.servers), bound)
+                except TimeoutError:  # each server has its own bounds: this is a stuck loop
+                    listed = {}
+                    for name in self.servers:
+                        self.problems.setdefault(name, f"The MCP server “{name}” did not "
+                                                       f"list its tools within {bound:g} s.")
                 everything = [t for name in self.servers for t in listed.get(name, [])]
                 self._tools = exposed_names(everything)
             return [t for t in self._tools if self.allow is None or self.allow(t)]
