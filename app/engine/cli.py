@@ -154,27 +154,32 @@ def _summary(stats, engine) -> str:
     )
 
 
+def stats_record(stats) -> dict:
+    """A reply's figures as the ``stats`` object of the JSON output."""
+    return {
+        "prompt_tokens": stats.prompt_tokens,
+        "reused_tokens": stats.reused_tokens,
+        "prefilled_tokens": stats.prefilled_tokens,
+        "generated_tokens": stats.generated_tokens,
+        "ttft_ms": round(stats.ttft_ms, 3),
+        "decode_tok_s": round(stats.decode_tok_s, 3),
+        "provider": stats.provider,
+        "context_used": stats.context_used,
+        "context_max": stats.context_max,
+        "reuse_refused": stats.reuse_refused,
+        "speculation": stats.speculation,
+        "proposed": stats.proposed,
+        "accepted": stats.accepted,
+        "target_steps": stats.target_steps,
+    }
+
+
 def _result_json(tokens, text, finish, stats, *, turn: int | None = None) -> str:
     record = {
         "tokens": tokens,
         "text": text,
         "finish_reason": finish,
-        "stats": {
-            "prompt_tokens": stats.prompt_tokens,
-            "reused_tokens": stats.reused_tokens,
-            "prefilled_tokens": stats.prefilled_tokens,
-            "generated_tokens": stats.generated_tokens,
-            "ttft_ms": round(stats.ttft_ms, 3),
-            "decode_tok_s": round(stats.decode_tok_s, 3),
-            "provider": stats.provider,
-            "context_used": stats.context_used,
-            "context_max": stats.context_max,
-            "reuse_refused": stats.reuse_refused,
-            "speculation": stats.speculation,
-            "proposed": stats.proposed,
-            "accepted": stats.accepted,
-            "target_steps": stats.target_steps,
-        },
+        "stats": stats_record(stats),
     }
     if turn is not None:
         record = {"turn": turn, **record}
