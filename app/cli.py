@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "app.engine.cli",  # chat, generate
     "app.models.cli",  # models list|catalog|download|rm|import, import-gguf, setup-starter
     "app.server.cli",  # serve
+    "app.documents.cli",  # docs add|list|rm|search
 )
 
 
