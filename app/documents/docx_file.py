@@ -61,7 +61,7 @@ def parse_docx(path: Path) -> ParsedFile:
         if child.tag == qn("w:p") and child in paragraphs:
             para = paragraphs[child]
             level = _heading_level(para.style.name if para.style is not None else "")
-            if level and para.text.strip():
+            if level is not None and para.text.strip():
                 close()
                 while headings and headings[-1][0] >= level:
                     headings.pop()
@@ -76,10 +76,11 @@ def parse_docx(path: Path) -> ParsedFile:
     return parsed
 
 
-def _heading_level(style: str) -> int:
+def _heading_level(style: str) -> int | None:
+    """0 for the title (above every heading), 1.. for "Heading N", None for body text."""
     if style == "Title":
-        return 1
+        return 0
     if style.startswith("Heading "):
         tail = style.removeprefix("Heading ").strip()
-        return int(tail) if tail.isdigit() else 0
-    return 0
+        return int(tail) if tail.isdigit() else None
+    return None
