@@ -94,5 +94,5 @@ def test_ensure_converts_once_and_then_returns_at_once(embedder_wheel, tmp_path)
 
 def test_without_the_wheel_the_sentence_says_how_to_fetch_it(tmp_path, monkeypatch):
     monkeypatch.setattr("app.documents.starter_embedder.find_embedder_wheel", lambda: None)
-    with pytest.raises(HearthError, match="fetch-embedder.sh"):
+    with pytest.raises(HearthError, match=r"fetch-embedder\.sh"):
         ensure_embedder(root=tmp_path)

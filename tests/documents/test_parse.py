@@ -132,7 +132,7 @@ def test_source_code_is_cut_into_line_ranges(tmp_path):
     code.write_text("\n".join(f"x{i} = {i}" if i % 10 else "" for i in range(1, 131)))
     sections = parse_file(code).sections
     assert parse_file(code).kind == "code"
-    assert [s.heading for s in sections][0].startswith("lines 1-")
+    assert sections[0].heading.startswith("lines 1-")
     assert "\n".join(s.text for s in sections).count("x11 = 11") == 1
     assert all(len(s.text.splitlines()) <= 60 for s in sections)
 

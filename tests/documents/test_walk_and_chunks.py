@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 
 from app.documents.chunking import chunk_sections
@@ -53,7 +54,7 @@ def test_long_text_is_packed_by_paragraph_with_overlap():
     chunks = chunk_sections([Section("\n\n".join(paragraphs), heading="H")], target=800,
                             overlap=150)
     assert len(chunks) > 2 and all(len(c.text) <= 800 + 150 for c in chunks)
-    for before, after in zip(chunks, chunks[1:], strict=False):
+    for before, after in itertools.pairwise(chunks):
         head = after.text.split("\n\n")[0]
         assert before.text.endswith(head) and 0 < len(head) <= 150  # the overlap
     assert all(f"Paragraph {i} " in "".join(c.text for c in chunks) for i in range(10))
