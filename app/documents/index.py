@@ -267,15 +267,30 @@ class DocumentIndex:
         return self._passages(best, scores)
 
     def bm25_ids(self, query: str, collections: Sequence[int], limit: int) -> list[int]:
+        """The best ``limit`` chunks by BM25 within ``collections``.
+
+        FTS5 ranks fastest with nothing joined (``ORDER BY rank LIMIT``), so the top rows are
+        taken from it alone and filtered by the collections' chunk ids; only when the filter
+        leaves too few is the joined (slower) query run."""
         match = fts_query(query)
         if not match:
             return []
+        wide = limit * 8
+        with self._lock:
+            rows = [r for (r,) in self._db.execute(
+                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+                (match, wide))]
+        ids, _ = self.matrix(collections)
+        member = set(ids.tolist())
+        kept = [r for r in rows if r in member]
+        if len(kept) >= limit or len(rows) < wide:
+            return kept[:limit]
         marks = ",".join("?" * len(collections))
         with self._lock:
             return [r for (r,) in self._db.execute(
                 f"SELECT chunks_fts.rowid FROM chunks_fts JOIN chunks ch ON ch.id = "
                 f"chunks_fts.rowid JOIN files f ON f.id = ch.file_id WHERE chunks_fts MATCH ? "
-                f"AND f.collection_id IN ({marks}) ORDER BY bm25(chunks_fts) LIMIT ?",
+                f"AND f.collection_id IN ({marks}) ORDER BY rank LIMIT ?",
                 (match, *collections, limit))]
 
     def vector_ids(self, query_vector: np.ndarray, collections: Sequence[int],
@@ -319,9 +334,16 @@ class DocumentIndex:
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+#: English function words: they match nearly every chunk, so they slow BM25 and rank nothing
+_STOP = """a an and are as at be by can could did do does for from had has have how i if in
+into is it its may me my no not of on or our should so than that the their them then there
+these they this to was we were what when where which who why will with would you your"""
+STOPWORDS = frozenset(_STOP.split())
 
 
 def fts_query(text: str) -> str:
-    """The user's words as an FTS5 query: each one quoted (no syntax gets through), OR'd."""
+    """The user's words as an FTS5 query: each one quoted (no syntax gets through), OR'd;
+    function words are left out unless the query has nothing else."""
     words = [w for w in _WORD.findall(text.lower()) if len(w) > 1 or w.isdigit()]
-    return " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
+    content = [w for w in words if w not in STOPWORDS] or words
+    return " OR ".join(f'"{w}"' for w in dict.fromkeys(content))

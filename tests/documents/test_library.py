@@ -114,9 +114,10 @@ def test_an_index_from_another_embedder_is_refused(tmp_path):
 
 
 def test_the_fts_query_lets_no_syntax_through():
-    assert fts_query('NEAR(a b) OR "x" AND -y* col:z') == \
-        '"near" OR "or" OR "and" OR "col"'
+    assert fts_query('NEAR(ab cd) OR "x" AND -yy* col:zz') == \
+        '"near" OR "ab" OR "cd" OR "yy" OR "col" OR "zz"'
     assert fts_query("?!") == ""
+    assert fts_query("what is it") == '"what" OR "is" OR "it"'  # nothing but function words
 
 
 CRASH = textwrap.dedent("""
@@ -154,4 +155,19 @@ def test_a_crash_while_writing_a_file_leaves_its_previous_version_whole(tmp_path
     assert (record.sha256, record.chunks) == ("old", 1)
     assert index.bm25_ids("fresh", [cid], 10) == []
     assert len(index.bm25_ids("old text", [cid], 10)) == 1
+    index.close()
+
+
+def test_bm25_finds_a_small_collections_passage_under_a_big_ones(tmp_path):
+    index = DocumentIndex(tmp_path / "i.sqlite3", embedder_id="t", dims=4)
+    big, small = (index.collection_id(n, create=True) for n in ("big", "small"))
+    many = [Chunk(f"tea note {i}: tea tea tea", None, "", i) for i in range(300)]
+    index.replace_file(big, "/big.txt", sha256="b", size=1, kind="text", pages=0, chunks=many,
+                       vectors=np.full((300, 4), 0.5, np.float32))
+    index.replace_file(small, "/small.txt", sha256="s", size=1, kind="text", pages=0,
+                       chunks=[Chunk("one cup of tea", None, "", 0)],
+                       vectors=np.full((1, 4), 0.5, np.float32))
+    [only] = index.bm25_ids("tea", [small], 5)
+    assert index.search("tea", None, [small], mode="bm25")[0].file == "/small.txt"
+    assert only not in index.bm25_ids("tea", [big], 400)
     index.close()
