@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "app.models.cli",  # models list|catalog|download|rm|import, import-gguf, setup-starter
     "app.server.cli",  # serve
     "app.tools.cli",  # mcp list|add|rm|import; --tools / --yes on chat and generate
+    "app.documents.cli",  # docs add|list|rm|search
 )
 
 

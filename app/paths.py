@@ -59,6 +59,16 @@ def cache_dir() -> Path:
     return _sub("cache")
 
 
+def embedders_dir() -> Path:
+    """Text embedding models (ONNX), one folder each (app/documents/starter_embedder.py)."""
+    return _sub("embedders")
+
+
+def documents_db_path() -> Path:
+    """The SQLite index of document libraries (app/documents/index.py)."""
+    return data_root() / "documents.sqlite3"
+
+
 def history_db_path() -> Path:
     """The SQLite database holding all conversations."""
     return data_root() / "history.sqlite3"

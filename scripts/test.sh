@@ -6,6 +6,7 @@ PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q -e ".[test]"
 bash scripts/fetch-starter.sh  # starter-model tests skip (with a reason) when it is missing
+bash scripts/fetch-embedder.sh  # embedder tests skip (with a reason) when it is missing
 export QT_QPA_PLATFORM=offscreen
 # Qt needs a few system libraries; bare Linux images may lack them.
 if ! .venv/bin/python -c "from PySide6 import QtWidgets" 2>/dev/null \

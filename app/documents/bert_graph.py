@@ -1,0 +1,158 @@
+"""The ONNX graph of a BERT sentence encoder (all-MiniLM-L6-v2 and its kin), built from its
+safetensors weights with the ``onnx`` package, as app/models/gguf builds decoders.
+
+Contract (``app/documents/embedding.py`` relies on it):
+
+* inputs ``input_ids`` and ``attention_mask``, int64 [batch, seq] (token type 0 throughout:
+  one segment per text);
+* output ``sentence_embedding`` float32 [batch, hidden]: the last hidden states mean-pooled
+  over the unmasked tokens, then L2-normalised (sentence-transformers' Pooling + Normalize);
+* standard ONNX ops only (opset 17: LayerNormalization; GELU as its exact erf form, which
+  ORT fuses), so any execution provider runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+IR_VERSION = 8
+INPUTS = ("input_ids", "attention_mask")
+OUTPUT = "sentence_embedding"
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    hidden: int
+    heads: int
+    layers: int
+    intermediate: int
+    eps: float
+    max_positions: int
+
+    @classmethod
+    def from_file(cls, path: Path) -> BertConfig:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("model_type") != "bert" or data.get("hidden_act") != "gelu":
+            raise ValueError(f"{path}: not a BERT encoder with GELU "
+                             f"({data.get('model_type')}, {data.get('hidden_act')})")
+        return cls(data["hidden_size"], data["num_attention_heads"], data["num_hidden_layers"],
+                   data["intermediate_size"], float(data["layer_norm_eps"]),
+                   data["max_position_embeddings"])
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[TensorProto] = []
+        self._n = 0
+
+    def const(self, name: str, array: np.ndarray) -> str:
+        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        return name
+
+    def op(self, op_type: str, inputs: list[str], **attrs) -> str:
+        self._n += 1
+        out = f"{op_type.lower()}_{self._n}"
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=f"n{self._n}", **attrs))
+        return out
+
+    def linear(self, x: str, name: str, w: np.ndarray, b: np.ndarray) -> str:
+        """x @ W.T + b (torch's Linear stores W as [out, in])."""
+        wt = self.const(f"{name}.weight_t", np.asarray(w, np.float32).T)
+        bias = self.const(f"{name}.bias", np.asarray(b, np.float32))
+        return self.op("Add", [self.op("MatMul", [x, wt]), bias])
+
+    def layer_norm(self, x: str, name: str, w: np.ndarray, b: np.ndarray, eps: float) -> str:
+        scale = self.const(f"{name}.weight", np.asarray(w, np.float32))
+        bias = self.const(f"{name}.bias", np.asarray(b, np.float32))
+        return self.op("LayerNormalization", [x, scale, bias], axis=-1, epsilon=eps)
+
+
+def build_bert_graph(cfg: BertConfig, weights: dict[str, np.ndarray]) -> onnx.ModelProto:
+    """The encoder + pooling graph over ``weights`` (names as transformers' BertModel)."""
+    g = _Builder()
+    w = weights
+    head_dim = cfg.hidden // cfg.heads
+    i64 = lambda *v: np.asarray(v, np.int64)  # noqa: E731
+
+    # embeddings: words + positions + token type 0, then LayerNorm
+    words = g.op("Gather", [g.const("word_embeddings", np.asarray(
+        w["embeddings.word_embeddings.weight"], np.float32)), "input_ids"], axis=0)
+    # positions 0..seq-1: a Slice of the table (1-D int constants only: ORT's constant
+    # sharing once merged a scalar 0 with a [0] of the same value, breaking a Range)
+    seq = g.op("Shape", ["input_ids"], start=1, end=2)
+    pos_table = (np.asarray(w["embeddings.position_embeddings.weight"], np.float32)
+                 + np.asarray(w["embeddings.token_type_embeddings.weight"], np.float32)[0])
+    pos = g.op("Slice", [g.const("position_embeddings", pos_table), g.const("zero", i64(0)),
+                         seq, g.const("axis_0", i64(0))])
+    x = g.op("Add", [words, pos])
+    x = g.layer_norm(x, "embeddings.LayerNorm", w["embeddings.LayerNorm.weight"],
+                     w["embeddings.LayerNorm.bias"], cfg.eps)
+
+    # the attention bias: 0 where a token is attended, a large negative where padded
+    maskf = g.op("Cast", ["attention_mask"], to=TensorProto.FLOAT)
+    inverse = g.op("Sub", [g.const("f_one", np.array(1.0, np.float32)), maskf])
+    bias = g.op("Mul", [inverse, g.const("neg", np.array(-1e9, np.float32))])
+    bias = g.op("Unsqueeze", [bias, g.const("axes_1_2", i64(1, 2))])  # [B, 1, 1, S]
+    heads_shape = g.const("heads_shape", i64(0, 0, cfg.heads, head_dim))
+    merge_shape = g.const("merge_shape", i64(0, 0, cfg.hidden))
+    scale = g.const("scale", np.array(1.0 / math.sqrt(head_dim), np.float32))
+    half = g.const("half", np.array(0.5, np.float32))
+    sqrt2 = g.const("sqrt2", np.array(math.sqrt(2.0), np.float32))
+
+    for i in range(cfg.layers):
+        p = f"encoder.layer.{i}."
+
+        def proj(x: str, part: str, p: str = p) -> str:
+            return g.linear(x, p + part, w[p + part + ".weight"], w[p + part + ".bias"])
+
+        def split(t: str, perm: list[int]) -> str:
+            return g.op("Transpose", [g.op("Reshape", [t, heads_shape])], perm=perm)
+
+        q = split(proj(x, "attention.self.query"), [0, 2, 1, 3])
+        k = split(proj(x, "attention.self.key"), [0, 2, 3, 1])
+        v = split(proj(x, "attention.self.value"), [0, 2, 1, 3])
+        scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), scale]), bias])
+        probs = g.op("Softmax", [scores], axis=-1)
+        ctx = g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+        ctx = g.op("Reshape", [ctx, merge_shape])
+        attn = proj(ctx, "attention.output.dense")
+        x = g.layer_norm(g.op("Add", [x, attn]), p + "attention.output.LayerNorm",
+                         w[p + "attention.output.LayerNorm.weight"],
+                         w[p + "attention.output.LayerNorm.bias"], cfg.eps)
+        h = proj(x, "intermediate.dense")
+        erf = g.op("Erf", [g.op("Div", [h, sqrt2])])
+        h = g.op("Mul", [g.op("Mul", [h, half]),
+                         g.op("Add", [erf, g.const(f"l{i}_one", np.array(1.0, np.float32))])])
+        out = proj(h, "output.dense")
+        x = g.layer_norm(g.op("Add", [x, out]), p + "output.LayerNorm",
+                         w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"],
+                         cfg.eps)
+
+    # mean pooling over unmasked tokens, then L2 normalisation
+    m = g.op("Unsqueeze", [maskf, g.const("axis_2", i64(2))])  # [B, S, 1]
+    summed = g.op("ReduceSum", [g.op("Mul", [x, m]), g.const("axis_1", i64(1))], keepdims=0)
+    count = g.op("ReduceSum", [m, g.const("axis_1b", i64(1))], keepdims=0)
+    count = g.op("Max", [count, g.const("tiny", np.array(1e-9, np.float32))])
+    mean = g.op("Div", [summed, count])
+    norm = g.op("ReduceL2", [mean], axes=[-1], keepdims=1)  # opset 17: axes an attribute
+    norm = g.op("Max", [norm, g.const("eps12", np.array(1e-12, np.float32))])
+    g.nodes.append(helper.make_node("Div", [mean, norm], [OUTPUT], name="normalize"))
+
+    graph = helper.make_graph(
+        g.nodes, "bert_sentence_encoder",
+        [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"]) for n in INPUTS],
+        [helper.make_tensor_value_info(OUTPUT, TensorProto.FLOAT, ["batch", cfg.hidden])],
+        g.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="hearth")
+    model.ir_version = IR_VERSION
+    return model

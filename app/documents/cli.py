@@ -1,0 +1,112 @@
+"""``hearth docs add|list|rm|search``: document libraries from the command line.
+
+``docs add PATH... [--collection NAME] [--json]`` indexes files and folders (a changed file
+re-indexes, a deleted one drops out); ``docs list``; ``docs rm NAME [PATH...]``; ``docs search
+QUERY [--collection NAME] [--top K] [--json]`` prints passages ``{file, page, heading, text,
+score}``. Problems with single files are sentences on stderr (and in ``--json``); the rest
+still indexes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from app.documents.index import MODES
+
+DEFAULT_COLLECTION = "default"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    docs = subparsers.add_parser("docs", help="index documents and search them")
+    sub = docs.add_subparsers(dest="docs_command", metavar="ACTION", required=True)
+
+    p = sub.add_parser("add", help="index files and folders into a collection")
+    p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    p.add_argument("--collection", default=DEFAULT_COLLECTION, help="collection name")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_add)
+
+    p = sub.add_parser("list", help="collections with their files and chunks")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("rm", help="remove a collection, or some of its files and folders")
+    p.add_argument("collection")
+    p.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_rm)
+
+    p = sub.add_parser("search", help="the passages that best answer a query")
+    p.add_argument("query")
+    p.add_argument("--collection", action="append", default=[],
+                   help="collection to search (repeatable; default: all)")
+    p.add_argument("--top", type=int, default=5, help="passages to print (default 5)")
+    p.add_argument("--mode", choices=MODES, default="hybrid", help=argparse.SUPPRESS)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_search)
+
+
+def _open():
+    from app.documents.open import OpenLibrary
+
+    return OpenLibrary()
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    with _open() as library:
+        report = library.add(args.paths, args.collection)
+    for problem in report.problems:
+        print(f"hearth: {problem}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(f"{args.collection}: {len(report.indexed)} indexed ({report.chunks} chunks), "
+              f"{len(report.unchanged)} unchanged, {len(report.removed)} removed, "
+              f"{len(report.failed)} failed in {report.seconds:.1f} s")
+        for note in report.notes:
+            print(f"note: {note}")
+    return 1 if report.failed and not report.indexed and not report.unchanged else 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    with _open() as library:
+        rows = library.index.collections()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    elif not rows:
+        print("No document collections yet (hearth docs add PATH...).")
+    for row in rows if not args.json else ():
+        print(f"{row['name']}: {row['files']} files, {row['chunks']} chunks")
+        for root in row["roots"]:
+            print(f"  {root}")
+    return 0
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    with _open() as library:
+        dropped = library.remove(args.collection, args.paths)
+    if args.json:
+        print(json.dumps({"collection": args.collection, "files_removed": dropped}))
+    else:
+        print(f"{args.collection}: {dropped} files removed")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    if args.top < 1:
+        print("hearth: --top must be at least 1.", file=sys.stderr)
+        return 2
+    with _open() as library:
+        passages = library.search(args.query, args.collection, top=args.top, mode=args.mode)
+    if args.json:
+        print(json.dumps([p.to_dict() for p in passages], indent=2))
+        return 0
+    if not passages:
+        print("No passages found.")
+    for p in passages:
+        where = f" ({p.location()})" if p.location() else ""
+        print(f"[{p.score:.4f}] {p.file}{where}\n{p.text}\n")
+    return 0

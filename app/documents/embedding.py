@@ -1,0 +1,111 @@
+"""Text embeddings through ONNX Runtime: a tokenizer, one session, batches sorted by length.
+
+``TextEmbedder`` is not thread-safe: it belongs to one thread. ``EmbeddingThread`` is that
+thread: it builds the embedder on its own thread and runs every call there, so indexing jobs
+and chat turns on other threads share one session without a lock (STYLE item 6).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+from app.documents.bert_graph import INPUTS, OUTPUT
+from app.documents.starter_embedder import CONFIG_NAME
+from app.errors import HearthError
+from app.machine import physical_cores
+
+DEFAULT_BATCH = 32
+
+
+class TextEmbedder:
+    """An embedding model folder (model.onnx, tokenizer.json, embedder.json) on CPU."""
+
+    def __init__(self, folder: Path, *, threads: int | None = None) -> None:
+        try:
+            meta = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))
+            self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        except (OSError, ValueError, Exception) as exc:  # tokenizers raises its own kind
+            raise HearthError(f"The embedder in {folder} cannot be read ({exc}).") from exc
+        self.id: str = meta["id"]
+        self.dims: int = int(meta["dims"])
+        self.max_tokens: int = int(meta["max_tokens"])
+        self.query_prefix: str = meta.get("query_prefix", "")
+        self.document_prefix: str = meta.get("document_prefix", "")
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(self.max_tokens)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or physical_cores()
+        options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(folder / "model.onnx"), options,
+                                            providers=["CPUExecutionProvider"])
+        self._owner = threading.get_ident()
+
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        return [e.ids for e in self.tokenizer.encode_batch(list(texts))]
+
+    def embed(self, texts: Sequence[str], *, batch_size: int = DEFAULT_BATCH) -> np.ndarray:
+        """[len(texts), dims] float32, L2-normalised rows (texts as given: no prefix)."""
+        if threading.get_ident() != self._owner:
+            raise RuntimeError("a TextEmbedder runs on the thread that made it")
+        out = np.zeros((len(texts), self.dims), np.float32)
+        if not texts:
+            return out
+        ids = self.token_ids(texts)
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # little padding per batch
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            out[rows] = self.run_ids([ids[i] for i in rows])
+        return out
+
+    def run_ids(self, batch: Sequence[Sequence[int]]) -> np.ndarray:
+        """One session run over token id lists, right-padded with 0 ([PAD])."""
+        width = max(len(r) for r in batch)
+        input_ids = np.zeros((len(batch), width), np.int64)
+        mask = np.zeros((len(batch), width), np.int64)
+        for i, row in enumerate(batch):
+            input_ids[i, :len(row)] = row
+            mask[i, :len(row)] = 1
+        return self.session.run([OUTPUT], dict(zip(INPUTS, (input_ids, mask), strict=True)))[0]
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed([self.query_prefix + t for t in texts])
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed([self.document_prefix + t for t in texts])
+
+
+class EmbeddingThread:
+    """One thread that owns a ``TextEmbedder``; any thread may call it (calls queue)."""
+
+    def __init__(self, folder: Path, *, threads: int | None = None) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hearth-embed")
+        try:
+            self._embedder = self._pool.submit(TextEmbedder, folder, threads=threads).result()
+        except BaseException:
+            self._pool.shutdown(wait=False)
+            raise
+        self.id = self._embedder.id
+        self.dims = self._embedder.dims
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._pool.submit(self._embedder.embed_queries, list(texts)).result()
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._pool.submit(self._embedder.embed_documents, list(texts)).result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> EmbeddingThread:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

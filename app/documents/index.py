@@ -1,0 +1,349 @@
+"""The document index: one SQLite file with collections, files, chunks, an FTS5 table over
+the chunks (BM25) and each chunk's vector beside it (float32 blob).
+
+- Writing a file is one transaction (``replace_file``): its old chunks go, its new ones come,
+  its row records the content hash. A crash at any point leaves the file as it was before.
+- Vector search reads a collection's vectors into one numpy matrix, kept until the index
+  changes (``generation`` counts commits), then ranks by dot product (the vectors are unit).
+- ``search`` fuses the BM25 ranks and the vector ranks by reciprocal rank fusion.
+
+sqlite-vec was the other option; this Python's sqlite3 cannot load extensions, and a numpy
+matrix scan stays well under the latency goal at 100k chunks of 384 dims (bench_docs.py).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from app.documents.chunking import Chunk
+from app.errors import HearthError
+
+SCHEMA_VERSION = 1
+RRF_K = 60  # the constant of reciprocal rank fusion (Cormack et al.; Elastic's default)
+CANDIDATES = 50  # ranks taken from each retriever before fusion
+MODES = ("hybrid", "bm25", "vector")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS collections(
+    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS roots(
+    collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+    path TEXT NOT NULL, PRIMARY KEY(collection_id, path));
+CREATE TABLE IF NOT EXISTS files(
+    id INTEGER PRIMARY KEY,
+    collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+    path TEXT NOT NULL, sha256 TEXT NOT NULL, size INTEGER NOT NULL, kind TEXT NOT NULL,
+    pages INTEGER NOT NULL, indexed REAL NOT NULL, UNIQUE(collection_id, path));
+CREATE TABLE IF NOT EXISTS chunks(
+    id INTEGER PRIMARY KEY,
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL, page INTEGER, heading TEXT NOT NULL, text TEXT NOT NULL,
+    vector BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS chunks_file ON chunks(file_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+    heading, text, content='chunks', content_rowid='id', tokenize='porter unicode61');
+CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts(rowid, heading, text) VALUES (new.id, new.heading, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts(chunks_fts, rowid, heading, text)
+        VALUES ('delete', old.id, old.heading, old.text);
+END;
+"""
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One search result: a chunk with its file and its fused score."""
+
+    file: str  # the file's path
+    page: int | None
+    heading: str
+    text: str
+    score: float
+    chunk_id: int
+
+    def location(self) -> str:
+        return Chunk(self.text, self.page, self.heading, 0).location()
+
+    def to_dict(self) -> dict:
+        return {"file": self.file, "page": self.page, "heading": self.heading,
+                "text": self.text, "score": round(self.score, 6)}
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    path: str
+    sha256: str
+    size: int
+    kind: str
+    pages: int
+    chunks: int
+
+
+class DocumentIndex:
+    """The index file. One connection, used from one thread at a time (a lock guards it)."""
+
+    def __init__(self, path: Path, *, embedder_id: str, dims: int) -> None:
+        self.path = path
+        self.dims = dims
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA foreign_keys = ON")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise HearthError(f"The document index {path} cannot be opened ({exc}).") from exc
+        self._lock = threading.RLock()
+        self._matrices: dict[tuple[int, ...], tuple[int, np.ndarray, np.ndarray]] = {}
+        self._check_meta(embedder_id, dims)
+
+    def _check_meta(self, embedder_id: str, dims: int) -> None:
+        meta = dict(self._db.execute("SELECT key, value FROM meta"))
+        if not meta:
+            with self._transaction():
+                self._db.executemany("INSERT INTO meta VALUES (?, ?)", [
+                    ("schema", str(SCHEMA_VERSION)), ("embedder", embedder_id),
+                    ("dims", str(dims)), ("generation", "0")])
+            return
+        if int(meta.get("schema", "0")) > SCHEMA_VERSION:
+            raise HearthError(f"The document index {self.path} is from a newer Hearth.")
+        if meta.get("embedder") != embedder_id or int(meta.get("dims", "0")) != dims:
+            raise HearthError(
+                f"The document index {self.path} was built with the embedder "
+                f"{meta.get('embedder')}, not {embedder_id}.",
+                hint="Remove the collections and add their files again.")
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- writing ------------------------------------------------------------------------
+
+    class _Tx:
+        def __init__(self, index: DocumentIndex) -> None:
+            self.index = index
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.index._lock.acquire()
+            self.index._db.execute("BEGIN IMMEDIATE")
+            return self.index._db
+
+        def __exit__(self, exc_type, exc, tb) -> None:
+            db = self.index._db
+            try:
+                if exc_type is None:
+                    db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
+                               "WHERE key = 'generation'")
+                    db.execute("COMMIT")
+                else:
+                    db.execute("ROLLBACK")
+            finally:
+                self.index._lock.release()
+
+    def _transaction(self) -> DocumentIndex._Tx:
+        return DocumentIndex._Tx(self)
+
+    def collection_id(self, name: str, *, create: bool = False) -> int | None:
+        with self._lock:
+            row = self._db.execute("SELECT id FROM collections WHERE name = ?",
+                                   (name,)).fetchone()
+        if row is not None or not create:
+            return row[0] if row else None
+        with self._transaction() as db:
+            return db.execute("INSERT INTO collections(name, created) VALUES (?, ?)",
+                              (name, time.time())).lastrowid
+
+    def add_roots(self, collection: int, roots: Sequence[str]) -> None:
+        with self._transaction() as db:
+            db.executemany("INSERT OR IGNORE INTO roots VALUES (?, ?)",
+                           [(collection, r) for r in roots])
+
+    def roots(self, collection: int) -> list[str]:
+        with self._lock:
+            return [r for (r,) in self._db.execute(
+                "SELECT path FROM roots WHERE collection_id = ? ORDER BY path", (collection,))]
+
+    def file_hash(self, collection: int, path: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT sha256 FROM files WHERE collection_id = ? AND "
+                                   "path = ?", (collection, path)).fetchone()
+        return row[0] if row else None
+
+    def replace_file(self, collection: int, path: str, *, sha256: str, size: int, kind: str,
+                     pages: int, chunks: Sequence[Chunk], vectors: np.ndarray,
+                     on_chunk: Callable[[int], None] | None = None) -> None:
+        """The file's chunks and vectors, all or nothing (``on_chunk``: a test's crash point)."""
+        if len(chunks) != len(vectors) or (len(vectors) and vectors.shape[1] != self.dims):
+            raise ValueError("one vector of the index's dims per chunk")
+        vectors = np.ascontiguousarray(vectors, np.float32)
+        with self._transaction() as db:
+            db.execute("DELETE FROM files WHERE collection_id = ? AND path = ?",
+                       (collection, path))
+            file_id = db.execute(
+                "INSERT INTO files(collection_id, path, sha256, size, kind, pages, indexed) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (collection, path, sha256, size, kind, pages, time.time())).lastrowid
+            for i, (chunk, vector) in enumerate(zip(chunks, vectors, strict=True)):
+                db.execute("INSERT INTO chunks(file_id, ordinal, page, heading, text, vector) "
+                           "VALUES (?, ?, ?, ?, ?, ?)",
+                           (file_id, chunk.ordinal, chunk.page, chunk.heading, chunk.text,
+                            vector.tobytes()))
+                if on_chunk is not None:
+                    on_chunk(i)
+
+    def drop_files(self, collection: int, paths: Sequence[str]) -> int:
+        with self._transaction() as db:
+            return sum(db.execute("DELETE FROM files WHERE collection_id = ? AND path = ?",
+                                  (collection, p)).rowcount for p in paths)
+
+    def drop_collection(self, collection: int) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM collections WHERE id = ?", (collection,))
+
+    def drop_root(self, collection: int, root: str) -> int:
+        """Forget a root and the files under it; the number of files dropped."""
+        prefix = root.rstrip("/") + "/"
+        with self._transaction() as db:
+            db.execute("DELETE FROM roots WHERE collection_id = ? AND path = ?",
+                       (collection, root))
+            return db.execute(
+                "DELETE FROM files WHERE collection_id = ? AND (path = ? OR substr(path, 1, ?) "
+                "= ?)", (collection, root, len(prefix), prefix)).rowcount
+
+    # -- reading ------------------------------------------------------------------------
+
+    def collections(self) -> list[dict]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT c.name, COUNT(DISTINCT f.id), COUNT(ch.id) FROM collections c "
+                "LEFT JOIN files f ON f.collection_id = c.id "
+                "LEFT JOIN chunks ch ON ch.file_id = f.id GROUP BY c.id ORDER BY c.name"
+            ).fetchall()
+            roots = self._db.execute("SELECT c.name, r.path FROM roots r JOIN collections c "
+                                     "ON c.id = r.collection_id ORDER BY r.path").fetchall()
+        return [{"name": n, "files": f, "chunks": c,
+                 "roots": [p for name, p in roots if name == n]} for n, f, c in rows]
+
+    def files(self, collection: int) -> list[FileRecord]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT f.path, f.sha256, f.size, f.kind, f.pages, COUNT(ch.id) FROM files f "
+                "LEFT JOIN chunks ch ON ch.file_id = f.id WHERE f.collection_id = ? "
+                "GROUP BY f.id ORDER BY f.path", (collection,)).fetchall()
+        return [FileRecord(*r) for r in rows]
+
+    def generation(self) -> int:
+        with self._lock:
+            return int(self._db.execute(
+                "SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+
+    def search(self, query: str, query_vector: np.ndarray | None, collections: Sequence[int],
+               *, top: int = 5, mode: str = "hybrid") -> list[Passage]:
+        """The ``top`` passages: BM25, vector, or both fused by reciprocal rank."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}")
+        if not collections:
+            return []
+        ranked: list[list[int]] = []
+        if mode in ("hybrid", "bm25"):
+            ranked.append(self.bm25_ids(query, collections, CANDIDATES))
+        if mode in ("hybrid", "vector") and query_vector is not None:
+            ranked.append(self.vector_ids(query_vector, collections, CANDIDATES))
+        scores: dict[int, float] = {}
+        for ids in ranked:
+            for rank, chunk_id in enumerate(ids):
+                scores[chunk_id] = scores.get(chunk_id, 0.0) + 1.0 / (RRF_K + rank + 1)
+        best = sorted(scores, key=lambda c: -scores[c])[:top]
+        return self._passages(best, scores)
+
+    def bm25_ids(self, query: str, collections: Sequence[int], limit: int) -> list[int]:
+        """The best ``limit`` chunks by BM25 within ``collections``.
+
+        FTS5 ranks fastest with nothing joined (``ORDER BY rank LIMIT``), so the top rows are
+        taken from it alone and filtered by the collections' chunk ids; only when the filter
+        leaves too few is the joined (slower) query run."""
+        match = fts_query(query)
+        if not match:
+            return []
+        wide = limit * 8
+        with self._lock:
+            rows = [r for (r,) in self._db.execute(
+                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+                (match, wide))]
+        ids, _ = self.matrix(collections)
+        member = set(ids.tolist())
+        kept = [r for r in rows if r in member]
+        if len(kept) >= limit or len(rows) < wide:
+            return kept[:limit]
+        marks = ",".join("?" * len(collections))
+        with self._lock:
+            return [r for (r,) in self._db.execute(
+                f"SELECT chunks_fts.rowid FROM chunks_fts JOIN chunks ch ON ch.id = "
+                f"chunks_fts.rowid JOIN files f ON f.id = ch.file_id WHERE chunks_fts MATCH ? "
+                f"AND f.collection_id IN ({marks}) ORDER BY rank LIMIT ?",
+                (match, *collections, limit))]
+
+    def vector_ids(self, query_vector: np.ndarray, collections: Sequence[int],
+                   limit: int) -> list[int]:
+        ids, matrix = self.matrix(collections)
+        if not len(ids):
+            return []
+        sims = matrix @ np.asarray(query_vector, np.float32).reshape(-1)
+        k = min(limit, len(ids))
+        top = np.argpartition(-sims, k - 1)[:k]
+        return [int(ids[i]) for i in top[np.argsort(-sims[top], kind="stable")]]
+
+    def matrix(self, collections: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The chunk ids and their vectors ([n, dims]) of ``collections``, cached."""
+        key = tuple(sorted(collections))
+        generation = self.generation()
+        cached = self._matrices.get(key)
+        if cached is not None and cached[0] == generation:
+            return cached[1], cached[2]
+        marks = ",".join("?" * len(key))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT ch.id, ch.vector FROM chunks ch JOIN files f ON f.id = ch.file_id "
+                f"WHERE f.collection_id IN ({marks}) ORDER BY ch.id", key).fetchall()
+        ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(
+            len(rows), self.dims) if rows else np.zeros((0, self.dims), np.float32)
+        self._matrices = {key: (generation, ids, matrix)}  # one cached set: bounded memory
+        return ids, matrix
+
+    def _passages(self, ids: list[int], scores: dict[int, float]) -> list[Passage]:
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        with self._lock:
+            rows = {r[0]: r for r in self._db.execute(
+                f"SELECT ch.id, f.path, ch.page, ch.heading, ch.text FROM chunks ch JOIN files "
+                f"f ON f.id = ch.file_id WHERE ch.id IN ({marks})", ids)}
+        return [Passage(rows[i][1], rows[i][2], rows[i][3], rows[i][4], scores[i], i)
+                for i in ids if i in rows]
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+#: English function words: they match nearly every chunk, so they slow BM25 and rank nothing
+_STOP = """a an and are as at be by can could did do does for from had has have how i if in
+into is it its may me my no not of on or our should so than that the their them then there
+these they this to was we were what when where which who why will with would you your"""
+STOPWORDS = frozenset(_STOP.split())
+
+
+def fts_query(text: str) -> str:
+    """The user's words as an FTS5 query: each one quoted (no syntax gets through), OR'd;
+    function words are left out unless the query has nothing else."""
+    words = [w for w in _WORD.findall(text.lower()) if len(w) > 1 or w.isdigit()]
+    content = [w for w in words if w not in STOPWORDS] or words
+    return " OR ".join(f'"{w}"' for w in dict.fromkeys(content))

@@ -1,0 +1,184 @@
+"""Libraries: named collections of files and folders, kept in step with the disk.
+
+``DocumentLibrary.add(paths, collection)`` walks the paths (bounded), and for each document
+file: hash it; unchanged (same sha256 as indexed) → skip; else parse, chunk, embed, and write
+it in one transaction. Files under the collection's folders that are gone from disk drop
+out. Each file's failure is a sentence in the report; the rest still index. The job honours
+``app.jobs.JobControl`` (cancel between files: what is written stays, whole) and reports
+``Progress`` (files done / total).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from app.documents import limits
+from app.documents.chunking import chunk_sections
+from app.documents.index import DocumentIndex, Passage
+from app.documents.parse import parse_file
+from app.documents.sections import DocumentError
+from app.documents.walk import walk
+from app.errors import HearthError
+from app.jobs import JobControl, Progress, ProgressReport
+
+
+class Embeddings(Protocol):
+    id: str
+    dims: int
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@dataclass
+class AddReport:
+    collection: str
+    indexed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # paths whose file could not be indexed
+    problems: list[str] = field(default_factory=list)  # sentences, one per problem
+    notes: list[str] = field(default_factory=list)  # indexed, with a caveat
+    chunks: int = 0
+    pages: int = 0
+    skipped_types: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in (
+            "collection", "indexed", "unchanged", "removed", "failed", "problems", "notes",
+            "chunks", "pages", "skipped_types", "seconds")}
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class DocumentLibrary:
+    def __init__(self, index: DocumentIndex, embedder: Embeddings) -> None:
+        self.index = index
+        self.embedder = embedder
+
+    def add(self, paths: Sequence[Path], collection: str, *,
+            report: ProgressReport | None = None, control: JobControl | None = None,
+            ) -> AddReport:
+        """Add files / folders to ``collection`` (made when new) and bring it up to date."""
+        cid = self.index.collection_id(collection, create=True)
+        roots = [str(Path(p).expanduser().absolute()) for p in paths]
+        self.index.add_roots(cid, roots)
+        return self._sync(cid, collection, [Path(r) for r in roots], report, control)
+
+    def refresh(self, collection: str, *, report: ProgressReport | None = None,
+                control: JobControl | None = None) -> AddReport:
+        """Re-walk the collection's files and folders: changed files re-index, gone ones drop."""
+        cid = self._require(collection)
+        return self._sync(cid, collection, [Path(r) for r in self.index.roots(cid)], report,
+                          control)
+
+    def remove(self, collection: str, paths: Sequence[Path] = ()) -> int:
+        """Forget ``paths`` (files or folders added before) or, with none, the collection."""
+        cid = self._require(collection)
+        if not paths:
+            count = len(self.index.files(cid))
+            self.index.drop_collection(cid)
+            return count
+        dropped = 0
+        for p in paths:
+            dropped += self.index.drop_root(cid, str(Path(p).expanduser().absolute()))
+            dropped += self.index.drop_files(cid, [str(Path(p).resolve())])
+        return dropped
+
+    def search(self, query: str, collections: Sequence[str] = (), *, top: int = 5,
+               mode: str = "hybrid") -> list[Passage]:
+        names = list(collections) or [c["name"] for c in self.index.collections()]
+        ids = [cid for n in names if (cid := self.index.collection_id(n)) is not None]
+        missing = [n for n in names if self.index.collection_id(n) is None]
+        if missing:
+            raise HearthError(f"There is no document collection named {missing[0]!r}.")
+        vector = None if mode == "bm25" else self.embedder.embed_queries([query])[0]
+        return self.index.search(query, vector, ids, top=top, mode=mode)
+
+    # -- the sync job -------------------------------------------------------------------
+
+    def _require(self, collection: str) -> int:
+        cid = self.index.collection_id(collection)
+        if cid is None:
+            raise HearthError(f"There is no document collection named {collection!r}.")
+        return cid
+
+    def _sync(self, cid: int, name: str, roots: list[Path], report: ProgressReport | None,
+              control: JobControl | None) -> AddReport:
+        start = time.monotonic()
+        out = AddReport(name)
+        found = walk(roots)
+        out.problems.extend(found.problems)
+        out.skipped_types = found.skipped_types
+        total = len(found.files)
+        for done, path in enumerate(found.files):
+            if control is not None:
+                control.checkpoint()
+            if report is not None:
+                report(Progress(done / total if total else None,
+                                f"{done:,} of {total:,} files: {path.name}"))
+            self._one(cid, path, out)
+        if found.complete:  # a bounded walk that stopped early must not drop what it missed
+            seen = {str(p) for p in found.files}
+            under = [str(r.resolve()) for r in roots if r.is_dir()]
+            gone = [f.path for f in self.index.files(cid) if f.path not in seen
+                    and (any(f.path.startswith(u.rstrip("/") + "/") for u in under)
+                         or not Path(f.path).exists())]
+            if gone:
+                self.index.drop_files(cid, gone)
+                out.removed.extend(gone)
+        if report is not None:
+            report(Progress(1.0, f"{total:,} of {total:,} files", state="done"))
+        out.seconds = time.monotonic() - start
+        return out
+
+    def _one(self, cid: int, path: Path, out: AddReport) -> None:
+        key = str(path)
+        try:
+            try:
+                size = path.stat().st_size
+                if size > limits.MAX_FILE_BYTES:
+                    raise DocumentError(f"{path.name} is too big to index; it was skipped.")
+                digest = sha256_of(path)
+            except OSError as exc:
+                raise DocumentError(f"{path.name} cannot be read "
+                                    f"({exc.strerror or exc}).") from exc
+            if self.index.file_hash(cid, key) == digest:
+                out.unchanged.append(key)
+                return
+            parsed = parse_file(path)
+            chunks = chunk_sections(parsed.sections)
+            if not chunks:
+                raise DocumentError(f"{path.name} has no text to index.")
+            if sum(len(c.text) for c in chunks) > limits.MAX_TEXT_CHARS:
+                raise DocumentError(f"{path.name} has more text than Hearth indexes in one "
+                                    "file; it was skipped.")
+            vectors = self.embedder.embed_documents(
+                [f"{c.heading}\n{c.text}" if c.heading else c.text for c in chunks])
+            self.index.replace_file(cid, key, sha256=digest, size=size, kind=parsed.kind,
+                                    pages=parsed.pages, chunks=chunks, vectors=vectors)
+        except DocumentError as exc:
+            out.failed.append(key)
+            out.problems.append(str(exc))
+            if self.index.file_hash(cid, key) is not None:  # it was indexed; now it cannot be
+                self.index.drop_files(cid, [key])
+            return
+        out.indexed.append(key)
+        out.notes.extend(parsed.notes)
+        out.chunks += len(chunks)
+        out.pages += parsed.pages

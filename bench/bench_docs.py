@@ -1,0 +1,235 @@
+"""Documents: retrieval quality (recall@5: BM25, vectors, hybrid) on a labelled set built
+from this repository's README, indexing throughput, query latency at 10k / 100k chunks, and
+the embedding path against a raw ORT session on the same graph.
+
+Prints figures only (never asserts). Run: ``python bench/bench_docs.py [--short]``. Needs the
+embedder wheel (scripts/fetch-embedder.sh).
+
+- The labelled set: README.md and docs/ARCHITECTURE.md as documents, among distractors (the
+  docstrings of 40 stdlib modules, real text); each question names a phrase its answer
+  passage holds. A hit is that phrase inside one of the top five passages.
+- Latency: an index of real text chunks (the stdlib docstrings, cycled) with random unit
+  vectors (the matrix scan costs the same whatever the values), queried by the questions;
+  the query embedding is timed apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app.documents.chunking import chunk_sections  # noqa: E402
+from app.documents.embedding import TextEmbedder  # noqa: E402
+from app.documents.index import DocumentIndex  # noqa: E402
+from app.documents.library import DocumentLibrary  # noqa: E402
+from app.documents.sections import Section  # noqa: E402
+from app.documents.starter_embedder import convert_wheel, find_embedder_wheel  # noqa: E402
+
+#: (question, a phrase of the passage that answers it) over README.md
+QUESTIONS = [
+    ("How can I stop the app from making any network connections?",
+     "blocks every outbound connection"),
+    ("Which sampling defaults do imported GGUF files start with?", "temperature 0.8, top-k 40"),
+    ("Where are my conversations saved on disk?", "history.sqlite3"),
+    ("How do I move all of Hearth's data to another folder?", "to move all of it"),
+    ("What happens when too many requests are waiting for the server?", "429 with"),
+    ("How large may a request body to the local API be?", "limited to 4 MiB"),
+    ("What is the shortcut for a new conversation?", "Ctrl+N new chat"),
+    ("How do I make a Windows setup program?", "Hearth-Setup-"),
+    ("Which X11 packages must the Linux build machine have?", "libxcb-icccm4"),
+    ("Do different users of the server share their cached prompts?", "never another key's"),
+    ("Can I chat with a model served by Ollama on another computer?", "Add a remote engine"),
+    ("How long may a client take to send the request headers?", "within 10 s"),
+    ("In which formats can a chat be exported?", "Markdown, or JSON with every branch"),
+    ("Is a reasoning model's thinking shown separately from its answer?",
+     "thinking is kept apart"),
+    ("What makes replies that rework pasted code come out faster?", "prompt lookup"),
+    ("How does Hearth decide between DirectML, CUDA and the CPU?", "Picks the execution"),
+    ("Does regenerating a greedy reply give a different answer than a fresh run?",
+     "never depends on what the prompt cache"),
+    ("Which web pages are allowed to call the API from a browser?", "--cors-origin"),
+    ("Where can I see how many speculative guesses were accepted?", "guesses were accepted"),
+    ("Can downloads be paused and resumed after a restart?", "downloads resume after a restart"),
+]
+_STDLIB = ("json csv argparse asyncio collections contextlib dataclasses datetime decimal "
+           "difflib email functools glob gzip hashlib heapq html http.client inspect io "
+           "itertools logging mailbox math multiprocessing os pathlib pickle queue random re "
+           "shutil socket sqlite3 string subprocess tarfile threading unittest zipfile")
+STDLIB = _STDLIB.split()
+#: the labelled set's distractors: the first modules, each cut to this many characters
+DISTRACTORS, DISTRACTOR_CHARS = 12, 12_000
+
+
+def stdlib_docs(folder: Path, names: list[str], cut: int | None = None) -> list[Path]:
+    """One text file per stdlib module: its docstring and its public members' docstrings."""
+    out = []
+    folder.mkdir(exist_ok=True)
+    for name in names:
+        module = importlib.import_module(name)
+        parts = [inspect.getdoc(module) or ""]
+        for attr in sorted(dir(module)):
+            if attr.startswith("_"):
+                continue
+            doc = inspect.getdoc(getattr(module, attr, None))
+            if doc and len(doc) > 80:
+                parts.append(f"{name}.{attr}\n\n{doc}")
+        path = folder / f"{name}.txt"
+        path.write_text("\n\n".join(parts)[:cut], encoding="utf-8")
+        out.append(path)
+    return out
+
+
+def recall(library: DocumentLibrary, mode: str) -> float:
+    hits = 0
+    for question, phrase in QUESTIONS:
+        found = library.search(question, ["bench"], top=5, mode=mode)
+        hits += any(phrase in p.text for p in found)
+    return hits / len(QUESTIONS)
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values) * 1000, q))
+
+
+def latency(tmp: Path, embedder, corpus: list[str], n_chunks: int, rounds: int) -> str:
+    import psutil
+
+    index = DocumentIndex(tmp / f"lat{n_chunks}.sqlite3", embedder_id="bench", dims=384)
+    cid = index.collection_id("c", create=True)
+    rng = np.random.default_rng(0)
+    per_file = 500
+    for start in range(0, n_chunks, per_file):
+        texts = [corpus[(start + i) % len(corpus)] for i in range(min(per_file,
+                                                                      n_chunks - start))]
+        vectors = rng.standard_normal((len(texts), 384)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        index.replace_file(cid, f"/bench/{start}.txt", sha256=str(start), size=1, kind="text",
+                           pages=0, chunks=[_chunk(t, i) for i, t in enumerate(texts)],
+                           vectors=vectors)
+    rss0 = psutil.Process().memory_info().rss
+    queries = [q for q, _ in QUESTIONS]
+    qvecs = embedder.embed(queries)
+    index.search(queries[0], qvecs[0], [cid], top=5)  # loads the matrix
+    rss1 = psutil.Process().memory_info().rss
+    times, bm25, vec = [], [], []
+    for _ in range(rounds):
+        for q, v in zip(queries, qvecs, strict=True):
+            t = time.perf_counter()
+            index.search(q, v, [cid], top=5)
+            times.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            index.bm25_ids(q, [cid], 50)
+            bm25.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            index.vector_ids(v, [cid], 50)
+            vec.append(time.perf_counter() - t)
+    index.close()
+    return (f"{n_chunks:>7,} chunks: hybrid p50 {percentile(times, 50):6.1f} ms  p95 "
+            f"{percentile(times, 95):6.1f} ms  (bm25 p50 {percentile(bm25, 50):.1f}, vectors "
+            f"p50 {percentile(vec, 50):.1f}); matrix + caches +{(rss1 - rss0) / 2**20:.0f} MiB")
+
+
+def _chunk(text: str, i: int):
+    from app.documents.chunking import Chunk
+
+    return Chunk(text, None, "", i)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--short", action="store_true", help="10k chunks only, 30-page PDF")
+    args = parser.parse_args()
+    wheel = find_embedder_wheel()
+    if wheel is None:
+        sys.exit("the embedder wheel is missing: bash scripts/fetch-embedder.sh")
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        folder = convert_wheel(wheel, tmp / "embedder")
+        embedder = TextEmbedder(folder)
+
+        class Same:  # the library's embedder protocol, on this thread
+            id, dims = embedder.id, embedder.dims
+            embed_documents = staticmethod(embedder.embed_documents)
+            embed_queries = staticmethod(embedder.embed_queries)
+
+        docs = tmp / "docs"
+        docs.mkdir()
+        distractors = stdlib_docs(docs, STDLIB[:DISTRACTORS], DISTRACTOR_CHARS)
+        for name in ("README.md", "docs/ARCHITECTURE.md"):
+            (docs / Path(name).name).write_bytes((ROOT / name).read_bytes())
+        index = DocumentIndex(tmp / "bench.sqlite3", embedder_id=embedder.id, dims=384)
+        library = DocumentLibrary(index, Same())
+        t = time.perf_counter()
+        report = library.add([docs], "bench")
+        spent = time.perf_counter() - t
+        print(f"labelled set: {len(report.indexed)} files ({len(distractors)} stdlib "
+              f"distractors), {report.chunks:,} chunks indexed in {spent:.1f} s = "
+              f"{report.chunks / spent:.1f} chunks/s; {len(QUESTIONS)} questions")
+        for mode in ("bm25", "vector", "hybrid"):
+            print(f"  recall@5 {mode:<7} {recall(library, mode):.2f}")
+
+        # a PDF, pages/s
+        sys.path.insert(0, str(ROOT))
+        from tests.documents.files import write_pdf
+
+        pages = 30 if args.short else 300
+        full = stdlib_docs(tmp / "stdlib", STDLIB)
+        text = (tmp / "stdlib" / "json.txt").read_text().split()
+        lines = [" ".join(text[i:i + 12]) for i in range(0, len(text), 12)]
+        pdf = write_pdf(tmp / "book.pdf", [[lines[(p * 40 + j) % len(lines)].encode(
+            "latin-1", "replace").decode("latin-1") for j in range(40)] for p in range(pages)])
+        t = time.perf_counter()
+        r = library.add([pdf], "pdf")
+        spent = time.perf_counter() - t
+        print(f"{pages}-page PDF: {r.chunks} chunks in {spent:.1f} s = {pages / spent:.1f} "
+              f"pages/s, {r.chunks / spent:.1f} chunks/s")
+
+        # the embedding path vs a raw ORT session on the same graph
+        chunks = [p.text for p in library.search("model cache server", ["bench"], top=64)]
+        chunks = (chunks * 4)[:64]
+        ids = embedder.token_ids(chunks)
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        batches = []
+        for s in range(0, len(order), 32):
+            rows = [ids[i] for i in order[s:s + 32]]
+            w = max(len(r) for r in rows)
+            a = np.zeros((len(rows), w), np.int64)
+            m = np.zeros_like(a)
+            for i, r in enumerate(rows):
+                a[i, :len(r)], m[i, :len(r)] = r, 1
+            batches.append({"input_ids": a, "attention_mask": m})
+        path_runs, raw_runs = [], []
+        for _ in range(3):  # interleaved, best of three each: the machine is shared
+            t = time.perf_counter()
+            embedder.embed(chunks)
+            path_runs.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            for feed in batches:
+                embedder.session.run(["sentence_embedding"], feed)
+            raw_runs.append(time.perf_counter() - t)
+        path_s, raw_s = min(path_runs), min(raw_runs)
+        print(f"embedding 64 chunks: Hearth's path {path_s * 1000:.0f} ms, raw ORT session "
+              f"{raw_s * 1000:.0f} ms ({(path_s / raw_s - 1) * 100:+.1f}%)")
+
+        corpus = [c.text for p in full for c in chunk_sections(
+            [Section(p.read_text())])]
+        for n in (10_000,) if args.short else (10_000, 100_000):
+            print(latency(tmp, embedder, corpus, n, rounds=3 if args.short else 5))
+        index.close()
+
+
+if __name__ == "__main__":
+    from app.cpu import describe_machine
+
+    print(describe_machine(), flush=True)  # every figure below is for this CPU kind
+    main()

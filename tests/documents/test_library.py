@@ -1,0 +1,173 @@
+"""Libraries over a real SQLite file and the real embedder: indexing, search (BM25, vectors,
+fused), re-index by content hash, deleted files dropping out, all-or-nothing writes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from app.documents.chunking import Chunk
+from app.documents.index import DocumentIndex, fts_query
+from app.documents.library import DocumentLibrary
+from app.errors import HearthError
+from tests.documents.files import write_docx, write_pdf
+
+GARDEN = ("# Garden\n\n## Tomatoes\n\nTomatoes need six to eight hours of direct sun and "
+          "deep watering twice a week.\n\n## Roses\n\nPrune roses in late winter, just above "
+          "an outward-facing bud.\n")
+
+
+@pytest.fixture
+def docs(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "garden.md").write_text(GARDEN)
+    write_pdf(folder / "car.pdf", [["The owner's manual."],
+                                   ["Change the engine oil every 10,000 kilometres."]])
+    write_docx(folder / "office.docx", [("Heading 1", "Printer"),
+                                        ("", "The office printer jams when the paper is damp.")])
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.4 nothing else")
+    (folder / "image.txt").write_bytes(bytes(range(256)) * 8)
+    return folder
+
+
+@pytest.fixture
+def library(tmp_path, embedder):
+    index = DocumentIndex(tmp_path / "index.sqlite3", embedder_id=embedder.id,
+                          dims=embedder.dims)
+    yield DocumentLibrary(index, embedder)
+    index.close()
+
+
+def test_a_folder_indexes_and_bad_files_get_sentences_while_the_rest_indexes(library, docs):
+    report = library.add([docs], "home")
+    assert sorted(p.rsplit("/", 1)[1] for p in report.indexed) == [
+        "car.pdf", "garden.md", "office.docx"]
+    assert sorted(p.rsplit("/", 1)[1] for p in report.failed) == ["broken.pdf", "image.txt"]
+    assert any(s.startswith("broken.pdf is not a readable PDF") for s in report.problems)
+    assert any(s.startswith("image.txt looks like a binary file") for s in report.problems)
+    assert library.index.collections() == [
+        {"name": "home", "files": 3, "chunks": 5, "roots": [str(docs)]}]
+
+
+def test_search_finds_the_passage_with_its_file_page_and_heading(library, docs):
+    library.add([docs], "home")
+    best = library.search("how often should I change the oil", ["home"], top=3)[0]
+    assert (best.file, best.page) == (str(docs / "car.pdf"), 2)
+    assert "engine oil" in best.text
+    best = library.search("when to prune roses", top=1)[0]
+    assert (best.heading, best.location()) == ("Garden › Roses", "Garden › Roses")
+    best = library.search("paper jam in the printer", top=1)[0]
+    assert best.file.endswith("office.docx") and best.heading == "Printer"
+
+
+def test_vectors_find_what_shares_no_word_and_bm25_what_vectors_miss(library, docs):
+    library.add([docs], "home")
+    # no word in common with the tomato passage: only the vectors can find it
+    vec = library.search("sunlight requirements for vegetables", mode="vector", top=1)[0]
+    assert "Tomatoes" in vec.text
+    assert not any("Tomatoes" in p.text for p in
+                   library.search("sunlight requirements for vegetables", mode="bm25"))
+    # an exact figure is BM25's
+    assert "10,000" in library.search("10,000", mode="bm25", top=1)[0].text
+    fused = library.search("sunlight requirements for vegetables", top=1)[0]
+    assert "Tomatoes" in fused.text
+
+
+def test_unchanged_files_are_skipped_changed_ones_reindexed_and_deleted_ones_dropped(
+        library, docs):
+    library.add([docs], "home")
+    again = library.add([docs], "home")
+    assert again.indexed == [] and len(again.unchanged) == 3
+    (docs / "garden.md").write_text(GARDEN.replace("Roses", "Tulips").replace("roses", "tulips"))
+    (docs / "car.pdf").unlink()
+    report = library.refresh("home")
+    assert report.indexed == [str(docs / "garden.md")]
+    assert report.removed == [str(docs / "car.pdf")]
+    assert all("car.pdf" not in p.file for p in library.search("engine oil", top=10))
+    assert library.search("prune tulips", top=1)[0].heading == "Garden › Tulips"
+    assert not any("Roses" in p.heading for p in library.search("roses", top=10))
+
+
+def test_collections_are_searched_apart_and_removed(library, docs, tmp_path):
+    other = tmp_path / "other.md"
+    other.write_text("# Tea\n\nBrew green tea at 80 degrees for two minutes.\n")
+    library.add([docs], "home")
+    library.add([other], "kitchen")
+    assert all(p.file == str(other) for p in library.search("tea", ["kitchen"], top=5))
+    assert all(p.file != str(other) for p in library.search("tea", ["home"], top=5))
+    assert library.remove("home", [docs / "garden.md"]) == 1
+    assert library.remove("kitchen") == 1
+    assert [c["name"] for c in library.index.collections()] == ["home"]
+    with pytest.raises(HearthError, match="no document collection named 'kitchen'"):
+        library.search("tea", ["kitchen"])
+
+
+def test_an_index_from_another_embedder_is_refused(tmp_path):
+    DocumentIndex(tmp_path / "i.sqlite3", embedder_id="a", dims=4).close()
+    with pytest.raises(HearthError, match="was built with the embedder a, not b"):
+        DocumentIndex(tmp_path / "i.sqlite3", embedder_id="b", dims=4)
+
+
+def test_the_fts_query_lets_no_syntax_through():
+    assert fts_query('NEAR(ab cd) OR "x" AND -yy* col:zz') == \
+        '"near" OR "ab" OR "cd" OR "yy" OR "col" OR "zz"'
+    assert fts_query("?!") == ""
+    assert fts_query("what is it") == '"what" OR "is" OR "it"'  # nothing but function words
+
+
+CRASH = textwrap.dedent("""
+    import os, sys
+    import numpy as np
+    from pathlib import Path
+    from app.documents.chunking import Chunk
+    from app.documents.index import DocumentIndex
+    index = DocumentIndex(Path(sys.argv[1]), embedder_id="t", dims=4)
+    cid = index.collection_id("c")
+    chunks = [Chunk(f"fresh words {i}", None, "", i) for i in range(5)]
+    vectors = np.eye(5, 4, dtype=np.float32)
+    def crash(i):
+        if i == 2:
+            os._exit(3)  # the process dies in the middle of the file's transaction
+    index.replace_file(cid, "/docs/a.md", sha256="new", size=1, kind="markdown", pages=0,
+                       chunks=chunks, vectors=vectors, on_chunk=crash)
+""")
+
+
+def test_a_crash_while_writing_a_file_leaves_its_previous_version_whole(tmp_path):
+    path = tmp_path / "i.sqlite3"
+    index = DocumentIndex(path, embedder_id="t", dims=4)
+    cid = index.collection_id("c", create=True)
+    index.replace_file(cid, "/docs/a.md", sha256="old", size=1, kind="markdown", pages=0,
+                       chunks=[Chunk("old text", None, "", 0)],
+                       vectors=np.ones((1, 4), np.float32) / 2)
+    index.close()
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", CRASH, str(path)], cwd=root,
+                          env={"PYTHONPATH": str(root), "PATH": ""}, timeout=60)
+    assert done.returncode == 3
+    index = DocumentIndex(path, embedder_id="t", dims=4)
+    [record] = index.files(cid)
+    assert (record.sha256, record.chunks) == ("old", 1)
+    assert index.bm25_ids("fresh", [cid], 10) == []
+    assert len(index.bm25_ids("old text", [cid], 10)) == 1
+    index.close()
+
+
+def test_bm25_finds_a_small_collections_passage_under_a_big_ones(tmp_path):
+    index = DocumentIndex(tmp_path / "i.sqlite3", embedder_id="t", dims=4)
+    big, small = (index.collection_id(n, create=True) for n in ("big", "small"))
+    many = [Chunk(f"tea note {i}: tea tea tea", None, "", i) for i in range(300)]
+    index.replace_file(big, "/big.txt", sha256="b", size=1, kind="text", pages=0, chunks=many,
+                       vectors=np.full((300, 4), 0.5, np.float32))
+    index.replace_file(small, "/small.txt", sha256="s", size=1, kind="text", pages=0,
+                       chunks=[Chunk("one cup of tea", None, "", 0)],
+                       vectors=np.full((1, 4), 0.5, np.float32))
+    [only] = index.bm25_ids("tea", [small], 5)
+    assert index.search("tea", None, [small], mode="bm25")[0].file == "/small.txt"
+    assert only not in index.bm25_ids("tea", [big], 400)
+    index.close()
