@@ -27,7 +27,13 @@ from app.engine.speculative import (
     verify_tolerance,
 )
 from app.engine.tokenizer import Tokenizer
-from app.engine.types import FinishReason, GenerationChunk, GenerationSettings, GenerationStats
+from app.engine.types import (
+    FinishReason,
+    GenerationChunk,
+    GenerationSettings,
+    GenerationStats,
+    TokenLogprob,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -183,7 +189,11 @@ def stream_generate(
             token = sampler.pick(masked, history)
             chunk = GenerationChunk(text="", token_id=token)
             if want_logprobs is not None:
-                chunk.logprob, chunk.top_logprobs = top_logprobs(masked, token, want_logprobs)
+                chunk.logprob, best = top_logprobs(masked, token, want_logprobs)
+                chunk.logprob_token = tokenizer.decode_one(token, skip_special_tokens=False)
+                chunk.top_logprobs = tuple(
+                    TokenLogprob(i, lp, tokenizer.decode_one(i, skip_special_tokens=False))
+                    for i, lp in best)
             if constraint is not None:
                 constraint.accept(token)
         if first_token_at is None:
