@@ -181,9 +181,11 @@ def stream_generate(
         if cancel is not None and cancel.is_set():
             finish = "cancelled"
             break
-        if constraint is None and want_logprobs is None:
-            token = int(sampler(logits, history))
+        if want_logprobs is None:
+            token = int(sampler(logits, history))  # the constraint's mask applied first
             chunk = GenerationChunk(text="", token_id=token)
+            if constraint is not None:
+                constraint.accept(token)
         else:
             masked = sampler.constrain(logits)
             token = sampler.pick(masked, history)

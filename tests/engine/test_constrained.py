@@ -138,3 +138,27 @@ def test_auto_is_free_until_the_marker_then_constrained(tool_engine):
     allowed = np.flatnonzero(np.isfinite(matcher.mask(logits)))
     assert 0 < allowed.size < 10  # the call's JSON begins: a newline or "{"
     assert all(tok.decode([int(i)]) in ("\n", "{", '{"') for i in allowed)
+
+
+def test_constrained_greedy_without_a_mask_picks_the_masked_argmax(engine):
+    """The greedy fast path (the best token, when the grammar allows it) chooses what the
+    argmax of the masked logits chooses, step by step along a reply."""
+    import numpy as np
+
+    from app.engine.sampling import Sampler
+    from app.engine.types import SamplingSettings
+
+    rng = np.random.default_rng(0)
+    matcher = GrammarMatcher(Grammar("json_schema", json.dumps(SCHEMA)), engine.tokenizer,
+                             [2], max_tokens=60)
+    sampler = Sampler(SamplingSettings(temperature=0.0), matcher)
+    fast_hits = 0
+    for _ in range(60):
+        logits = rng.standard_normal(engine.tokenizer.vocab_size).astype(np.float32) * 4
+        expected = int(np.argmax(matcher.mask(logits)))
+        fast_hits += matcher.allows(int(logits.argmax()))
+        assert sampler(logits) == expected
+        if expected == 2:
+            break
+        matcher.accept(expected)
+    assert fast_hits > 0  # the path without a mask ran
