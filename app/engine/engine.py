@@ -35,6 +35,7 @@ from app.engine.providers import create_prompt_session, create_session
 from app.engine.reasoning import (
     ReasoningSplitter,
     apply_thinking,
+    grammar_after_reasoning,
     reasoning_format,
     split_reasoning,
     thinking_control,
@@ -400,6 +401,10 @@ class Engine:
                                         parallel=settings.parallel_tool_calls,
                                         tokenizer=self.tokenizer)
             settings = replace(settings, grammar=grammar)
+        if settings.grammar is not None and self.reasoning is not None:
+            tail = self.tokenizer.decode(ids[-16:], skip_special_tokens=False)
+            settings = replace(settings, grammar=grammar_after_reasoning(
+                settings.grammar, self.reasoning, tail, settings.thinking))
         stream = self._stream(cache, ids, settings, cancel, reuse, on_prefill,
                               quoting=self._likely_quoting(messages, ids))
         # Harmony's calls live in its channel headers, which the reasoning splitter takes

@@ -162,3 +162,18 @@ def test_constrained_greedy_without_a_mask_picks_the_masked_argmax(engine):
             break
         matcher.accept(expected)
     assert fast_hits > 0  # the path without a mask ran
+
+
+def test_a_thinking_reply_gets_its_grammar_after_the_reasoning():
+    from app.engine.reasoning import ReasoningFormat, grammar_after_reasoning
+
+    think, schema = ReasoningFormat("think"), Grammar("json_object")
+    qwen3 = "<|im_start|>assistant\n"  # Qwen3, thinking on: the model opens <think>
+    assert grammar_after_reasoning(schema, think, qwen3, "default").trigger == "</think>"
+    r1 = "<｜Assistant｜><think>\n"  # a DeepSeek-R1 distill: the prompt opened it
+    assert grammar_after_reasoning(schema, think, r1, "default").trigger == "</think>"
+    off = "<|im_start|>assistant\n<think>\n\n</think>\n\n"  # Qwen3, thinking off
+    assert grammar_after_reasoning(schema, think, off, "off") is schema
+    assert grammar_after_reasoning(schema, None, qwen3, "default") is schema
+    auto = Grammar("lark", "start: x", trigger="<tool_call>")
+    assert grammar_after_reasoning(auto, think, qwen3, "default") is auto
