@@ -35,6 +35,7 @@ from app.engine.providers import create_prompt_session, create_session
 from app.engine.reasoning import (
     ReasoningSplitter,
     apply_thinking,
+    grammar_after_reasoning,
     reasoning_format,
     split_reasoning,
     thinking_control,
@@ -43,6 +44,7 @@ from app.engine.speculative import DraftModel, likely_quoting, verify_tolerance
 from app.engine.tokenizer import Tokenizer
 from app.engine.tool_calls import (
     PARSERS,
+    hidden_markers,
     split_tool_calls,
     tool_call_format,
     tool_call_grammar,
@@ -406,16 +408,30 @@ class Engine:
                                         parallel=settings.parallel_tool_calls,
                                         tokenizer=self.tokenizer)
             settings = replace(settings, grammar=grammar)
+        if settings.grammar is not None and self.reasoning is not None:
+            tail = self.tokenizer.decode(ids[-16:], skip_special_tokens=False)
+            settings = replace(settings, grammar=grammar_after_reasoning(
+                settings.grammar, self.reasoning, tail, settings.thinking))
         stream = self._stream(cache, ids, settings, cancel, reuse, on_prefill,
                               quoting=self._likely_quoting(messages, ids))
+        # Harmony's calls live in its channel headers, which the reasoning splitter takes
+        # out: its parser reads the stream before it (and leaves the text alone)
+        calls_first = reads_calls and self.tool_format == "harmony"
+        if calls_first:
+            stream = self._split_calls(stream)
         if self.reasoning is not None:
             tail = self.tokenizer.decode(ids[-16:], skip_special_tokens=False)
             stream = split_reasoning(stream, ReasoningSplitter(self.reasoning.after_prompt(tail)))
-        if reads_calls:
-            stream = split_tool_calls(stream, PARSERS[self.tool_format]())
+        if reads_calls and not calls_first:
+            stream = self._split_calls(stream)
         if dropped:
             note = f"left out the {dropped} oldest messages to fit the context"
         return _annotate(stream, dropped=dropped, note=note)
+
+    def _split_calls(self, stream: Iterator[GenerationChunk]) -> Iterator[GenerationChunk]:
+        family = self.tool_format or ""
+        return split_tool_calls(stream, PARSERS[family](),
+                                hidden_markers(family, self.tokenizer))
 
     def _likely_quoting(self, messages: Sequence[Message], ids: Sequence[int]) -> bool:
         """Whether the reply will probably repeat its prompt (``speculative.likely_quoting``:

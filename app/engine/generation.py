@@ -27,7 +27,13 @@ from app.engine.speculative import (
     verify_tolerance,
 )
 from app.engine.tokenizer import Tokenizer
-from app.engine.types import FinishReason, GenerationChunk, GenerationSettings, GenerationStats
+from app.engine.types import (
+    FinishReason,
+    GenerationChunk,
+    GenerationSettings,
+    GenerationStats,
+    TokenLogprob,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -175,15 +181,21 @@ def stream_generate(
         if cancel is not None and cancel.is_set():
             finish = "cancelled"
             break
-        if constraint is None and want_logprobs is None:
-            token = int(sampler(logits, history))
+        if want_logprobs is None:
+            token = int(sampler(logits, history))  # the constraint's mask applied first
             chunk = GenerationChunk(text="", token_id=token)
+            if constraint is not None:
+                constraint.accept(token)
         else:
             masked = sampler.constrain(logits)
             token = sampler.pick(masked, history)
             chunk = GenerationChunk(text="", token_id=token)
             if want_logprobs is not None:
-                chunk.logprob, chunk.top_logprobs = top_logprobs(masked, token, want_logprobs)
+                chunk.logprob, best = top_logprobs(masked, token, want_logprobs)
+                chunk.logprob_token = tokenizer.decode_one(token, skip_special_tokens=False)
+                chunk.top_logprobs = tuple(
+                    TokenLogprob(i, lp, tokenizer.decode_one(i, skip_special_tokens=False))
+                    for i, lp in best)
             if constraint is not None:
                 constraint.accept(token)
         if first_token_at is None:

@@ -207,6 +207,8 @@ class GrammarMatcher:
         self._llg_tok = grammar_tokenizer(tokenizer, eos_ids)
         self._vocab = self._llg_tok.vocab_size
         self._words = np.zeros((self._vocab + 31) // 32, dtype=np.int32)
+        self._bits32 = self._words.view(np.uint32)
+        self._fresh = False  # whether _words holds the mask for the next token
         self._eos = tuple(eos_ids)
         self._matcher: Any = None
         self._text: list[int] = []  # tokens before the trigger (auto mode)
@@ -229,6 +231,7 @@ class GrammarMatcher:
         return self._matcher is not None
 
     def _start(self, leftover: list[int]) -> None:
+        self._fresh = False
         self._matcher = _llg().LLMatcher(self._llg_tok, self._compiled, log_level=0)
         self._check()
         for token in leftover:
@@ -240,30 +243,53 @@ class GrammarMatcher:
             raise GrammarError("The reply could not follow its grammar: "
                                f"{_first_line(self._matcher.get_error())}")
 
+    def _compute(self) -> None:
+        """The next token's bitmask into ``_words`` (once per token, however often asked)."""
+        if not self._fresh:
+            self._matcher.unsafe_compute_mask_ptr(self._words.ctypes.data, self._words.nbytes)
+            self._check()
+            self._fresh = True
+
+    def _closing(self) -> bool:
+        return self._close_from is not None and self._accepted >= self._close_from
+
+    def allows(self, token: int) -> bool:
+        """Whether the grammar allows ``token`` next; False while a reply is being closed
+        (then only :meth:`mask` says which token). A greedy sampler whose best token is
+        allowed needs no mask at all: the best allowed token is that one."""
+        if self._matcher is None:
+            return True
+        if self._closing() or not 0 <= token < self._vocab:
+            return False
+        self._compute()
+        return bool((int(self._bits32[token >> 5]) >> (token & 31)) & 1)
+
     def mask(self, logits: np.ndarray) -> np.ndarray:
         """``logits`` with the forbidden tokens at ``-inf`` (a new array; unchanged while an
         auto grammar waits for its trigger)."""
         if self._matcher is None:
             return logits
         x = np.asarray(logits, dtype=np.float32).reshape(-1)
-        self._matcher.unsafe_compute_mask_ptr(self._words.ctypes.data, self._words.nbytes)
-        self._check()
-        bits = np.unpackbits(self._words.view(np.uint8), bitorder="little")
+        self._compute()
         n = min(x.size, self._vocab)
-        out = np.full(x.size, NEG_INF, dtype=np.float32)
-        allowed = bits[:n].astype(bool)
-        if self._close_from is not None and self._accepted >= self._close_from:
+        allowed = np.unpackbits(self._words.view(np.uint8), count=n,
+                                bitorder="little").view(bool)
+        if self._closing():
             for ids in self._closers:
                 ids = [i for i in ids if i < n and allowed[i]]
                 if ids:
+                    out = np.full(x.size, NEG_INF, dtype=np.float32)
                     out[ids] = x[ids]
                     return out
-        out[:n][allowed] = x[:n][allowed]
+        out = x.copy()  # the decoder may own ``logits``
+        np.putmask(out[:n], ~allowed, NEG_INF)
+        out[n:] = NEG_INF
         return out
 
     def accept(self, token: int) -> None:
         """Advance past the chosen token."""
         self._accepted += 1
+        self._fresh = False
         if self._matcher is not None:
             if token in self._eos and self._matcher.is_accepting():
                 return

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from app.engine.tokenizer import Tokenizer
-from app.engine.types import GenerationChunk, Message, ThinkingMode
+from app.engine.types import GenerationChunk, Grammar, Message, ThinkingMode
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 CHANNEL, MESSAGE, END, START = "<|channel|>", "<|message|>", "<|end|>", "<|start|>"
@@ -56,6 +56,20 @@ class ReasoningFormat:
         inside = self.style == "think" and (
             prompt_tail.rfind(THINK_OPEN) > prompt_tail.rfind(THINK_CLOSE))
         return ReasoningFormat(self.style, self.hidden_markers, inside)
+
+
+def grammar_after_reasoning(grammar: Grammar | None, fmt: ReasoningFormat | None,
+                            prompt_tail: str, thinking: str) -> Grammar | None:
+    """``grammar`` for a reply that may reason first: a ``<think>`` model whose reply will
+    think (the prompt opened ``<think>``, or closed none and thinking is not "off") gets
+    its grammar from ``</think>`` on, so the reasoning is free and the answer constrained.
+    A grammar that already waits for a trigger (tool_choice "auto") is left as it is."""
+    if grammar is None or grammar.trigger is not None or fmt is None or fmt.style != "think":
+        return grammar
+    opened, closed = prompt_tail.rfind(THINK_OPEN), prompt_tail.rfind(THINK_CLOSE)
+    if opened > closed or (closed == -1 and thinking != "off"):
+        return replace(grammar, trigger=THINK_CLOSE)
+    return grammar
 
 
 def reasoning_format(tokenizer: Tokenizer, template_source: str | None) -> ReasoningFormat | None:

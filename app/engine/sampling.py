@@ -33,6 +33,8 @@ class Constraint(Protocol):
 
     def mask(self, logits: np.ndarray) -> np.ndarray: ...
 
+    def allows(self, token: int) -> bool: ...
+
     def accept(self, token: int) -> None: ...
 
 NEG_INF = np.float32(-np.inf)
@@ -155,6 +157,8 @@ class Sampler:
         """Constrained decoding (app/engine/grammar.py): its mask is applied to the logits
         before everything else; the decode loop advances it with each accepted token."""
         self._plain_greedy = settings.greedy and not self._penalized and constraint is None
+        self._checked_greedy = (settings.greedy and not self._penalized
+                                and constraint is not None)
         self.reset()
 
     def reset(self) -> None:
@@ -178,6 +182,12 @@ class Sampler:
             if not math.isfinite(logits[best]):
                 raise ValueError("the logits contain NaN or are all -inf/+inf")
             return best
+        if self._checked_greedy and type(logits) is np.ndarray and logits.ndim == 1:
+            # constrained greedy: the best token, when the grammar allows it, is the best
+            # allowed one (argmax takes the first of equals either way); no mask is built
+            best = int(logits.argmax())
+            if math.isfinite(logits[best]) and self.constraint.allows(best):
+                return best
         return self.pick(self.constrain(logits), history)
 
     def pick(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:

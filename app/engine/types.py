@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from app.options import SPECULATION_MODES
 
@@ -229,6 +229,15 @@ class GenerationStats:
         return asdict(self)
 
 
+class TokenLogprob(NamedTuple):
+    """One candidate token of a step: its id, its text alone (special tokens as written; an
+    incomplete UTF-8 character as U+FFFD) and its log-probability."""
+
+    token_id: int
+    logprob: float
+    text: str
+
+
 @dataclass(slots=True)
 class GenerationChunk:
     """One streamed step. ``text`` is the new text (may be empty while a UTF-8 character or
@@ -246,10 +255,11 @@ class GenerationChunk:
     #: tool calls completed by this chunk (app/engine/tool_calls.py takes their markup out of
     #: ``text``; a remote server sends them parsed); only when the reply was offered tools
     tool_calls: tuple[ParsedToolCall, ...] = ()
-    #: the token's log-probability and the best alternatives' (token id, logprob), when
+    #: the token's log-probability, its text, and the best alternatives (best first), when
     #: ``GenerationSettings.logprobs`` asked for them
     logprob: float | None = None
-    top_logprobs: tuple[tuple[int, float], ...] = ()
+    logprob_token: str = ""
+    top_logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -34,6 +35,7 @@ from app.engine.types import GenerationChunk
 from app.errors import ContextOverflowError, HearthError, TemplateError
 from app.server import responses
 from app.server.admission import Admission, RequestRecord, Ticket
+from app.server.choices import run_choices, unwrap
 from app.server.config import ServerConfig
 from app.server.cors import ALLOWED_HEADERS, ApiCors
 from app.server.errors import ApiError, EngineUnavailableError, bad_request
@@ -128,19 +130,23 @@ class HearthApi:
         key = self._authorize(request)
         req = parse_chat(await self._read_json(request), max_messages=self.config.max_messages)
         self._check_model(req.model)
-        job = partial(run_chat, req, self._conversations, cache_partition(key, req.cache_salt))
-        return await self._run(request, "chat", job, stream=req.stream,
-                               include_usage=req.include_usage, model=req.model)
+        partition = cache_partition(key, req.cache_salt)
+        jobs = [partial(run_chat, replace(req, sampling=req.sampling.for_choice(i)),
+                        self._conversations, partition) for i in range(req.n)]
+        return await self._run(request, "chat", jobs, stream=req.stream,
+                               include_usage=req.include_usage, model=req.model,
+                               logprobs=req.sampling.logprobs is not None)
 
     async def completions(self, request: Request) -> Response:
         key = self._authorize(request)
         req = parse_completion(await self._read_json(request))
         self._check_model(req.model)
-        job = partial(run_completion, req, self._conversations,
-                      cache_partition(key, req.cache_salt))
-        return await self._run(request, "completion", job,
+        partition = cache_partition(key, req.cache_salt)
+        jobs = [partial(run_completion, replace(req, sampling=req.sampling.for_choice(i)),
+                        self._conversations, partition) for i in range(req.n)]
+        return await self._run(request, "completion", jobs,
                                stream=req.stream, include_usage=req.include_usage,
-                               model=req.model)
+                               model=req.model, logprobs=req.sampling.logprobs is not None)
 
     # -- checks ----------------------------------------------------------------------------
 
@@ -210,8 +216,11 @@ class HearthApi:
 
     # -- running a job ---------------------------------------------------------------------
 
-    async def _run(self, request: Request, endpoint: str, job: Callable[..., None], *,
-                   stream: bool, include_usage: bool, model: str) -> Response:
+    async def _run(self, request: Request, endpoint: str, jobs: list[Callable[..., None]], *,
+                   stream: bool, include_usage: bool, model: str,
+                   logprobs: bool = False) -> Response:
+        """Run ``jobs`` (one per choice, one after another) as one admitted request."""
+        job = jobs[0] if len(jobs) == 1 else partial(run_choices, jobs)
         ticket = self.admission.enter(endpoint)
         channel = Channel(asyncio.get_running_loop())
         with self._lock:
@@ -225,38 +234,39 @@ class HearthApi:
             if isinstance(first, Done):
                 raise api_error_for(first.error)
             assert isinstance(first, Started)
-            reply = _Reply(endpoint, model, include_usage)
+            reply = _Reply(endpoint, model, include_usage, n=len(jobs), logprobs=logprobs)
             if stream:
                 return _ChannelStream(channel, self._events(reply, channel),
                                       media_type="text/event-stream",
                                       headers={"Cache-Control": "no-cache",
                                                "X-Accel-Buffering": "no"})
-            result = await _unless_disconnected(request, _collect(channel), channel)
+            result = await _unless_disconnected(request, _collect(channel, reply), channel)
             if result is None:
                 return Response(status_code=499)
-            return JSONResponse(reply.whole(*result))
+            return JSONResponse(result)
         except BaseException:
             channel.cancel.set()
             raise
 
     async def _events(self, reply: _Reply, channel: Channel) -> AsyncIterator[bytes]:
         try:
-            yield responses.sse(reply.opening())
+            yield b"".join(responses.sse(e) for e in reply.opening())
             while True:
                 events = []
                 done = None
-                for item in await channel.get_all():
+                for tagged in await channel.get_all():
+                    index, item = unwrap(tagged)
                     if isinstance(item, Done):
                         done = item
                     elif isinstance(item, GenerationChunk):
                         if item.finish_reason == "cancelled" and self.admission.draining:
                             # cut short by the server stopping: say so, never a normal end
                             item = GenerationChunk(item.text, reasoning=item.reasoning)
-                            events.extend(responses.sse(e) for e in reply.chunk(item))
+                            events.extend(responses.sse(e) for e in reply.chunk(item, index))
                             events.append(responses.sse(SHUTTING_DOWN.body()))
                             continue
-                        events.extend(responses.sse(e) for e in reply.chunk(item))
-                        if item.finish_reason is not None:
+                        events.extend(responses.sse(e) for e in reply.chunk(item, index))
+                        if reply.done:
                             events.append(responses.sse("[DONE]"))
                 if done is not None and done.error is not None:
                     events.append(responses.sse(api_error_for(done.error).body()))
@@ -296,61 +306,139 @@ SHUTTING_DOWN = ApiError(
 )
 
 
-class _Reply:
-    """Builds one reply's OpenAI objects (chat or completion, whole or streamed)."""
+class _Choice:
+    """What one choice has sent so far."""
 
-    def __init__(self, endpoint: str, model: str, include_usage: bool) -> None:
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: list = []  # whole replies: the calls; streamed: counted in .streamed
+        self.streamed = 0  # tool calls streamed so far
+        self.logprobs: list[GenerationChunk] = []  # chunks whose log-probabilities wait
+        self.offset = 0  # completions: where the next token's text starts
+        self.final: GenerationChunk | None = None
+
+
+class _Reply:
+    """Builds one reply's OpenAI objects (chat or completion, whole or streamed, ``n``
+    choices; ``logprobs``: whether the request asked for them)."""
+
+    def __init__(self, endpoint: str, model: str, include_usage: bool, *, n: int = 1,
+                 logprobs: bool = False) -> None:
         self.chat = endpoint == "chat"
         self.id = ("chatcmpl-" if self.chat else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
         self.model = model
         self.include_usage = include_usage
-        self.calls = 0  # tool calls streamed so far
+        self.logprobs = logprobs
+        self.choices = [_Choice() for _ in range(n)]
 
-    def opening(self) -> dict[str, Any]:
+    @property
+    def done(self) -> bool:
+        """Whether every choice has ended."""
+        return all(c.final is not None for c in self.choices)
+
+    def opening(self) -> list[dict[str, Any]]:
         if self.chat:
-            return responses.chat_chunk(self.id, self.created, self.model,
-                                        {"role": "assistant", "content": ""},
-                                        with_usage_field=self.include_usage)
-        return responses.completion(self.id, self.created, self.model, "", None, None,
-                                    with_usage_field=self.include_usage)
+            return [responses.chat_chunk(self.id, self.created, self.model,
+                                         {"role": "assistant", "content": ""},
+                                         with_usage_field=self.include_usage, index=i)
+                    for i in range(len(self.choices))]
+        return [responses.completion(self.id, self.created, self.model, "", None, None,
+                                     with_usage_field=self.include_usage, index=i)
+                for i in range(len(self.choices))]
 
-    def chunk(self, chunk: GenerationChunk) -> list[dict[str, Any]]:
+    def add(self, chunk: GenerationChunk, index: int) -> None:
+        """Keep ``chunk`` of choice ``index`` for the whole reply."""
+        choice = self.choices[index]
+        choice.text.append(chunk.text)
+        choice.reasoning.append(chunk.reasoning)
+        choice.calls.extend(chunk.tool_calls)
+        if self.logprobs and chunk.logprob is not None:
+            choice.logprobs.append(chunk)
+        if chunk.finish_reason is not None:
+            choice.final = chunk
+
+    def chunk(self, chunk: GenerationChunk, index: int = 0) -> list[dict[str, Any]]:
+        """The stream events of ``chunk`` of choice ``index``."""
+        choice = self.choices[index]
+        if self.logprobs and chunk.logprob is not None:
+            choice.logprobs.append(chunk)  # sent with the next piece that goes out
         events = []
         final = chunk.finish_reason is not None
         if chunk.text or chunk.reasoning:
-            events.append(self._piece(chunk.text, chunk.reasoning, None))
+            events.append(self._piece(index, chunk.text, chunk.reasoning, None))
         if chunk.tool_calls and self.chat:
-            calls = responses.call_ids(list(chunk.tool_calls), self.id + str(self.calls))
-            delta = {"tool_calls": [responses.tool_call(c, self.calls + i)
+            calls = responses.call_ids(list(chunk.tool_calls),
+                                       self.id + str(index) + str(choice.streamed))
+            delta = {"tool_calls": [responses.tool_call(c, choice.streamed + i)
                                     for i, c in enumerate(calls)]}
-            self.calls += len(calls)
+            choice.streamed += len(calls)
             events.append(responses.chat_chunk(self.id, self.created, self.model, delta,
-                                               with_usage_field=self.include_usage))
+                                               with_usage_field=self.include_usage,
+                                               index=index))
         if final:
-            events.append(self._piece("", "", finish_reason(chunk.finish_reason,
-                                                            self.calls > 0)))
-            if self.include_usage:
-                events.append(self._usage_only(usage(chunk.stats)))
+            choice.final = chunk
+            events.append(self._piece(index, "", "", finish_reason(chunk.finish_reason,
+                                                                   choice.streamed > 0)))
+            if self.include_usage and self.done:
+                events.append(self._usage_only(self._usage()))
         return events
 
-    def whole(self, text: str, reasoning: str, final: GenerationChunk | None,
-              calls: list | None = None) -> dict[str, Any]:
-        calls = responses.call_ids(calls or [], self.id)
-        reason = finish_reason(final.finish_reason if final else None, bool(calls))
-        use = usage(final.stats if final else None)
+    def whole(self) -> dict[str, Any]:
+        """The whole reply, from what ``add`` kept."""
+        bodies = []
+        for index, choice in enumerate(self.choices):
+            final = choice.final
+            suffix = "" if len(self.choices) == 1 else f"{index}_"
+            calls = responses.call_ids(choice.calls, self.id + suffix) if self.chat else []
+            reason = finish_reason(final.finish_reason if final else None, bool(calls))
+            text = "".join(choice.text)
+            if self.chat:
+                bodies.append(responses.chat_choice(index, text, "".join(choice.reasoning),
+                                                    reason, calls, self._chat_logprobs(choice)))
+            else:
+                bodies.append(responses.completion_choice(index, text, reason,
+                                                          self._completion_logprobs(choice)))
         if self.chat:
-            return responses.chat_completion(self.id, self.created, self.model, text,
-                                             reasoning, reason, use, calls)
-        return responses.completion(self.id, self.created, self.model, text, reason, use)
+            return responses.chat_completion(self.id, self.created, self.model, bodies,
+                                             self._usage())
+        return responses.completions(self.id, self.created, self.model, bodies, self._usage())
 
-    def _piece(self, text: str, reasoning: str, finish: str | None) -> dict[str, Any]:
+    def _usage(self) -> dict[str, Any]:
+        """Usage over every choice: the prompt once, the completions summed."""
+        uses = [usage(c.final.stats if c.final else None) for c in self.choices]
+        use = uses[0]
+        completion = sum(u["completion_tokens"] for u in uses)
+        return {**use, "completion_tokens": completion,
+                "total_tokens": use["prompt_tokens"] + completion}
+
+    def _chat_logprobs(self, choice: _Choice) -> list[dict[str, Any]] | None:
+        if not self.logprobs:
+            return None
+        entries = [responses.chat_logprob(c) for c in choice.logprobs]
+        choice.logprobs = []
+        return entries
+
+    def _completion_logprobs(self, choice: _Choice) -> dict[str, Any] | None:
+        if not self.logprobs:
+            return None
+        body = responses.completion_logprobs(choice.logprobs, choice.offset)
+        choice.offset += sum(len(c.logprob_token) for c in choice.logprobs)
+        choice.logprobs = []
+        return body
+
+    def _piece(self, index: int, text: str, reasoning: str,
+               finish: str | None) -> dict[str, Any]:
+        choice = self.choices[index]
         if self.chat:
             delta = responses.chat_delta(text, reasoning) if finish is None else {}
             return responses.chat_chunk(self.id, self.created, self.model, delta, finish,
-                                        with_usage_field=self.include_usage)
+                                        with_usage_field=self.include_usage, index=index,
+                                        logprobs=self._chat_logprobs(choice))
         return responses.completion(self.id, self.created, self.model, text, finish, None,
-                                    with_usage_field=self.include_usage)
+                                    with_usage_field=self.include_usage, index=index,
+                                    logprobs=self._completion_logprobs(choice))
 
     def _usage_only(self, use: dict[str, Any]) -> dict[str, Any]:
         if self.chat:
@@ -364,20 +452,17 @@ async def _first(channel: Channel) -> Any:
     return (await channel.get_all(limit=1))[0]
 
 
-async def _collect(channel: Channel) -> tuple[str, str, GenerationChunk | None, list]:
-    text, reasoning, final, calls = [], [], None, []
+async def _collect(channel: Channel, reply: _Reply) -> dict[str, Any]:
+    """The whole reply, once every choice has ended."""
     while True:
-        for item in await channel.get_all():
+        for tagged in await channel.get_all():
+            index, item = unwrap(tagged)
             if isinstance(item, Done):
                 if item.error is not None:
                     raise api_error_for(item.error)
-                return "".join(text), "".join(reasoning), final, calls
+                return reply.whole()
             if isinstance(item, GenerationChunk):
-                text.append(item.text)
-                reasoning.append(item.reasoning)
-                calls.extend(item.tool_calls)
-                if item.finish_reason is not None:
-                    final = item
+                reply.add(item, index)
 
 
 async def _unless_disconnected(request: Request, awaitable: Any, channel: Channel) -> Any:

@@ -1,9 +1,12 @@
 """Request bodies of the OpenAI API → checked plain requests.
 
 Every problem is an ``ApiError`` 400 naming the field (``param``), as OpenAI does. Fields the
-engine cannot honour (``functions``, ``n > 1``, logprobs, audio) are refused rather than
-silently ignored;
-fields that change nothing here (``user``, ``metadata``, ``store``) are accepted.
+engine cannot honour (``functions``, ``logit_bias``, audio) are refused rather than silently
+ignored; fields that change nothing here (``user``, ``metadata``, ``store``) are accepted.
+
+``n`` choices are ``n`` independent replies, run one after another. With a ``seed``, choice
+``i`` is sampled with ``seed + i`` (so choice 0 is the reply the same request with ``n=1``
+gives); greedy choices are all the same reply.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.engine.types import Grammar, Message, ParsedToolCall
@@ -19,6 +22,10 @@ from app.server.errors import bad_request
 
 MAX_STOP_STRINGS = 16
 MAX_SALT_CHARS = 1024
+MAX_CHOICES = 16
+#: OpenAI's bounds: chat ``top_logprobs`` 0..20; the legacy completions ``logprobs`` 0..5
+#: (taken up to 20 here, as vLLM does)
+MAX_TOP_LOGPROBS = 20
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
           "tool": "tool"}
 _REFUSED = ("functions", "function_call", "audio", "modalities", "prediction", "logit_bias")
@@ -35,12 +42,21 @@ class Sampling:
     frequency_penalty: float | None = None
     presence_penalty: float | None = None
     stop: tuple[str, ...] = ()
+    #: log-probabilities: None = none; k = the chosen token's and the k best alternatives'
+    logprobs: int | None = None
 
     def overrides(self) -> dict[str, Any]:
         """``GenerationSettings.from_model`` overrides (max_new_tokens is set by the job)."""
         return {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed,
                 "frequency_penalty": self.frequency_penalty,
-                "presence_penalty": self.presence_penalty, "stop_strings": self.stop}
+                "presence_penalty": self.presence_penalty, "stop_strings": self.stop,
+                "logprobs": self.logprobs}
+
+    def for_choice(self, index: int) -> Sampling:
+        """The sampling of choice ``index`` of ``n``: its seed is ``seed + index``."""
+        if index == 0 or self.seed is None:
+            return self
+        return replace(self, seed=(self.seed + index) % 2**63)
 
 
 @dataclass(frozen=True)
@@ -51,6 +67,7 @@ class ChatRequest:
     stream: bool = False
     include_usage: bool = False
     cache_salt: str = ""
+    n: int = 1
     tools: tuple[dict, ...] = ()
     #: "auto", "none", "required" or "function:NAME" (GenerationSettings.tool_choice)
     tool_choice: str = "auto"
@@ -66,6 +83,7 @@ class CompletionRequest:
     stream: bool = False
     include_usage: bool = False
     cache_salt: str = ""
+    n: int = 1
 
 
 def parse_chat(body: Mapping[str, Any], *, max_messages: int) -> ChatRequest:
@@ -86,9 +104,9 @@ def parse_chat(body: Mapping[str, Any], *, max_messages: int) -> ChatRequest:
     if max_tokens is None:
         max_tokens = _optional_int(body, "max_tokens", minimum=1)
     stream, include_usage = _stream_fields(body)
-    return ChatRequest(model=_model(body), messages=messages,
-                       sampling=_sampling(body, max_tokens), stream=stream,
-                       include_usage=include_usage, cache_salt=_cache_salt(body),
+    sampling = replace(_sampling(body, max_tokens), logprobs=_chat_logprobs(body))
+    return ChatRequest(model=_model(body), messages=messages, sampling=sampling, stream=stream,
+                       include_usage=include_usage, cache_salt=_cache_salt(body), n=_n(body),
                        tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel,
                        grammar=grammar)
 
@@ -172,11 +190,14 @@ def parse_completion(body: Mapping[str, Any]) -> CompletionRequest:
         if not harmless:
             raise bad_request(f"'{name}' is not supported by this server.", name)
     stream, include_usage = _stream_fields(body)
+    sampling = _sampling(body, _optional_int(body, "max_tokens", minimum=1))
+    logprobs = _optional_int(body, "logprobs", minimum=0)  # legacy: the count itself
+    if logprobs is not None and logprobs > MAX_TOP_LOGPROBS:
+        raise bad_request(f"'logprobs' must be at most {MAX_TOP_LOGPROBS}.", "logprobs")
     return CompletionRequest(model=_model(body), prompt=parsed,
-                             sampling=_sampling(body, _optional_int(body, "max_tokens",
-                                                                    minimum=1)),
+                             sampling=replace(sampling, logprobs=logprobs),
                              stream=stream, include_usage=include_usage,
-                             cache_salt=_cache_salt(body))
+                             cache_salt=_cache_salt(body), n=_n(body))
 
 
 # -- fields ------------------------------------------------------------------------------
@@ -186,11 +207,26 @@ def _refuse_unsupported(body: Mapping[str, Any]) -> None:
     for name in _REFUSED:
         if body.get(name) not in (None, [], {}, "none"):
             raise bad_request(f"'{name}' is not supported by this server.", name)
+
+
+def _n(body: Mapping[str, Any]) -> int:
     n = _optional_int(body, "n", minimum=1)
-    if n not in (None, 1):
-        raise bad_request("Only n=1 is supported: ask again for another choice.", "n")
-    if body.get("logprobs") not in (None, False, 0):
-        raise bad_request("'logprobs' is not supported by this server.", "logprobs")
+    if n is not None and n > MAX_CHOICES:
+        raise bad_request(f"'n' must be at most {MAX_CHOICES}.", "n")
+    return n or 1
+
+
+def _chat_logprobs(body: Mapping[str, Any]) -> int | None:
+    """Chat's ``logprobs`` (true/false) and ``top_logprobs`` (0..20) as one count."""
+    wanted = body.get("logprobs")
+    if wanted is not None and not isinstance(wanted, bool):
+        raise bad_request("'logprobs' must be true or false.", "logprobs")
+    top = _optional_int(body, "top_logprobs", minimum=0)
+    if top is not None and top > MAX_TOP_LOGPROBS:
+        raise bad_request(f"'top_logprobs' must be at most {MAX_TOP_LOGPROBS}.", "top_logprobs")
+    if top and not wanted:
+        raise bad_request("'top_logprobs' needs 'logprobs': true.", "top_logprobs")
+    return (top or 0) if wanted else None
 
 
 def _cache_salt(body: Mapping[str, Any]) -> str:

@@ -138,3 +138,42 @@ def test_auto_is_free_until_the_marker_then_constrained(tool_engine):
     allowed = np.flatnonzero(np.isfinite(matcher.mask(logits)))
     assert 0 < allowed.size < 10  # the call's JSON begins: a newline or "{"
     assert all(tok.decode([int(i)]) in ("\n", "{", '{"') for i in allowed)
+
+
+def test_constrained_greedy_without_a_mask_picks_the_masked_argmax(engine):
+    """The greedy fast path (the best token, when the grammar allows it) chooses what the
+    argmax of the masked logits chooses, step by step along a reply."""
+    import numpy as np
+
+    from app.engine.sampling import Sampler
+    from app.engine.types import SamplingSettings
+
+    rng = np.random.default_rng(0)
+    matcher = GrammarMatcher(Grammar("json_schema", json.dumps(SCHEMA)), engine.tokenizer,
+                             [2], max_tokens=60)
+    sampler = Sampler(SamplingSettings(temperature=0.0), matcher)
+    fast_hits = 0
+    for _ in range(60):
+        logits = rng.standard_normal(engine.tokenizer.vocab_size).astype(np.float32) * 4
+        expected = int(np.argmax(matcher.mask(logits)))
+        fast_hits += matcher.allows(int(logits.argmax()))
+        assert sampler(logits) == expected
+        if expected == 2:
+            break
+        matcher.accept(expected)
+    assert fast_hits > 0  # the path without a mask ran
+
+
+def test_a_thinking_reply_gets_its_grammar_after_the_reasoning():
+    from app.engine.reasoning import ReasoningFormat, grammar_after_reasoning
+
+    think, schema = ReasoningFormat("think"), Grammar("json_object")
+    qwen3 = "<|im_start|>assistant\n"  # Qwen3, thinking on: the model opens <think>
+    assert grammar_after_reasoning(schema, think, qwen3, "default").trigger == "</think>"
+    r1 = "<｜Assistant｜><think>\n"  # a DeepSeek-R1 distill: the prompt opened it
+    assert grammar_after_reasoning(schema, think, r1, "default").trigger == "</think>"
+    off = "<|im_start|>assistant\n<think>\n\n</think>\n\n"  # Qwen3, thinking off
+    assert grammar_after_reasoning(schema, think, off, "off") is schema
+    assert grammar_after_reasoning(schema, None, qwen3, "default") is schema
+    auto = Grammar("lark", "start: x", trigger="<tool_call>")
+    assert grammar_after_reasoning(auto, think, qwen3, "default") is auto
