@@ -284,6 +284,9 @@ class BackendInfo:
     draft: str | None = None  # the draft model's name, None without one
     prompt_note: str | None = None  # how it reads long prompts, when worth telling
     notes: tuple[str, ...] = ()
+    #: the model's own sampling defaults (``ModelSpec.generation_defaults``; a remote
+    #: server applies its own: empty)
+    generation_defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
