@@ -12,10 +12,10 @@ the generation worker's QThread inside the desktop app (``app/workers/engine_exe
 | ``guard.py`` | what keeps web pages out: the Host check (DNS rebinding), the JSON content type |
 | ``errors.py`` | ``ApiError``: an error in OpenAI's JSON shape with its HTTP status |
 | ``schema.py`` | request bodies → checked plain requests (every bad field named) |
-| ``executor.py`` | the ``EngineExecutor`` / ``ModelSource`` protocols, the plain-thread executor (switches models, unloads an idle one), the served model's id |
+| ``executor.py`` | ``EngineExecutor``, ``ModelSource``; the plain-thread one (switches, unloads) |
 | ``library.py`` | the installed models as a ``ModelSource`` (``hearth serve`` serves the library) |
 | ``gateway.py`` | a remote OpenAI-compatible engine's models as a ``ModelSource`` (``--remote``) |
-| ``jobs.py`` | what runs on the engine thread: one chat or completion into a ``Channel``, through the ``Backend`` protocol only |
+| ``jobs.py`` | on the engine thread: a chat or completion into a ``Channel`` (``Backend`` only) |
 | ``admission.py`` | the bounded FIFO queue's admission, live counts and finished-request records |
 | ``responses.py`` | OpenAI response and stream-chunk objects |
 | ``app.py`` | the Starlette routes (auth, limits, streaming, disconnect → cancel) |
