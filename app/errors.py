@@ -33,6 +33,10 @@ class ContextOverflowError(HearthError):
     """The conversation does not fit in the model's context window."""
 
 
+class PromptError(HearthError, ValueError):
+    """A raw prompt cannot be run as given (no tokens, a token id outside the vocabulary)."""
+
+
 class ProviderError(HearthError):
     """An execution provider was asked for but cannot be used."""
 

@@ -13,6 +13,8 @@ Honest answers where a backend cannot know:
 - ``encode_chat`` returns None when the token ids are out of reach (a remote server without
   ``/tokenize``); ``count_tokens`` then estimates, and ``capabilities().exact_tokens`` says
   whether counts are the model's own;
+- ``encode_prompt`` (a raw completion's prompt) returns None for text a remote server
+  would tokenize on its side;
 - ``capabilities().documents`` is False where the template cannot be given ``documents``;
   the turn layer then writes sources into the user's message (app/chat/render.py).
 """
@@ -66,6 +68,23 @@ class Backend(Protocol):
         documents: Sequence[dict] | None = None,
     ) -> list[int] | None:
         """The prompt's token ids, or None where the backend cannot know them."""
+        ...
+
+    def complete(
+        self,
+        prompt: str | Sequence[int],
+        settings: GenerationSettings,
+        *,
+        cancel: threading.Event | None = None,
+        reuse: bool = True,
+    ) -> Iterator[GenerationChunk]:
+        """Stream a raw continuation of ``prompt`` (text, or token ids), no chat template
+        (OpenAI's ``/v1/completions``); ``reuse``: the backend's own cache may be reused."""
+        ...
+
+    def encode_prompt(self, prompt: str | Sequence[int]) -> list[int] | None:
+        """A raw prompt's token ids (``PromptError`` for ids outside the vocabulary or a
+        prompt of no tokens), or None where the backend cannot know them."""
         ...
 
     def count_tokens(self, messages: Sequence[Message]) -> int:

@@ -59,7 +59,13 @@ from app.engine.types import (
     ProviderReport,
     ThinkingMode,
 )
-from app.errors import ContextOverflowError, HearthError, ModelLoadError, TemplateError
+from app.errors import (
+    ContextOverflowError,
+    HearthError,
+    ModelLoadError,
+    PromptError,
+    TemplateError,
+)
 from app.machine import machine_provider
 from app.memory import available_ram_bytes
 from app.options import CACHE_BUDGET_BYTES
@@ -342,6 +348,36 @@ class Engine:
         self._check_budget(len(prompt_ids), settings)
         return self._stream(self._cache_for(None, None, window=False), prompt_ids, settings,
                             cancel, reuse, quoting=likely_quoting(prompt_ids, 0))
+
+    def encode_prompt(self, prompt: str | Sequence[int]) -> list[int] | None:
+        """A raw prompt's token ids: text encoded with the special tokens the tokenizer adds
+        (a BOS); ids checked against the vocabulary. ``PromptError`` with a sentence when
+        it has no token or an id the model does not know."""
+        if isinstance(prompt, str):
+            ids = self.tokenizer.encode(prompt, add_special_tokens=True)
+        else:
+            ids = [int(i) for i in prompt]
+            vocab = self.tokenizer.vocab_size
+            if ids and (max(ids) >= vocab or min(ids) < 0):
+                bad = max(ids) if max(ids) >= vocab else min(ids)
+                raise PromptError(f"The prompt holds token id {bad}, but the model's "
+                                  f"vocabulary has {vocab} tokens.")
+        if not ids:
+            raise PromptError("The prompt encodes to no tokens.")
+        return ids
+
+    def complete(
+        self,
+        prompt: str | Sequence[int],
+        settings: GenerationSettings,
+        *,
+        cancel: threading.Event | None = None,
+        reuse: bool = True,
+    ) -> Iterator[GenerationChunk]:
+        """``generate`` over ``encode_prompt(prompt)``: the Backend's raw completion."""
+        ids = self.encode_prompt(prompt)
+        assert ids is not None
+        return self.generate(ids, settings, cancel=cancel, reuse=reuse)
 
     def _stream(self, cache: KVCache, ids: Sequence[int], settings: GenerationSettings,
                 cancel: threading.Event | None, reuse: bool,

@@ -296,8 +296,9 @@ class BackendInfo:
     notes: tuple[str, ...] = ()
     #: why each other provider was not used (``ProviderReport.reasons``)
     provider_reasons: dict[str, str] = field(default_factory=dict)
-    #: the model's own sampling suggestions (generation_config.json; ``ModelSpec``'s)
-    generation_defaults: dict = field(default_factory=dict)
+    #: the model's own sampling defaults (``ModelSpec.generation_defaults``; a remote
+    #: server applies its own: empty)
+    generation_defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

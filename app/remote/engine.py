@@ -41,8 +41,10 @@ from app.remote.models import context_length_of, fetch_models
 from app.remote.reply import (
     ReplyClock,
     StopScanner,
+    build_completion_payload,
     build_payload,
     estimate_message_tokens,
+    estimate_tokens,
     finish_reason,
     has_extras,
     payload_message,
@@ -50,6 +52,7 @@ from app.remote.reply import (
 from app.remote.sources import RemoteSource, SourceStore, parse_target, remote_target
 
 CHAT = "chat/completions"
+COMPLETIONS = "completions"
 
 
 def _remote_spec(target: str, name: str, context_length: int) -> ModelSpec:
@@ -65,13 +68,15 @@ class RemoteEngine:
     """One model on one remote server. Used from one thread (the generation worker's)."""
 
     def __init__(self, source: RemoteSource, model_id: str, client: OpenAIClient, *,
-                 context_length: int = 0, notes: Sequence[str] = ()) -> None:
+                 context_length: int = 0, notes: Sequence[str] = (),
+                 name: str | None = None) -> None:
+        """``name``: what ``describe()`` calls it (default "<model id> · <source name>")."""
         self.source = source
         self.model_id = model_id
         self.client = client
         self.notes = list(notes)  # what the server lacked when it was loaded
         self.spec = _remote_spec(remote_target(source.id, model_id),
-                                 f"{model_id} · {source.name}", context_length)
+                                 name or f"{model_id} · {source.name}", context_length)
         self.provider_report = ProviderReport(
             chosen="remote", ort_providers=(), requested=None, fell_back=False,
             reasons={"remote": f"runs on {client.base_url}"})
@@ -134,20 +139,52 @@ class RemoteEngine:
         layer writes sources into the messages instead)."""
         if documents is not None:
             raise ValueError("a remote engine takes no documents=; put them in the messages")
+        return self._reply(lambda stream, extras: build_payload(
+            self.model_id, messages, settings, stream=stream, extras=extras, tools=tools),
+            CHAT, settings, cancel)
+
+    def complete(
+        self,
+        prompt: str | Sequence[int],
+        settings: GenerationSettings,
+        *,
+        cancel: threading.Event | None = None,
+        reuse: bool = True,
+    ) -> Iterator[GenerationChunk]:
+        """Stream ``/v1/completions`` for a raw ``prompt`` (text, or token ids as OpenAI's
+        API takes them), with the same degrade paths as ``chat``; ``reuse`` is the server's
+        business."""
+        return self._reply(lambda stream, extras: build_completion_payload(
+            self.model_id, prompt, settings, stream=stream, extras=extras),
+            COMPLETIONS, settings, cancel)
+
+    def encode_prompt(self, prompt: str | Sequence[int]) -> list[int] | None:
+        """Token ids as given (the server checks them against its vocabulary); None for
+        text, which the server tokenizes on its side."""
+        if isinstance(prompt, str):
+            return None
+        return [int(i) for i in prompt]
+
+    def _reply(self, payload: Callable[[bool, bool], dict], path: str,
+               settings: GenerationSettings,
+               cancel: threading.Event | None) -> Iterator[GenerationChunk]:
+        """One reply from ``path``, its body made by ``payload(stream, extras)``: streamed
+        where the server streams, asked again without Hearth's extra options or without
+        streaming when the server refuses them (HTTP 400/422 before any text)."""
         cancel = cancel or threading.Event()
         notes = list(self.notes)
         clock = ReplyClock()
         scanner = StopScanner(settings.stop_strings)
-        url = self.client.url(CHAT)
+        url = self.client.url(path)
         first_error: RemoteError | None = None
         for stream, extras in self._attempts():
-            body = build_payload(self.model_id, messages, settings, stream=stream,
-                                 extras=extras, tools=tools)
+            body = payload(stream, extras)
             try:
                 if stream:
-                    yield from self._stream(body, settings, cancel, clock, scanner, notes, url)
+                    yield from self._stream(body, settings, cancel, clock, scanner, notes, url,
+                                            path)
                 else:
-                    yield from self._whole(body, settings, clock, scanner, notes, messages)
+                    yield from self._whole(body, settings, clock, scanner, notes, path)
                 return
             except RemoteError as exc:
                 if exc.status not in (400, 422) or clock.first is not None:
@@ -181,21 +218,21 @@ class RemoteEngine:
 
     def _stream(self, body: dict, settings: GenerationSettings, cancel: threading.Event,
                 clock: ReplyClock, scanner: StopScanner, notes: list[str],
-                url: str) -> Iterator[GenerationChunk]:
+                url: str, path: str = CHAT) -> Iterator[GenerationChunk]:
         if not body.get("stream_options"):
             body.pop("stream_options", None)
         server_finish: str | None = None
         stop_reason: object = None
         done = False
         calls: dict[int, dict[str, str]] = {}  # tool calls by index, as their deltas arrive
-        with self.client.stream_post(CHAT, body, cancel) as response:
+        with self.client.stream_post(path, body, cancel) as response:
             kind = response.headers.get("content-type", "")
             if "text/event-stream" not in kind:  # the server ignored "stream"
                 self._streams = False
                 notes.append("The server does not stream, so the reply came in one piece.")
                 data = self._read_json(response, url)
-                yield from self._answer(data, settings, clock, scanner, notes,
-                                        body["messages"], streamed=False)
+                yield from self._answer(data, settings, clock, scanner, notes, body,
+                                        streamed=False)
                 return
             self._streams = True
             try:
@@ -216,7 +253,7 @@ class RemoteEngine:
                         clock.usage = event["usage"]
                     for choice in event.get("choices") or ():
                         delta = choice.get("delta") or {}
-                        text = delta.get("content") or ""
+                        text = delta.get("content") or choice.get("text") or ""
                         thought = delta.get("reasoning_content") or delta.get("reasoning") or ""
                         _gather_calls(calls, delta.get("tool_calls"))
                         if text or thought:
@@ -256,18 +293,16 @@ class RemoteEngine:
 
     def _last(self, scanner: StopScanner, reason: str, clock: ReplyClock, notes: list[str],
               body: dict, tool_calls: tuple[ParsedToolCall, ...] = ()) -> GenerationChunk:
-        prompt = [Message(m["role"], m["content"]) for m in body["messages"]]
-        stats = clock.stats(prompt_estimate=estimate_message_tokens(prompt),
+        stats = clock.stats(prompt_estimate=_prompt_estimate(body),
                             context_max=self.spec.context_length, notes=notes, streamed=True)
         return GenerationChunk(scanner.flush(), finish_reason=reason,  # type: ignore[arg-type]
                                stats=stats, tool_calls=tool_calls)
 
     def _whole(self, body: dict, settings: GenerationSettings, clock: ReplyClock,
                scanner: StopScanner, notes: list[str],
-               messages: Sequence[Message]) -> Iterator[GenerationChunk]:
-        data = self.client.post_json(CHAT, body)
-        yield from self._answer(data, settings, clock, scanner, notes, body["messages"],
-                                streamed=False)
+               path: str = CHAT) -> Iterator[GenerationChunk]:
+        data = self.client.post_json(path, body)
+        yield from self._answer(data, settings, clock, scanner, notes, body, streamed=False)
 
     def _read_json(self, response: httpx2.Response, url: str) -> Any:
         try:
@@ -277,7 +312,7 @@ class RemoteEngine:
                               "not a chat completion.", kind="protocol") from exc
 
     def _answer(self, data: Any, settings: GenerationSettings, clock: ReplyClock,
-                scanner: StopScanner, notes: list[str], prompt: list[dict], *,
+                scanner: StopScanner, notes: list[str], body: dict, *,
                 streamed: bool) -> Iterator[GenerationChunk]:
         """A whole (non-streamed) completion as one chunk plus the last one."""
         try:
@@ -288,7 +323,7 @@ class RemoteEngine:
                               "a choice to show.", kind="protocol") from None
         if isinstance(data.get("usage"), dict):
             clock.usage = data["usage"]
-        text = message.get("content") or ""
+        text = message.get("content") or choice.get("text") or ""
         thought = message.get("reasoning_content") or message.get("reasoning") or ""
         clock.saw(text)
         shown = scanner.push(text)
@@ -298,8 +333,7 @@ class RemoteEngine:
                                settings, scanner)
         calls: dict[int, dict[str, str]] = {}
         _gather_calls(calls, message.get("tool_calls"))
-        messages = [Message(m["role"], m["content"]) for m in prompt]
-        stats = clock.stats(prompt_estimate=estimate_message_tokens(messages),
+        stats = clock.stats(prompt_estimate=_prompt_estimate(body),
                             context_max=self.spec.context_length, notes=notes,
                             streamed=streamed)
         yield GenerationChunk(scanner.flush(), finish_reason=reason, stats=stats,
@@ -386,6 +420,15 @@ class RemoteEngine:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _prompt_estimate(body: dict) -> int:
+    """The prompt's size in tokens, estimated, for a server that sends no usage."""
+    if "messages" in body:
+        return estimate_message_tokens([Message(m["role"], m["content"] or "")
+                                        for m in body["messages"]])
+    prompt = body.get("prompt")
+    return len(prompt) if isinstance(prompt, list) else estimate_tokens(str(prompt or ""))
 
 
 def _gather_calls(calls: dict[int, dict[str, str]], deltas: object) -> None:

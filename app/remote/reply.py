@@ -7,6 +7,7 @@ Finish reasons map as: ``stop`` → "eos" (or "stop" when a stop string ended it
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Sequence
@@ -40,11 +41,43 @@ def build_payload(model: str, messages: Sequence[Message], settings: GenerationS
                   stream: bool, extras: bool = True,
                   tools: Sequence[dict] | None = None) -> dict[str, Any]:
     """The ``/v1/chat/completions`` body for ``settings`` (and ``tools``, OpenAI function
-    schemas, when given)."""
+    schemas, when given, with a ``tool_choice`` other than "auto"); a grammar goes as
+    OpenAI's ``response_format`` (json_object, json_schema), the server enforcing it."""
+    body: dict[str, Any] = {"model": model,
+                            "messages": [payload_message(m) for m in messages]}
+    body.update(_sampling(settings, stream=stream, extras=extras))
+    if tools:
+        body["tools"] = list(tools)
+        choice = settings.tool_choice
+        if choice.startswith("function:"):
+            body["tool_choice"] = {"type": "function",
+                                   "function": {"name": choice.split(":", 1)[1]}}
+        elif choice != "auto":
+            body["tool_choice"] = choice
+        if not settings.parallel_tool_calls:
+            body["parallel_tool_calls"] = False
+    grammar = settings.grammar
+    if grammar is not None and grammar.kind == "json_object":
+        body["response_format"] = {"type": "json_object"}
+    elif grammar is not None and grammar.kind == "json_schema":
+        body["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": "response", "schema": json.loads(grammar.source), "strict": True}}
+    return body
+
+
+def build_completion_payload(model: str, prompt: str | Sequence[int],
+                             settings: GenerationSettings, *, stream: bool,
+                             extras: bool = True) -> dict[str, Any]:
+    """The ``/v1/completions`` body: a raw ``prompt`` (text, or token ids)."""
+    body: dict[str, Any] = {"model": model,
+                            "prompt": prompt if isinstance(prompt, str) else list(prompt)}
+    body.update(_sampling(settings, stream=stream, extras=extras))
+    return body
+
+
+def _sampling(settings: GenerationSettings, *, stream: bool, extras: bool) -> dict[str, Any]:
     s = settings.sampling
     body: dict[str, Any] = {
-        "model": model,
-        "messages": [payload_message(m) for m in messages],
         "max_tokens": settings.max_new_tokens,
         "temperature": s.temperature,
         "stream": stream,
@@ -61,8 +94,6 @@ def build_payload(model: str, messages: Sequence[Message], settings: GenerationS
         body["seed"] = s.seed
     if settings.stop_strings:
         body["stop"] = list(settings.stop_strings[:MAX_STOP_STRINGS])
-    if tools:
-        body["tools"] = list(tools)
     if extras:
         if s.top_k > 0:
             body["top_k"] = s.top_k
@@ -171,9 +202,13 @@ class ReplyClock:
         last = self.last if self.last is not None else end
         decode_s = last - first
         rate = (generated - 1) / decode_s if generated > 1 and decode_s > 0 else 0.0
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        cached = cached if isinstance(cached, int) and 0 <= cached <= prompt else 0
         return GenerationStats(
             prompt_tokens=prompt,
-            prefilled_tokens=prompt,
+            reused_tokens=cached,
+            prefilled_tokens=prompt - cached,
             generated_tokens=generated,
             ttft_ms=(first - self.started) * 1000.0,
             decode_tok_s=rate,

@@ -25,6 +25,7 @@ from functools import partial
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
@@ -33,12 +34,13 @@ from starlette.routing import Route
 
 from app.engine.types import GenerationChunk
 from app.errors import ContextOverflowError, HearthError, TemplateError
+from app.remote.errors import RemoteError
 from app.server import responses
 from app.server.admission import Admission, RequestRecord, Ticket
 from app.server.choices import run_choices, unwrap
 from app.server.config import ServerConfig
 from app.server.cors import ALLOWED_HEADERS, ApiCors
-from app.server.errors import ApiError, EngineUnavailableError, bad_request
+from app.server.errors import ApiError, EngineUnavailableError, bad_request, model_not_found
 from app.server.executor import EngineExecutor
 from app.server.guard import LOOPBACK_NAMES, HostGuard, bracketed, is_json
 from app.server.jobs import (
@@ -48,7 +50,6 @@ from app.server.jobs import (
     Started,
     cache_partition,
     finish_reason,
-    model_not_found,
     run_chat,
     run_completion,
     usage,
@@ -109,27 +110,31 @@ class HearthApi:
     async def health(self, request: Request) -> Response:
         """Liveness, without a key (llama.cpp's server and vLLM answer it the same way)."""
         served = self.executor.served_model()
-        return JSONResponse({"status": "ok" if served is not None else "no_model",
+        ready = served is not None or bool(await run_in_threadpool(self.executor.models))
+        return JSONResponse({"status": "ok" if ready else "no_model",
                              "model": served.id if served is not None else None})
 
     async def list_models(self, request: Request) -> Response:
+        """Every model a request may name: the loaded one first, then the others the
+        executor can load (``hearth serve``: the library, or the remote engine's)."""
         self._authorize(request)
-        served = self.executor.served_model()
-        data = [responses.model_object(served)] if served is not None else []
+        data = [responses.model_object(m) for m in await run_in_threadpool(
+            self.executor.models)]
         return JSONResponse({"object": "list", "data": data})
 
     async def get_model(self, request: Request) -> Response:
         self._authorize(request)
-        served = self.executor.served_model()
         wanted = request.path_params["model_id"]
-        if served is None or served.id != wanted:
+        found = next((m for m in await run_in_threadpool(self.executor.models)
+                      if m.id == wanted), None)
+        if found is None:
             raise model_not_found(wanted)
-        return JSONResponse(responses.model_object(served))
+        return JSONResponse(responses.model_object(found))
 
     async def chat_completions(self, request: Request) -> Response:
         key = self._authorize(request)
         req = parse_chat(await self._read_json(request), max_messages=self.config.max_messages)
-        self._check_model(req.model)
+        await self._check_model(req.model)
         partition = cache_partition(key, req.cache_salt)
         jobs = [partial(run_chat, replace(req, sampling=req.sampling.for_choice(i)),
                         self._conversations, partition) for i in range(req.n)]
@@ -140,7 +145,7 @@ class HearthApi:
     async def completions(self, request: Request) -> Response:
         key = self._authorize(request)
         req = parse_completion(await self._read_json(request))
-        self._check_model(req.model)
+        await self._check_model(req.model)
         partition = cache_partition(key, req.cache_salt)
         jobs = [partial(run_completion, replace(req, sampling=req.sampling.for_choice(i)),
                         self._conversations, partition) for i in range(req.n)]
@@ -165,12 +170,17 @@ class HearthApi:
                            code="invalid_api_key")
         return matches.index(True)
 
-    def _check_model(self, requested: str) -> None:
+    async def _check_model(self, requested: str) -> None:
+        """404 before queueing a request for a model this server cannot serve; the loaded
+        one needs no look-up. The executor checks again when the job runs."""
         served = self.executor.served_model()
-        if served is None:
+        if served is not None and served.id == requested:
+            return
+        available = await run_in_threadpool(self.executor.models)
+        if not available:
             raise ApiError(503, "No model is loaded in Hearth right now.", type="server_error",
                            code="model_not_loaded", headers={"Retry-After": "10"})
-        if served.id != requested:
+        if all(m.id != requested for m in available):
             raise model_not_found(requested)
 
     async def _read_json(self, request: Request) -> dict[str, Any]:
@@ -225,7 +235,7 @@ class HearthApi:
         channel = Channel(asyncio.get_running_loop())
         with self._lock:
             self._channels.add(channel)
-        future = self.executor.submit(partial(job, channel))
+        future = self.executor.submit(partial(job, channel), model)
         future.add_done_callback(partial(self._job_done, ticket, channel))
         try:
             first = await _unless_disconnected(request, _first(channel), channel)
@@ -518,11 +528,23 @@ def api_error_for(error: BaseException) -> ApiError:
         return ApiError(400, str(error), param="messages", code="context_length_exceeded")
     if isinstance(error, TemplateError):
         return ApiError(400, str(error), param="messages")
+    if isinstance(error, RemoteError):  # the engine behind a gateway
+        return _remote_error(error)
     if isinstance(error, HearthError):
         return ApiError(500, str(error), type="server_error")
     log.error("a server job failed", exc_info=error)
     return ApiError(500, f"The server failed with an internal error: {error}",
                     type="server_error")
+
+
+def _remote_error(error: RemoteError) -> ApiError:
+    """A remote engine's refusal of the request itself (400, 404, 413, 422) is passed on with
+    its status; anything else (it is down, its key is wrong, it broke off) is a 502."""
+    if error.status in (400, 404, 413, 422):
+        return ApiError(error.status, str(error), code="remote_refused")
+    if error.kind == "offline":
+        return ApiError(503, str(error), type="server_error", code="offline")
+    return ApiError(502, str(error), type="server_error", code="remote_engine_failed")
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:

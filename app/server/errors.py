@@ -55,3 +55,8 @@ def context_exceeded(prompt_tokens: int, reply_tokens: int, context: int,
         "length.",
         param=param, code="context_length_exceeded",
     )
+
+
+def model_not_found(requested: str) -> ApiError:
+    return ApiError(404, f"The model '{requested}' does not exist or is not loaded (see GET "
+                    "/v1/models).", param="model", code="model_not_found")

@@ -32,9 +32,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from app.chat.backend import Backend
 from app.engine.types import GenerationChunk, GenerationSettings, GenerationStats
-from app.server.errors import ApiError, EngineUnavailableError, context_exceeded
-from app.server.executor import model_id
+from app.errors import PromptError
+from app.remote.reply import estimate_tokens
+from app.server.errors import (
+    ApiError,
+    EngineUnavailableError,
+    context_exceeded,
+)
 from app.server.schema import ChatRequest, CompletionRequest, Sampling
 
 SERVER_CONVERSATION_PREFIX = "server-"
@@ -163,50 +169,54 @@ def cache_partition(key_index: int, cache_salt: str) -> str:
 
 
 def run_chat(request: ChatRequest, conversations: ServerConversations, partition: str,
-             channel: Channel, engine: Any, caches: Any) -> None:
-    """Job: the assistant's reply to ``request.messages`` (engine thread)."""
+             channel: Channel, engine: Backend | None, caches: Any) -> None:
+    """Job: the assistant's reply to ``request.messages`` (engine thread). ``engine`` is
+    whatever ``Backend`` the executor loaded for ``request.model``: a local model, or a
+    remote server (whose token ids may be out of reach: then the prompt is counted by
+    ``count_tokens``, an estimate, and the usage comes from the server's own figures)."""
     channel.started_at = time.perf_counter()
     if channel.cancel.is_set():  # the client left while the request waited
         return
-    _check_model(engine, request.model)
+    backend = _backend(engine)
     messages = list(request.messages)
     tools = list(request.tools) or None  # "none": still shown to the model, never read
-    if tools is not None and not engine.capabilities().tools:
+    if tools is not None and not backend.capabilities().tools:
         raise ApiError(400, "This model has no tool-call format Hearth reads, so it cannot be "
                        "offered 'tools'.", param="tools")
-    ids = engine.encode_chat(messages, stop=channel.cancel, tools=tools)
-    settings = _settings(engine, request.sampling, len(ids), "messages")
+    ids = backend.encode_chat(messages, stop=channel.cancel, tools=tools)
+    size = len(ids) if ids is not None else backend.count_tokens(messages)
+    settings = _settings(backend, request.sampling, size, "messages", exact=ids is not None)
     settings = replace(settings, grammar=request.grammar, tool_choice=request.tool_choice,
                        parallel_tool_calls=request.parallel_tool_calls)
-    conversation = conversations.pick(caches, ids, partition)
-    stream = engine.chat(messages, settings, cancel=channel.cancel, caches=caches,
-                         conversation_id=conversation, tools=tools)
+    # the cache whose prefix the prompt continues (a remote backend keeps none: a new id)
+    conversation = conversations.pick(caches, ids or [], partition)
+    stream = backend.chat(messages, settings, cancel=channel.cancel, caches=caches,
+                          conversation_id=conversation, tools=tools)
     try:
-        _pump(stream, channel, len(ids))
+        _pump(stream, channel, size)
     finally:
         conversations.ran(conversation, channel.final.stats if channel.final else None)
 
 
 def run_completion(request: CompletionRequest, conversations: ServerConversations,
-                   partition: str, channel: Channel, engine: Any, caches: Any) -> None:
-    """Job: a raw continuation of ``request.prompt`` through ``Engine.generate``."""
+                   partition: str, channel: Channel, engine: Backend | None,
+                   caches: Any) -> None:
+    """Job: a raw continuation of ``request.prompt`` through ``Backend.complete``."""
     channel.started_at = time.perf_counter()
     if channel.cancel.is_set():
         return
-    _check_model(engine, request.model)
-    if isinstance(request.prompt, str):
-        ids = engine.tokenizer.encode(request.prompt, add_special_tokens=True)
-        if not ids:
-            raise ApiError(400, "The prompt encodes to no tokens.", param="prompt")
-    else:
-        ids = list(request.prompt)
-        vocab = engine.tokenizer.vocab_size
-        if max(ids) >= vocab:
-            raise ApiError(400, f"'prompt' holds token id {max(ids)}, but the model's "
-                           f"vocabulary has {vocab} tokens.", param="prompt")
-    settings = _settings(engine, request.sampling, len(ids), "prompt")
+    backend = _backend(engine)
+    try:
+        ids = backend.encode_prompt(request.prompt)
+    except PromptError as exc:
+        raise ApiError(400, str(exc), param="prompt") from None
+    assert isinstance(request.prompt, str) or ids is not None
+    size = len(ids) if ids is not None else estimate_tokens(str(request.prompt))
+    settings = _settings(backend, request.sampling, size, "prompt", exact=ids is not None)
     reuse = conversations.reuse_raw(partition)
-    _pump(engine.generate(ids, settings, cancel=channel.cancel, reuse=reuse), channel, len(ids))
+    stream = backend.complete(ids if ids is not None else request.prompt, settings,
+                              cancel=channel.cancel, reuse=reuse)
+    _pump(stream, channel, size)
 
 
 def finish_reason(engine_reason: str | None, called: bool = False) -> str:
@@ -227,30 +237,36 @@ def usage(stats: GenerationStats | None) -> dict[str, Any]:
     }
 
 
-def _check_model(engine: Any, requested: str) -> None:
+def _backend(engine: Backend | None) -> Backend:
     if engine is None:
         raise EngineUnavailableError("No model is loaded in Hearth right now.")
-    if model_id(engine.spec.name) != requested:
-        raise model_not_found(requested)
+    return engine
 
 
-def model_not_found(requested: str) -> ApiError:
-    return ApiError(404, f"The model '{requested}' does not exist or is not loaded (see GET "
-                    "/v1/models).", param="model", code="model_not_found")
-
-
-def _settings(engine: Any, sampling: Sampling, prompt_len: int,
-              prompt_param: str) -> GenerationSettings:
-    context = engine.context_length
+def _settings(backend: Backend, sampling: Sampling, prompt_len: int, prompt_param: str, *,
+              exact: bool = True) -> GenerationSettings:
+    """The reply's settings: Hearth's defaults, then the request's. ``prompt_len`` is the
+    prompt's size in tokens; where it is an estimate (``exact`` False: a remote server that
+    does not tokenize for us) the context is the server's to check, and a request without
+    ``max_tokens`` gets Hearth's default reply length within what the estimate leaves."""
+    info = backend.describe()
+    context = info.context_length
     wanted = sampling.max_tokens
+    overrides = sampling.overrides()
+    if not exact or context <= 0:  # an estimate, or a context nobody told us
+        if wanted is None:
+            default = GenerationSettings.from_model(info.generation_defaults).max_new_tokens
+            room = context - prompt_len if context > 0 else default
+            wanted = max(1, min(default, room))
+        overrides["max_new_tokens"] = wanted
+        return GenerationSettings.from_model(info.generation_defaults, overrides)
     if prompt_len >= context:
         raise context_exceeded(prompt_len, wanted or 0, context, prompt_param)
     max_new = wanted if wanted is not None else context - prompt_len
     if prompt_len + max_new > context:
         raise context_exceeded(prompt_len, max_new, context, "max_tokens")
-    overrides = sampling.overrides()
     overrides["max_new_tokens"] = max_new
-    return GenerationSettings.from_model(engine.spec.generation_defaults, overrides)
+    return GenerationSettings.from_model(info.generation_defaults, overrides)
 
 
 def _pump(stream: Iterator[GenerationChunk], channel: Channel, prompt_tokens: int) -> None:

@@ -19,7 +19,13 @@ from app.server.executor import ServedModel
 
 
 def model_object(model: ServedModel) -> dict[str, Any]:
-    return {"id": model.id, "object": "model", "created": model.created, "owned_by": "hearth"}
+    """OpenAI's model object, with ``context_length`` where known (as LM Studio and
+    OpenRouter write it; a gateway in front of this server reads it)."""
+    out: dict[str, Any] = {"id": model.id, "object": "model", "created": model.created,
+                           "owned_by": "hearth"}
+    if model.context_length > 0:
+        out["context_length"] = model.context_length
+    return out
 
 
 def tool_call(call: ParsedToolCall, index: int) -> dict[str, Any]:

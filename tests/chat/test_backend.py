@@ -26,8 +26,8 @@ def _shape(function) -> list[tuple[str, object, bool]]:
 
 @pytest.mark.parametrize("cls", [Engine, RemoteEngine])
 def test_both_engines_have_every_member_with_the_protocols_signature(cls):
-    assert _members() == ["capabilities", "chat", "close", "conversation_caches",
-                          "count_tokens", "describe", "encode_chat", "prepare"]
+    assert _members() == ["capabilities", "chat", "close", "complete", "conversation_caches",
+                          "count_tokens", "describe", "encode_chat", "encode_prompt", "prepare"]
     for name in _members():
         assert _shape(getattr(cls, name)) == _shape(getattr(Backend, name)), f"{cls}.{name}"
 
