@@ -133,7 +133,9 @@ def test_an_idle_model_is_let_go_and_loads_again_when_asked(library_server, gqa_
         time.sleep(0.05)
     assert [m.id for m in client.models.list().data] == ["alpha", "beta"]  # still offered
     assert ask(client, "alpha") == own_reply(gqa_model_dir)
-    assert loads == ["alpha", "alpha"]
+    # loaded again after the unload (on a loaded machine the 0.3 s may also pass before the
+    # first request arrives: then it loads once more)
+    assert len(loads) >= 2 and set(loads) == {"alpha"}
 
 
 def test_serve_without_a_model_serves_the_library(library, capsys):
