@@ -65,6 +65,21 @@ class ScriptedEngine:
             generated_tokens=produced, total_ms=total,
             decode_tok_s=produced / max(total / 1000, 1e-6)))
 
+    def complete(
+        self,
+        prompt: str | Sequence[int],
+        settings: GenerationSettings,
+        *,
+        cancel: threading.Event | None = None,
+        reuse: bool = True,
+    ) -> Iterator[GenerationChunk]:
+        """A raw continuation: the chat reply to the prompt as one user message."""
+        text = prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
+        yield from self.chat([Message("user", text)], settings, cancel=cancel, reuse=reuse)
+
+    def encode_prompt(self, prompt: str | Sequence[int]) -> list[int] | None:
+        return list(prompt) if not isinstance(prompt, str) else None  # no tokenizer
+
     def encode_chat(
         self,
         messages: Sequence[Message],

@@ -237,6 +237,21 @@ class FakeEngine:
         yield GenerationChunk(text="", finish_reason=reason, stats=stats,
                               tool_calls=tuple(calls) if reason == "tool_calls" else ())
 
+    def complete(
+        self,
+        prompt: str | Sequence[int],
+        settings: GenerationSettings,
+        *,
+        cancel: threading.Event | None = None,
+        reuse: bool = True,
+    ) -> Iterator[GenerationChunk]:
+        """A raw continuation: the chat reply to the prompt as one user message."""
+        text = prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
+        yield from self.chat([Message("user", text)], settings, cancel=cancel, reuse=reuse)
+
+    def encode_prompt(self, prompt: str | Sequence[int]) -> list[int] | None:
+        return list(prompt) if not isinstance(prompt, str) else None  # no tokenizer
+
     def encode_chat(
         self,
         messages: Sequence[Message],

@@ -186,8 +186,8 @@ def test_backend_members_exist_with_the_same_signatures_on_engine_and_fakes(
     engine = Engine.load(plain_model_dir, provider="cpu", threads=1)
     fakes = [FakeEngine(), ScriptedEngine(tmp_path, ["x"], 0.0)]
     methods = _protocol_methods()
-    assert methods == ["capabilities", "chat", "close", "conversation_caches",
-                       "count_tokens", "describe", "encode_chat", "prepare"]
+    assert methods == ["capabilities", "chat", "close", "complete", "conversation_caches",
+                       "count_tokens", "describe", "encode_chat", "encode_prompt", "prepare"]
     for name in methods:
         expected = _shape(getattr(Backend, name))
         assert _shape(getattr(Engine, name)) == expected, f"Engine.{name}"
