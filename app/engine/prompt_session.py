@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import onnxruntime as ort
 
+from app.cpu import cpu_kind
 from app.engine.types import ModelSpec
 from app.units import format_bytes
 
@@ -50,6 +51,10 @@ COST_PER_FILE_BYTE = 1.6
 #: memory left free after the prompt session is opened
 RESERVE_BYTES = 1 << 30
 _X86 = frozenset({"x86_64", "amd64", "x64", "i386", "i686"})
+#: CPU kinds (app/cpu.py) whose int8 dot products (VNNI, AMX) read a 4-bit model's prompt
+#: faster than fp32 SGEMM: 1.73 s against 1.96 s at 1,024 tokens on the starter, AVX-512 VNNI
+#: (FACTS.md); on AVX2 the fp32 kernels are 15-18% faster
+INT8_FASTER = frozenset({"avx512_vnni", "amx"})
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,7 @@ def plan_prompt_session(
     machine: str | None = None,
     ort_version: str | None = None,
     exact: bool = True,
+    cpu: str | None = None,
 ) -> PromptSessionPlan:
     """Decide whether the model ``spec`` describes (already loaded on ``provider``) gets a
     prompt session, from what the folder check read of its graph (``spec.matmul_nbits``,
@@ -82,6 +88,8 @@ def plan_prompt_session(
 
     ``available_bytes``: memory free now (None: unknown, then no session is opened: the
     cost cannot be checked). ``machine`` / ``ort_version`` default to this machine's.
+    ``cpu``: the CPU kind (default: this machine's, ``app.cpu.cpu_kind``): where int8
+    kernels are the faster ones (VNNI, AMX) there is nothing to gain.
     ``exact``: replies must not depend on the cache (``Decoder(exact=True)``, the default),
     which rules the prompt session out: its kernels round otherwise than the decode
     session's, and a cached prompt's tail is read on the decode session."""
@@ -94,6 +102,10 @@ def plan_prompt_session(
     if (machine or platform.machine()).lower() not in _X86:
         return PromptSessionPlan(False, "Prompts run on the same kernels as replies "
                                         "(fp32 prompt kernels are for x86 CPUs).")
+    kind = cpu or cpu_kind()
+    if kind in INT8_FASTER:
+        return PromptSessionPlan(False, f"Prompts run on the int8 kernels: on this CPU "
+                                        f"({kind}) they read prompts faster than fp32 ones.")
     if not spec.matmul_nbits.get(ELIGIBLE_NBITS):
         return PromptSessionPlan(False, "Prompts run on the same kernels as replies (the "
                                         "model has no 4-bit int8-activation matmuls).")

@@ -35,7 +35,11 @@ PLENTY = 64 << 30
 def engines(gqa_int4_model_dir):
     """(engine with the prompt session, engine without, a decoder that runs everything on
     the fp32 kernels: the reference for the prompt session)."""
-    with_prompts = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1, exact=False)
+    import app.engine.prompt_session as prompt_session
+
+    with pytest.MonkeyPatch.context() as patch:  # as on AVX2, where it pays: every CPU
+        patch.setattr(prompt_session, "cpu_kind", lambda: "avx2")
+        with_prompts = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1, exact=False)
     without = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1, prompt_session=False,
                           exact=False)
     fp32_only = Decoder(create_prompt_session(without.spec, threads=1), without.graph,
@@ -112,13 +116,18 @@ def test_the_plan_opens_it_only_where_it_pays_and_fits(gqa_int4_model_dir, gqa_m
     model = read_model_folder(gqa_int4_model_dir)
     assert model.model_bytes == (gqa_int4_model_dir / "model.onnx").stat().st_size  # one file
     cost = int(model.model_bytes * COST_PER_FILE_BYTE)
-    x86 = {"machine": "x86_64", "ort_version": "1.32.0", "exact": False}
+    x86 = {"machine": "x86_64", "ort_version": "1.32.0", "exact": False, "cpu": "avx2"}
 
     assert plan_prompt_session(model, "cpu", available_bytes=PLENTY, **x86).use
     assert plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="AMD64",
-                               ort_version="1.31.1", exact=False).use  # Windows spells it so
+                               ort_version="1.31.1", exact=False,
+                               cpu="avx2").use  # Windows spells it so
+    for kind in ("avx512_vnni", "amx"):  # int8 dot products: the decode kernels are faster
+        vnni = plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="x86_64",
+                                   ort_version="1.32.0", exact=False, cpu=kind)
+        assert not vnni.use and f"({kind})" in vnni.note
     exact = plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="x86_64",
-                                ort_version="1.32.0")  # the default: exact replies
+                                ort_version="1.32.0", cpu="avx2")  # default: exact replies
     assert not exact.use and "never depends on what the cache held" in exact.note
 
     short = plan_prompt_session(model, "cpu", available_bytes=cost + RESERVE_BYTES - 1, **x86)
@@ -158,7 +167,8 @@ def test_the_file_summary_counts_matmulnbits_by_kernel_attributes(gqa_int4_model
 
 
 def test_short_of_memory_the_model_reads_prompts_on_its_decode_session(gqa_int4_model_dir,
-                                                                       monkeypatch):
+                                                                       monkeypatch,
+                                                                       avx2_kernel_choice):
     import app.engine.engine as engine_module
 
     monkeypatch.setattr(engine_module, "available_ram_bytes", lambda: 200_000_000)

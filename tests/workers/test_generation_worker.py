@@ -351,7 +351,7 @@ def test_a_draft_that_cannot_load_leaves_the_model_without_one_and_says_why(
 
 
 def test_the_model_details_say_when_prompts_run_on_their_own_session(
-        gqa_int4_model_dir, gqa_model_dir):
+        gqa_int4_model_dir, gqa_model_dir, avx2_kernel_choice):
     from app.engine.engine import Engine
 
     exact = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1)  # the default
@@ -365,7 +365,8 @@ def test_the_model_details_say_when_prompts_run_on_their_own_session(
     assert _model_info(plain, str(gqa_model_dir), 0.1).prompt_kernels is None
 
 
-def test_the_prompt_session_opens_after_the_model_shows_as_loaded(gqa_int4_model_dir):
+def test_the_prompt_session_opens_after_the_model_shows_as_loaded(gqa_int4_model_dir,
+                                                                   avx2_kernel_choice):
     """``loaded`` goes out first (the window is ready); then the worker opens the fp32 prompt
     session, flagged as loading meanwhile so that a quit need not wait for it."""
     seen: list = []
