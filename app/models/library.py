@@ -53,6 +53,7 @@ from app.models.catalog import (
 from app.models.installed import InstalledModel
 from app.models.repo_variant import variant_for_repo
 from app.models.revision_record import RevisionRecord
+from app.models.starter_id import STARTER_ID
 
 if TYPE_CHECKING:
     from app.models.downloader import (
@@ -215,9 +216,8 @@ class ModelLibrary:
             if is_model_folder(folder):  # opened directly, never installed
                 manifest = Manifest(folder.name, folder.name, source=source("folder"))
                 return InstalledModel(folder.name, folder.name, folder, manifest, 0)
-        from app.models.starter import STARTER_ID as starter_id
         models = self.list_models()
-        starter = next((m for m in models if m.id == starter_id), None)
+        starter = next((m for m in models if m.id == STARTER_ID), None)
         return starter or (models[0] if models else None)
 
     def set_last_used(self, model: InstalledModel | Path | str) -> None:
@@ -228,10 +228,14 @@ class ModelLibrary:
 
     # -- installing ----------------------------------------------------------------------
 
-    def install_from_staging(self, staging: Path, manifest: Manifest | dict) -> InstalledModel:
+    def install_from_staging(
+        self, staging: Path, manifest: Manifest | dict, *, replace_incomplete: bool = False
+    ) -> InstalledModel:
         """Write ``manifest`` into ``staging`` and move the folder into place atomically.
 
-        Refuses when a model with that id is already installed. When the models folder is
+        Refuses when a model with that id is already installed (``replace_incomplete``: a
+        folder of that id without a manifest, a copy cut short, is deleted first). When the
+        models folder is
         on another file system than the staging folder, the data is copied next to the
         destination first, so the final step is still one rename; when that copy fails
         (DiskFullError / HearthError) ``staging`` is left as it was.
@@ -240,6 +244,8 @@ class ModelLibrary:
             manifest = Manifest.from_dict(manifest)
         model_id = validate_id(manifest.id)
         dest = self.root / model_id
+        if replace_incomplete and dest.is_dir() and not Manifest.exists_in(dest):
+            shutil.rmtree(dest)
         if dest.exists():
             raise _already_installed(model_id)
         staging = Path(staging)
@@ -255,6 +261,43 @@ class ModelLibrary:
         installed = self.get(model_id)
         assert installed is not None
         return installed
+
+    def replace_from_staging(self, staging: Path, manifest: Manifest | dict) -> InstalledModel:
+        """Swap ``staging`` in for the installed model of the manifest's id (a new conversion
+        of it); installs it when none is there. The old folder stays until the new one is
+        complete beside it, and stays in use (the new one is dropped) when the swap fails:
+        in use on Windows, or read-only."""
+        if isinstance(manifest, dict):
+            manifest = Manifest.from_dict(manifest)
+        model_id = validate_id(manifest.id)
+        dest = self.root / model_id
+        if not dest.exists():
+            return self.install_from_staging(staging, manifest)
+        fresh = dest.with_name(f".{model_id}.new")
+        old = dest.with_name(f".{model_id}.old")
+        for leftover in (fresh, old):
+            shutil.rmtree(leftover, ignore_errors=True)
+        staging = Path(staging)
+        manifest.write(staging)
+        try:
+            os.rename(staging, fresh)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            self._copy_into_place(staging, fresh)
+        try:
+            os.replace(dest, old)
+        except OSError:  # in use (Windows) or read-only: keep the old one
+            shutil.rmtree(fresh, ignore_errors=True)
+            return self.require(model_id)
+        try:
+            os.replace(fresh, dest)
+        except OSError:
+            os.replace(old, dest)  # put the old one back
+            shutil.rmtree(fresh, ignore_errors=True)
+            return self.require(model_id)
+        shutil.rmtree(old, ignore_errors=True)
+        return self.require(model_id)
 
     def _copy_into_place(self, staging: Path, dest: Path) -> None:
         """Copy ``staging`` next to ``dest`` (another file system), rename it into place, then
