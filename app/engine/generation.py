@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from app.engine.decoder import Decoder, PrefillStopped
 from app.engine.detokenizer import StreamingDetokenizer
-from app.engine.kv_cache import CacheRewindError, KVCache
+from app.engine.kv_cache import CacheRewindError, ImageKey, KVCache
 from app.engine.sampling import Sampler, make_sampler, top_logprobs
 from app.engine.speculative import (
     AdaptiveK,
@@ -35,9 +35,11 @@ if TYPE_CHECKING:
 
 
 def reuse_prefix(
-    cache: KVCache, prompt_ids: Sequence[int], *, reuse: bool
+    cache: KVCache, prompt_ids: Sequence[int], *, reuse: bool,
+    images: Sequence[ImageKey] = (),
 ) -> tuple[int, str | None]:
-    """Rewind ``cache`` to the longest prefix it shares with ``prompt_ids``.
+    """Rewind ``cache`` to the longest prefix it shares with ``prompt_ids`` (and ``images``,
+    the images behind its placeholder tokens: never past the first one that differs).
 
     At least one prompt token is always left to feed (its logits start the reply). Returns
     the number of reused tokens and, when reuse was refused or cut short, why.
@@ -46,7 +48,7 @@ def reuse_prefix(
         cache.reset()
         return 0, "reuse disabled"
     held = len(cache)
-    shared = cache.shared_with_prompt(prompt_ids)
+    shared = cache.shared_with_prompt(prompt_ids, images)
     common = cache.rewind_point(shared)  # a recurrent cache: its checkpoint at or before
     reason = None
     if held and shared == 0:
@@ -113,6 +115,7 @@ def stream_generate(
     draft: DraftModel | None = None,
     speculation_policy: AdaptiveK | FixedK | None = None,
     quoting: bool = False,
+    images: Sequence[ImageKey] = (),
 ) -> Iterator[GenerationChunk]:
     """Generate a reply to ``prompt_ids`` over ``cache``, yielding one chunk per token.
 
@@ -126,7 +129,9 @@ def stream_generate(
     tokens are the same. ``quoting`` (``speculative.likely_quoting``): the reply will
     probably repeat the prompt; on graphs whose one-row steps round differently from
     verify steps, its steps then run two rows so that "auto" speculates exactly (and "off"
-    decides the same tokens).
+    decides the same tokens). ``images``: the content hashes of the images behind the
+    prompt's placeholder tokens (``kv_cache.ImageKey``); the cache records them, and a later
+    prompt shares its KV only up to the first image that differs.
     """
     # once per decoder, and not counted in TTFT: Engine.load has done it already
     decoder.calibrate(tolerance=verify_tolerance(decoder))
@@ -137,7 +142,7 @@ def stream_generate(
     context = decoder.context_length
     stats = GenerationStats(prompt_tokens=len(prompt_ids), provider=provider, context_max=context)
     decoder.choose_rows(pairs=quoting or settings.speculation in ("lookup", "draft"))
-    reused, stats.reuse_refused = reuse_prefix(cache, prompt_ids, reuse=reuse)
+    reused, stats.reuse_refused = reuse_prefix(cache, prompt_ids, reuse=reuse, images=images)
     stats.reused_tokens = reused
     stats.prefilled_tokens = len(prompt_ids) - reused
 
@@ -157,6 +162,7 @@ def stream_generate(
     first_token_at = None
 
     logits = prefill(decoder, cache, prompt_ids, reused, cancel=cancel, on_prefill=on_prefill)
+    cache.note_images(images)
     bounded = cache.bounded_by_context
     speculation = settings.speculation
     if speculation != "off" and (constraint is not None or want_logprobs is not None):
