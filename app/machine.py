@@ -6,6 +6,8 @@
   wheel lacks it, wrong OS, no CUDA device), or None where it can;
 - :func:`cuda_device_count`: CUDA devices the NVIDIA driver reports;
 - :func:`machine_provider`: the provider to choose model builds for when the user chose none;
+- :func:`chosen_provider`: the provider for the user's "Run on" choice (the ``provider``
+  setting: ``auto`` is :func:`machine_provider`), for the build downloaded and the one loaded;
 - :func:`physical_cores`: physical CPU cores this process may use.
 
 A leaf below the engine and the model library alike (both ask it; it imports neither).
@@ -193,3 +195,13 @@ def machine_provider(
     except Exception:  # a broken ORT install must not break the catalog view
         return "cpu"
     return next((p for p in ("dml", "cuda") if reasons[p] is None), "cpu")
+
+
+def chosen_provider(choice: str | None = None) -> str:
+    """The provider for the user's "Run on" choice: ``choice`` itself (the ``provider``
+    setting, or a ``--provider`` flag), or :func:`machine_provider` for ``"auto"`` / None.
+
+    The one answer both the download (which variant to fetch: ``ModelLibrary.provider``) and
+    the load (which graph to read and where to run it: ``Engine.load``) ask, so what is
+    downloaded is what the setting loads."""
+    return machine_provider() if choice in (None, "", "auto") else choice

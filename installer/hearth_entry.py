@@ -11,7 +11,7 @@ same check (``app.desktop_libs``) before the window opens.
 import sys
 
 from app.__main__ import main
-from app.resources import seed_bundled_models
+from app.models.bundled import seed_bundled_models
 
 INFO_FLAGS = {"-h", "--help", "--version"}
 CHECK_FLAG = "--check-desktop-libs"

@@ -41,7 +41,7 @@ import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
-from app.engine.kv_cache import KVCache
+from app.engine.kv_cache import ImageKey, KVCache
 from app.engine.kv_snapshot import SnapshotStore
 
 #: ``new_cache(window)``: an empty cache for the engine's graph; ``window`` asks for a
@@ -57,11 +57,13 @@ _Key = tuple[str, int]  # (conversation id, tip serial)
 _ENDING = 4  # the last tokens of a tip that a prompt continuing it repeats
 
 
-def reusable_prefix(cache: KVCache, prompt_ids: Sequence[int]) -> int:
-    """The tokens of ``cache`` a run of ``prompt_ids`` can reuse: the shared prefix, less the
-    prompt's last token (which must run for its logits), at a point the cache can rewind to
-    (what ``generation.reuse_prefix`` will cut to)."""
-    return cache.rewind_point(cache.shared_with_prompt(prompt_ids))
+def reusable_prefix(cache: KVCache, prompt_ids: Sequence[int],
+                    images: Sequence[ImageKey] = ()) -> int:
+    """The tokens of ``cache`` a run of ``prompt_ids`` (with ``images`` behind its
+    placeholders) can reuse: the shared prefix, less the prompt's last token (which must run
+    for its logits), at a point the cache can rewind to (what ``generation.reuse_prefix``
+    will cut to)."""
+    return cache.rewind_point(cache.shared_with_prompt(prompt_ids, images))
 
 
 def continues(cache: KVCache, prompt_ids: Sequence[int], shared: int) -> bool:
@@ -77,7 +79,7 @@ def continues(cache: KVCache, prompt_ids: Sequence[int], shared: int) -> bool:
 
 def _covers(longer: KVCache, shorter: KVCache, slack: int) -> bool:
     """Whether ``longer`` holds all but at most ``slack`` of ``shorter``'s tokens."""
-    return longer.common_prefix(shorter.tokens) >= len(shorter) - slack
+    return longer.common_prefix(shorter.tokens, shorter.images) >= len(shorter) - slack
 
 
 class ConversationCaches:
@@ -105,7 +107,8 @@ class ConversationCaches:
         self._parked: OrderedDict[_Key, KVCache] = OrderedDict()
 
     def get(self, conversation_id: str, *, window: bool = False,
-            prompt_ids: Sequence[int] | None = None) -> KVCache:
+            prompt_ids: Sequence[int] | None = None,
+            images: Sequence[ImageKey] = ()) -> KVCache:
         """The cache to run ``conversation_id``'s next turn over, now the active one.
 
         With ``prompt_ids`` (the rendered prompt), the conversation's tip sharing the
@@ -113,7 +116,9 @@ class ConversationCaches:
         module docstring). Without, its most recent tip. From memory, else from a disk
         snapshot, else a new empty cache. ``window`` says whether a sliding-window cache is
         wanted; a cache of the other kind is replaced by an empty one (the context policy
-        changed). The previously active tip is parked, and the budget enforced."""
+        changed). ``images``: the images behind the prompt's placeholder tokens (a prefix
+        is shared only up to the first image whose hash differs). The previously active tip
+        is parked, and the budget enforced."""
         self._park_active()
         tips = self._parked_tips(conversation_id)
         if not tips:
@@ -123,12 +128,12 @@ class ConversationCaches:
         elif prompt_ids is None:
             key, cache = tips[0]
         else:  # ties go to the most recent tip (max keeps the first)
-            key, cache = max(tips, key=lambda tip: reusable_prefix(tip[1], prompt_ids))
+            key, cache = max(tips, key=lambda tip: reusable_prefix(tip[1], prompt_ids, images))
         self._parked.pop(key, None)
         if (cache.window is not None) != window:
             cache = self._new_cache(window)
         elif prompt_ids is not None:
-            shared = reusable_prefix(cache, prompt_ids)
+            shared = reusable_prefix(cache, prompt_ids, images)
             branch = None if continues(cache, prompt_ids, shared) else \
                 self._branch(cache, shared)
             if branch is not None:  # the tip stays parked, as recent as the new branch
@@ -140,18 +145,21 @@ class ConversationCaches:
         return cache
 
     def best_prefix(self, prompt_ids: Sequence[int],
-                    among: Callable[[str], bool] | None = None) -> tuple[str | None, int]:
+                    among: Callable[[str], bool] | None = None,
+                    images: Sequence[ImageKey] = ()) -> tuple[str | None, int]:
         """The cached conversation (any tip, active or parked in memory) sharing the longest
         token prefix with ``prompt_ids``, and that prefix's length; ``(None, 0)`` when none
         shares even the first token. Ties go to the most recently used. The prefix is what
         the cache can really be rewound to (a recurrent cache: its checkpoint at or before the
         shared tokens). ``among(conversation_id)``: only the conversations it accepts are
-        considered (a server's clients that must not share a cache)."""
+        considered (a server's clients that must not share a cache). ``images``: the images
+        behind the prompt's placeholders; a cache holding other images there shares only the
+        tokens before them."""
         best_id, best = None, 0
         for (conversation_id, _), cache in self._by_recency():
             if among is not None and not among(conversation_id):
                 continue
-            common = cache.rewind_point(cache.common_prefix(prompt_ids))
+            common = cache.rewind_point(cache.common_prefix(prompt_ids, images))
             if common > best:
                 best_id, best = conversation_id, common
         return best_id, best
@@ -247,6 +255,7 @@ class ConversationCaches:
             except NotImplementedError:
                 return None
             branch.import_arrays(list(tip.tokens[:shared]), [a[:, :, :shared] for a in arrays])
+            branch.note_images(tip.images)
         return branch
 
     def _limit_tips(self, conversation_id: str) -> None:

@@ -66,7 +66,7 @@ from app.errors import (
     PromptError,
     TemplateError,
 )
-from app.machine import machine_provider
+from app.machine import chosen_provider
 from app.memory import available_ram_bytes
 from app.options import CACHE_BUDGET_BYTES
 
@@ -168,7 +168,7 @@ class Engine:
         of the load and not of the first reply (a draft model never verifies: False).
         """
         spec = read_model_folder(
-            Path(model_dir), variant=variant, provider=provider or machine_provider()
+            Path(model_dir), variant=variant, provider=chosen_provider(provider)
         )
         tokenizer = Tokenizer.from_files(
             spec.tokenizer_path,

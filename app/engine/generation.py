@@ -2,9 +2,10 @@
 
 ``stream_generate`` reuses the longest valid prefix of the cache it is handed (the caller
 owns caches: the engine's own, or a conversation's from ``ConversationCaches``), prefills the rest,
-then loops: logits → sampler → token → streaming detokenizer → text delta, checking the cancel
-flag, EOS ids, stop strings, the token budget and the context on every step. The last chunk
-carries the finish reason and the measured stats.
+then loops: logits → sampler → token → streaming detokenizer → text delta. Whether a token
+ends the reply (EOS ids, stop strings, the token budget, the context, the cancel flag) is
+decided in one place, ``reply_gate``, which the plain loop and the speculative loop both ask
+token by token. The last chunk carries the finish reason and the measured stats.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from app.engine.decoder import Decoder, PrefillStopped
 from app.engine.detokenizer import StreamingDetokenizer
-from app.engine.kv_cache import CacheRewindError, KVCache
+from app.engine.kv_cache import CacheRewindError, ImageKey, KVCache
 from app.engine.sampling import Sampler, make_sampler, top_logprobs
 from app.engine.speculative import (
     AdaptiveK,
@@ -40,9 +41,11 @@ if TYPE_CHECKING:
 
 
 def reuse_prefix(
-    cache: KVCache, prompt_ids: Sequence[int], *, reuse: bool
+    cache: KVCache, prompt_ids: Sequence[int], *, reuse: bool,
+    images: Sequence[ImageKey] = (),
 ) -> tuple[int, str | None]:
-    """Rewind ``cache`` to the longest prefix it shares with ``prompt_ids``.
+    """Rewind ``cache`` to the longest prefix it shares with ``prompt_ids`` (and ``images``,
+    the images behind its placeholder tokens: never past the first one that differs).
 
     At least one prompt token is always left to feed (its logits start the reply). Returns
     the number of reused tokens and, when reuse was refused or cut short, why.
@@ -51,7 +54,7 @@ def reuse_prefix(
         cache.reset()
         return 0, "reuse disabled"
     held = len(cache)
-    shared = cache.shared_with_prompt(prompt_ids)
+    shared = cache.shared_with_prompt(prompt_ids, images)
     common = cache.rewind_point(shared)  # a recurrent cache: its checkpoint at or before
     reason = None
     if held and shared == 0:
@@ -118,6 +121,7 @@ def stream_generate(
     draft: DraftModel | None = None,
     speculation_policy: AdaptiveK | FixedK | None = None,
     quoting: bool = False,
+    images: Sequence[ImageKey] = (),
 ) -> Iterator[GenerationChunk]:
     """Generate a reply to ``prompt_ids`` over ``cache``, yielding one chunk per token.
 
@@ -131,7 +135,9 @@ def stream_generate(
     tokens are the same. ``quoting`` (``speculative.likely_quoting``): the reply will
     probably repeat the prompt; on graphs whose one-row steps round differently from
     verify steps, its steps then run two rows so that "auto" speculates exactly (and "off"
-    decides the same tokens).
+    decides the same tokens). ``images``: the content hashes of the images behind the
+    prompt's placeholder tokens (``kv_cache.ImageKey``); the cache records them, and a later
+    prompt shares its KV only up to the first image that differs.
     """
     # once per decoder, and not counted in TTFT: Engine.load has done it already
     decoder.calibrate(tolerance=verify_tolerance(decoder))
@@ -142,7 +148,7 @@ def stream_generate(
     context = decoder.context_length
     stats = GenerationStats(prompt_tokens=len(prompt_ids), provider=provider, context_max=context)
     decoder.choose_rows(pairs=quoting or settings.speculation in ("lookup", "draft"))
-    reused, stats.reuse_refused = reuse_prefix(cache, prompt_ids, reuse=reuse)
+    reused, stats.reuse_refused = reuse_prefix(cache, prompt_ids, reuse=reuse, images=images)
     stats.reused_tokens = reused
     stats.prefilled_tokens = len(prompt_ids) - reused
 
@@ -162,6 +168,7 @@ def stream_generate(
     first_token_at = None
 
     logits = prefill(decoder, cache, prompt_ids, reused, cancel=cancel, on_prefill=on_prefill)
+    cache.note_images(images)
     bounded = cache.bounded_by_context
     speculation = settings.speculation
     if speculation != "off" and (constraint is not None or want_logprobs is not None):
@@ -172,13 +179,13 @@ def stream_generate(
     spec = None if logits is None else make_speculator(  # None: a stopped prefill
         speculation, decoder, cache, sampler, draft=draft, policy=speculation_policy
     )
+    gate = reply_gate(detok, eos, history, generated, settings.max_new_tokens,
+                      context if bounded else None, cancel)
     if spec is not None:
-        finish, first_token_at = yield from _speculative_loop(
-            spec, logits, sampler, detok, eos, history, generated, settings, cancel,
-            context if bounded else None,
-        )
+        finish, first_token_at = yield from _speculative_loop(spec, logits, sampler, history, gate)
+    admit, cancelled = gate.admit, gate.cancelled
     while spec is None:  # the plain decode loop (``spec`` never changes: while True)
-        if cancel is not None and cancel.is_set():
+        if cancelled():
             finish = "cancelled"
             break
         if want_logprobs is None:
@@ -200,26 +207,13 @@ def stream_generate(
                 constraint.accept(token)
         if first_token_at is None:
             first_token_at = time.perf_counter()
-        generated.append(token)
-        history.append(token)
-        if token in eos:
-            yield chunk
-            finish = "eos"
-            break
-        chunk.text = detok.add(token)
-        if detok.stop_hit is not None:
-            if chunk.text:
+        finish = admit(token, chunk)
+        if finish is not None:
+            if finish != "stop" or chunk.text:
                 yield chunk
-            finish = "stop"
             break
         yield chunk
-        if len(generated) >= settings.max_new_tokens:
-            finish = "max_tokens"
-            break
-        if bounded and len(history) >= context:
-            finish = "length"
-            break
-        if cancel is not None and cancel.is_set():
+        if cancelled():
             finish = "cancelled"
             break
         logits = decoder.step(cache, token)
@@ -241,58 +235,95 @@ def stream_generate(
     yield GenerationChunk(text=tail, token_id=None, finish_reason=finish, stats=stats)
 
 
-def _speculative_loop(
-    spec: Speculator,
-    logits,
-    sampler: Sampler,
+class ReplyGate(NamedTuple):
+    """When a reply ends: the one owner of the stop / budget / context / cancel checks that
+    the plain and the speculative decode loops both run, token by token.
+
+    ``admit(token, chunk)`` records a decided token (in the reply and the history), sets
+    ``chunk.text`` from the detokenizer and returns why the reply ends with it (``"eos"``,
+    ``"stop"``, ``"max_tokens"``, ``"length"``) or None. The loop yields the chunk unless the
+    reason is ``"stop"`` and the chunk has no text (a stop string is never shown). After the
+    yield, ``cancelled()`` says whether the consumer (or another thread) stopped the reply;
+    it is also asked before the first token and, in the plain loop, after every step.
+    ``room()``: how many more tokens the budget and the context allow.
+
+    Closures over the loop's state rather than a class with attributes: after
+    ``session.run`` each Python operation costs ~10 µs, and a cell read is the cheapest.
+    """
+
+    admit: Callable[[int, GenerationChunk], FinishReason | None]
+    cancelled: Callable[[], bool]
+    room: Callable[[], int]
+
+
+def _never() -> bool:
+    return False
+
+
+def reply_gate(
     detok: StreamingDetokenizer,
     eos: frozenset[int],
     history: list[int],
     generated: list[int],
-    settings: GenerationSettings,
-    cancel: threading.Event | None,
+    limit: int,
     context: int | None,
+    cancel: threading.Event | None,
+) -> ReplyGate:
+    """The checks over one reply's state (``context``: None when the cache is not bounded by
+    it, e.g. a sliding window)."""
+
+    def admit(token: int, chunk: GenerationChunk) -> FinishReason | None:
+        generated.append(token)
+        history.append(token)
+        if token in eos:
+            return "eos"
+        chunk.text = detok.add(token)
+        if detok.stop_hit is not None:
+            return "stop"
+        if len(generated) >= limit:
+            return "max_tokens"
+        if context is not None and len(history) >= context:
+            return "length"
+        return None
+
+    def room() -> int:
+        left = limit - len(generated)
+        return left if context is None else min(left, context - len(history))
+
+    return ReplyGate(admit, cancel.is_set if cancel is not None else _never, room)
+
+
+def _speculative_loop(
+    spec: Speculator,
+    logits,
+    sampler: Sampler,
+    history: list[int],
+    gate: ReplyGate,
 ) -> Iterator[GenerationChunk]:
     """The decode loop with speculation: each target step decides one or more tokens, which
-    pass the same checks one by one as in ``stream_generate``'s loop (EOS, stop strings, the
-    token budget, the context, cancel), so a run ends exactly where a plain run would; the
-    cache is rewound to what a plain run leaves. Returns (finish reason, first token time)."""
+    pass ``gate`` one by one as in ``stream_generate``'s plain loop, so a run ends exactly
+    where a plain run would; the cache is rewound to what a plain run leaves. Returns
+    (finish reason, first token time)."""
     finish: FinishReason | None = None
-    first_token_at = None
-    limit = settings.max_new_tokens
-    if cancel is not None and cancel.is_set():
+    admit, cancelled = gate.admit, gate.cancelled
+    if cancelled():
         return "cancelled", None
     decided = [int(sampler(logits, history))]
     first_token_at = time.perf_counter()
     while finish is None:
         for token in decided:
-            generated.append(token)
-            history.append(token)
-            if token in eos:
-                yield GenerationChunk(text="", token_id=token)
-                finish = "eos"
+            chunk = GenerationChunk(text="", token_id=token)
+            finish = admit(token, chunk)
+            if finish is not None:
+                if finish != "stop" or chunk.text:
+                    yield chunk
                 break
-            text = detok.add(token)
-            if detok.stop_hit is not None:
-                if text:
-                    yield GenerationChunk(text=text, token_id=token)
-                finish = "stop"
-                break
-            yield GenerationChunk(text=text, token_id=token)
-            if len(generated) >= limit:
-                finish = "max_tokens"
-                break
-            if context is not None and len(history) >= context:
-                finish = "length"
-                break
-            if cancel is not None and cancel.is_set():
+            yield chunk
+            if cancelled():
                 finish = "cancelled"
                 break
         if finish is not None:
             break
-        room = limit - len(generated)
-        if context is not None:
-            room = min(room, context - len(history))
-        decided = spec.advance(history, room)
+        decided = spec.advance(history, gate.room())
     spec.settle(len(history))
     return finish, first_token_at

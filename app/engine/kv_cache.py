@@ -1,14 +1,18 @@
 """KV caches, one class per decode path, with one small API.
 
-Every cache knows exactly which token ids its tensors cover (``tokens``), so a new turn can
-find the common prefix, ``trim_to`` it and feed only the rest. ``trim_to`` is transactional:
-it validates first and raises ``CacheRewindError`` without touching anything when the cut is
+Every cache knows exactly what its tensors cover: the token ids (``tokens``) and the content
+hashes of the images behind placeholder tokens (``images``: ``(first position, hash)``), so a
+new turn can find the prefix it shares (``shared_with_prompt``: the common token prefix, cut
+before the first image whose hash differs), cut back to where the cache can rewind
+(``rewind_point``), ``trim_to`` it and feed only the rest. ``trim_to`` is transactional: it
+validates first and raises ``CacheRewindError`` without touching anything when the cut is
 impossible; the caller then resets.
 
-A cache owns its tokens and tensors and nothing else: it is handed to ``Decoder.feed`` /
-``Decoder.step`` (``stream_generate`` takes it as an argument), and the decoder keeps its own
-record of what its IOBinding holds. Only the cache changes its ``tokens`` — through
-``commit``, ``append_step``, ``trim_to``, ``reset`` and ``import_arrays``. What differs
+A cache owns its tokens, image keys, tensors (and a recurrent cache its checkpoints) and
+nothing else: it is handed to ``Decoder.feed`` / ``Decoder.step`` (``stream_generate`` takes
+it as an argument), and the decoder keeps its own record of what its IOBinding holds. Only
+the cache changes its ``tokens`` — through ``commit``, ``append_step``, ``trim_to``,
+``reset`` and ``import_arrays`` — and its ``images`` (``note_images``, ``trim_to``). What differs
 between the decode paths is declared as capabilities the decoder asks, never as a type test:
 
 - ``feeds_whole_sequence``: the graph has no KV I/O; every step re-feeds all the tokens.
@@ -73,6 +77,25 @@ def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
     return i
 
 
+#: An image behind a prompt's placeholder tokens: (position of its first placeholder token,
+#: content hash of the image, as ``app.chat.parts.ImagePart`` keeps it).
+ImageKey = tuple[int, str]
+
+
+def image_cut(length: int, ours: Sequence[ImageKey], theirs: Sequence[ImageKey]) -> int:
+    """``length`` (a common token prefix) cut before the first image, starting inside it, that
+    the two sides do not both hold with the same hash: equal placeholder tokens in front of
+    different images never share their KV."""
+    if not ours and not theirs:
+        return length
+    mine, other = set(ours), set(theirs)
+    for start, _ in sorted(mine ^ other):
+        if start < length:
+            return start
+        break
+    return length
+
+
 class KVCache(ABC):
     """A decode path's cache state: the token ids covered and the tensors that hold them."""
 
@@ -95,6 +118,9 @@ class KVCache(ABC):
         self.append_step = self._tokens.append
         #: The KV tensors (see the module docstring: replaced whenever they change).
         self.tensors: list = []
+        #: The images behind placeholder tokens the cache covers, as ``ImageKey`` pairs in
+        #: position order (``note_images``; empty for a text-only conversation).
+        self.images: list[ImageKey] = []
 
     def __len__(self) -> int:
         return len(self._tokens)
@@ -119,14 +145,23 @@ class KVCache(ABC):
         """Number of positions held in the KV tensors (the attention mask's past part)."""
         return len(self._tokens)
 
-    def common_prefix(self, ids: Sequence[int]) -> int:
-        return common_prefix_length(self._tokens, ids)
+    def common_prefix(self, ids: Sequence[int], images: Sequence[ImageKey] = ()) -> int:
+        """The prefix of ``ids`` (with the images behind its placeholders, ``images``) whose
+        KV this cache holds: equal token ids, cut before the first image that differs."""
+        return image_cut(common_prefix_length(self._tokens, ids), self.images, images)
 
-    def shared_with_prompt(self, prompt_ids: Sequence[int]) -> int:
-        """The tokens a run of ``prompt_ids`` over this cache could keep: the common prefix,
-        less the prompt's last token (it must run for the logits that start the reply). Where
-        the cache cuts to is ``rewind_point`` of this."""
-        return min(self.common_prefix(prompt_ids), max(len(prompt_ids) - 1, 0))
+    def shared_with_prompt(self, prompt_ids: Sequence[int],
+                           images: Sequence[ImageKey] = ()) -> int:
+        """The tokens a run of ``prompt_ids`` over this cache could keep: the common prefix
+        (``images``: the prompt's, see ``common_prefix``), less the prompt's last token (it
+        must run for the logits that start the reply). Where the cache cuts to is
+        ``rewind_point`` of this."""
+        return min(self.common_prefix(prompt_ids, images), max(len(prompt_ids) - 1, 0))
+
+    def note_images(self, images: Sequence[ImageKey]) -> None:
+        """The prompt just fed holds ``images``: the cache covers those starting within it
+        (what it held before, up to the prompt's shared prefix, is the same by construction)."""
+        self.images = sorted(key for key in set(images) if key[0] < len(self._tokens))
 
     def can_trim_to(self, length: int) -> bool:
         return 0 <= length <= len(self._tokens)
@@ -148,6 +183,8 @@ class KVCache(ABC):
         if length < len(self._tokens):
             self._trim_tensors(length)
             del self._tokens[length:]
+            if self.images:
+                self.images = [key for key in self.images if key[0] < length]
 
     def reset(self) -> None:
         self.trim_to(0)
@@ -169,6 +206,7 @@ class KVCache(ABC):
 
     def _set_tokens(self, tokens: Sequence[int]) -> None:
         self._tokens[:] = tokens  # the same list: ``tokens`` and ``append_step`` stay valid
+        self.images = []  # the caller says which images it holds (``note_images``)
 
     @abstractmethod
     def _trim_tensors(self, length: int) -> None: ...

@@ -126,6 +126,10 @@ class DownloadRequest:
     context_length: int | None = None
     parameters: int | None = None
     license: str | None = None
+    #: the repo's whole file listing at ``revision`` (a commit) when the plan has listed it
+    #: already (``ModelLibrary.plan_download`` for a Hub repo): the download reads it instead
+    #: of listing the repo again
+    listing: tuple[RemoteFile, ...] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_catalog(cls, entry: CatalogEntry, variant: Variant) -> DownloadRequest:
@@ -393,7 +397,7 @@ class Downloader:
         if not is_commit(commit):  # the commit of the first download, else what main is now
             recorded = RevisionRecord(self.library.root).get(request.repo)
             commit = recorded or self.hub.resolve_revision(request.repo, request.revision)
-        listed = self.hub.list_files(request.repo, commit, variant.subfolder)
+        listed = self._listing(request, commit)
         missing = missing_graphs(variant, (f.path for f in listed))
         if missing:
             raise _missing_graph_error(request, commit, missing, listed)
@@ -421,6 +425,17 @@ class Downloader:
             state = {"repo": request.repo, "commit": commit, "variant": variant.name, "files": {}}
             write_json_atomic(staging / STATE_NAME, state)
         return _Plan(request, commit, files, staging, state)
+
+    def _listing(self, request: DownloadRequest, commit: str) -> list[RemoteFile]:
+        """The files of the request's repo at ``commit`` under its variant's subfolder: from
+        the plan's listing when it was made at this commit, else listed now."""
+        subfolder = request.variant.subfolder
+        if request.listing is None or request.revision != commit:
+            return self.hub.list_files(request.repo, commit, subfolder)
+        if not subfolder:
+            return list(request.listing)
+        prefix = subfolder.rstrip("/") + "/"
+        return [f for f in request.listing if f.path.startswith(prefix)]
 
     def _confined(self, staging: Path, remote: RemoteFile, local: str) -> str:
         """``local`` when it names a file inside ``staging`` (the model's folder), else a

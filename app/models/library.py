@@ -11,8 +11,9 @@ through it. It owns:
   the models folder by hand (``genai_config.json`` or ``config.json``, no manifest) counts too.
 - the default model: the last one used while it is still there, else the starter, else the
   first installed (newest first).
-- download plans for a catalog entry or any Hub repo id (:func:`variant_for_repo` chooses what
-  to fetch from a repo outside the catalog), and the download itself (resumable, verified).
+- download plans for a catalog entry or any Hub repo id
+  (:func:`app.models.repo_variant.variant_for_repo` chooses what to fetch from a repo outside
+  the catalog), and the download itself (resumable, verified).
 - removal and imports (a folder in place, a GGUF file through the converter).
 
 Which provider this machine has is :mod:`app.machine`'s answer; which build suits it,
@@ -34,9 +35,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app import paths
-from app.engine import package_manifest, policy
+from app.engine import policy
 from app.errors import DiskFullError, HearthError
-from app.machine import machine_provider
+from app.machine import chosen_provider
 from app.manifest import Manifest, describe_files, now_iso, source
 from app.models.catalog import (
     Catalog,
@@ -50,7 +51,9 @@ from app.models.catalog import (
     probe_machine,
 )
 from app.models.installed import InstalledModel
+from app.models.repo_variant import variant_for_repo
 from app.models.revision_record import RevisionRecord
+from app.models.starter_id import STARTER_ID
 
 if TYPE_CHECKING:
     from app.models.downloader import (
@@ -59,14 +62,12 @@ if TYPE_CHECKING:
         DownloadRequest,
         ProgressCallback,
     )
-    from app.models.hub import HubClient, RemoteFile
+    from app.models.hub import HubClient
     from app.settings import Settings
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 # Files that make a folder without a manifest a model folder (copied in by hand).
 MODEL_MARKERS = ("genai_config.json", "config.json")
-# Top-level files an Optimum / transformers.js download takes besides its graph.
-_ROOT_SUFFIXES = (".json", ".jinja", ".txt", ".model")
 
 
 def slugify(text: str) -> str:
@@ -215,9 +216,8 @@ class ModelLibrary:
             if is_model_folder(folder):  # opened directly, never installed
                 manifest = Manifest(folder.name, folder.name, source=source("folder"))
                 return InstalledModel(folder.name, folder.name, folder, manifest, 0)
-        from app.models.starter import STARTER_ID as starter_id
         models = self.list_models()
-        starter = next((m for m in models if m.id == starter_id), None)
+        starter = next((m for m in models if m.id == STARTER_ID), None)
         return starter or (models[0] if models else None)
 
     def set_last_used(self, model: InstalledModel | Path | str) -> None:
@@ -228,10 +228,14 @@ class ModelLibrary:
 
     # -- installing ----------------------------------------------------------------------
 
-    def install_from_staging(self, staging: Path, manifest: Manifest | dict) -> InstalledModel:
+    def install_from_staging(
+        self, staging: Path, manifest: Manifest | dict, *, replace_incomplete: bool = False
+    ) -> InstalledModel:
         """Write ``manifest`` into ``staging`` and move the folder into place atomically.
 
-        Refuses when a model with that id is already installed. When the models folder is
+        Refuses when a model with that id is already installed (``replace_incomplete``: a
+        folder of that id without a manifest, a copy cut short, is deleted first). When the
+        models folder is
         on another file system than the staging folder, the data is copied next to the
         destination first, so the final step is still one rename; when that copy fails
         (DiskFullError / HearthError) ``staging`` is left as it was.
@@ -240,6 +244,8 @@ class ModelLibrary:
             manifest = Manifest.from_dict(manifest)
         model_id = validate_id(manifest.id)
         dest = self.root / model_id
+        if replace_incomplete and dest.is_dir() and not Manifest.exists_in(dest):
+            shutil.rmtree(dest)
         if dest.exists():
             raise _already_installed(model_id)
         staging = Path(staging)
@@ -255,6 +261,43 @@ class ModelLibrary:
         installed = self.get(model_id)
         assert installed is not None
         return installed
+
+    def replace_from_staging(self, staging: Path, manifest: Manifest | dict) -> InstalledModel:
+        """Swap ``staging`` in for the installed model of the manifest's id (a new conversion
+        of it); installs it when none is there. The old folder stays until the new one is
+        complete beside it, and stays in use (the new one is dropped) when the swap fails:
+        in use on Windows, or read-only."""
+        if isinstance(manifest, dict):
+            manifest = Manifest.from_dict(manifest)
+        model_id = validate_id(manifest.id)
+        dest = self.root / model_id
+        if not dest.exists():
+            return self.install_from_staging(staging, manifest)
+        fresh = dest.with_name(f".{model_id}.new")
+        old = dest.with_name(f".{model_id}.old")
+        for leftover in (fresh, old):
+            shutil.rmtree(leftover, ignore_errors=True)
+        staging = Path(staging)
+        manifest.write(staging)
+        try:
+            os.rename(staging, fresh)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            self._copy_into_place(staging, fresh)
+        try:
+            os.replace(dest, old)
+        except OSError:  # in use (Windows) or read-only: keep the old one
+            shutil.rmtree(fresh, ignore_errors=True)
+            return self.require(model_id)
+        try:
+            os.replace(fresh, dest)
+        except OSError:
+            os.replace(old, dest)  # put the old one back
+            shutil.rmtree(fresh, ignore_errors=True)
+            return self.require(model_id)
+        shutil.rmtree(old, ignore_errors=True)
+        return self.require(model_id)
 
     def _copy_into_place(self, staging: Path, dest: Path) -> None:
         """Copy ``staging`` next to ``dest`` (another file system), rename it into place, then
@@ -411,9 +454,16 @@ class ModelLibrary:
             self._catalog = load_catalog()
         return self._catalog
 
+    def provider(self) -> str:
+        """The provider builds are downloaded for: the user's "Run on" choice (the
+        ``provider`` setting), as ``Engine.load`` reads it (:func:`app.machine.chosen_provider`;
+        ``auto``: this machine's)."""
+        return chosen_provider(self.settings.get("provider"))
+
     def machine(self, provider: str | None = None) -> MachineInfo:
-        """RAM, free disk in the models folder, and the provider builds are chosen for."""
-        return probe_machine(self.root, provider=provider)
+        """RAM, free disk in the models folder, and the provider builds are chosen for
+        (``provider``, else :meth:`provider`)."""
+        return probe_machine(self.root, provider=provider or self.provider())
 
     def catalog_entries(self, machine: MachineInfo | None = None) -> list[CatalogChoice]:
         """Every catalog entry with the variant this machine gets, install state and fit."""
@@ -458,8 +508,9 @@ class ModelLibrary:
 
         ``variant``: a variant name or provider (catalog), or a provider, genai folder,
         Optimum graph stem or precision (Hub repo); None chooses for ``provider`` (default:
-        :func:`app.machine.machine_provider`). A Hub repo is resolved to a commit and
-        listed now (network); a catalog entry keeps its pinned revision. Raises HearthError
+        :meth:`provider`, the "Run on" setting). A Hub repo is resolved to a commit and
+        listed now (network), once: the plan carries the listing to the download. A catalog
+        entry keeps its pinned revision. Raises HearthError
         when ``key`` is neither, or the repo holds no ONNX chat model Hearth can load.
         """
         from app.models.downloader import DownloadRequest
@@ -468,7 +519,7 @@ class ModelLibrary:
         entry = catalog.find(key)
         if variant in policy.PRECISION_ORDER:
             provider, variant = variant, None
-        provider = provider or machine_provider()
+        provider = provider or self.provider()
         if entry is not None:
             chosen = entry.variant(variant) if variant else choose_variant(entry, provider)
             return DownloadRequest.from_catalog(entry, chosen)
@@ -498,6 +549,7 @@ class ModelLibrary:
             revision=commit,
             variant=chosen,
             format="genai" if genai else "optimum",
+            listing=tuple(files),
         )
 
     def downloader(self) -> Downloader:
@@ -542,131 +594,4 @@ def _already_installed(model_id: str) -> HearthError:
     return HearthError(
         f"A model called '{model_id}' is already installed.",
         hint="Remove it first, or choose another name.",
-    )
-
-
-# -- choosing what to fetch from a Hub repo outside the catalog ------------------------------
-
-
-def variant_for_repo(
-    files: list[RemoteFile],
-    provider: str = "cpu",
-    *,
-    requested: str | None = None,
-    repo: str = "This repository",
-    read_json: Callable[[str], dict | None] | None = None,
-) -> Variant:
-    """Pick a variant from the file listing of a repo that is not in the catalog.
-
-    ONNX Runtime model packages (``manifest.json`` + variant descriptors, read through
-    ``read_json(path)``) become the package's descriptors and shared files plus the folder of
-    the variant :func:`app.engine.policy.best_package_variant` picks (or the one ``requested``
-    names). onnxruntime-genai repos (``genai_config.json``, possibly one folder per provider) become
-    a subfolder variant, the folder chosen by :func:`app.engine.policy.best_genai_folder`;
-    Optimum / transformers.js repos (``config.json`` + ``onnx/model*.onnx`` or a root
-    ``model.onnx``) become the top-level configuration files plus one graph with its external
-    data, chosen by :func:`app.engine.policy.best_graph`. ``requested`` names a genai folder
-    (or its last part), a graph stem or a precision instead. Raises HearthError when the repo
-    holds no loadable ONNX chat model, or nothing matches ``requested``.
-    """
-    paths_ = {f.path for f in files}
-    if read_json is not None and package_manifest.PACKAGE_MANIFEST in paths_:
-        package = _package_variant(paths_, provider, requested, repo, read_json)
-        if package is not None:
-            return _sized(package, files)
-    genai = sorted(p for p in paths_ if p.rsplit("/", 1)[-1] == "genai_config.json")
-    if genai:
-        folders = [p.rsplit("/", 1)[0] if "/" in p else "" for p in genai]
-        if requested:
-            matching = [f for f in folders if requested in (f, f.rsplit("/", 1)[-1])]
-            folders = matching or _no_such_variant(repo, requested, folders)
-        chosen = policy.best_genai_folder(folders, provider)
-        if chosen == "":
-            include = tuple(p for p in paths_ if "/" not in p)
-            return _sized(Variant("genai", provider, include=include), files)
-        return _sized(Variant(chosen.rsplit("/", 1)[-1], provider, subfolder=chosen), files)
-    graphs: dict[str, str] = {}
-    if "config.json" in paths_:
-        for folder in ("", "onnx/"):  # onnx/ wins over the root, as the package reader does
-            for p in sorted(paths_):
-                rest = p[len(folder) :]
-                if p.startswith(folder) and "/" not in rest and rest.endswith(".onnx"):
-                    stem = rest[: -len(".onnx")]
-                    if policy.is_optimum_graph(stem):
-                        graphs[stem] = p
-    if not graphs:
-        raise HearthError(
-            f"{repo} holds no ONNX chat model Hearth can load.",
-            hint="Choose a repository with genai_config.json, or config.json and "
-            "onnx/model*.onnx (onnx-community and microsoft/*-onnx repos have them).",
-        )
-    stems = list(graphs)
-    if requested:
-        wanted = requested.removesuffix(".onnx")
-        stems = [s for s in stems if wanted in (s, policy.graph_precision(s))]
-        stems = stems or _no_such_variant(repo, requested, sorted(graphs))
-    stem = policy.best_graph(stems, provider)
-    graph = graphs[stem]
-    chosen = [graph]
-    embeds = {p.rsplit("/", 1)[-1][: -len(".onnx")]: p for p in paths_
-              if p.startswith("onnx/") and p.count("/") == 1 and p.endswith(".onnx")
-              and policy.EMBED_GRAPH_RE.match(p[len("onnx/"): -len(".onnx")])}
-    if embeds and stem.startswith("decoder_model_merged"):  # split layout: its embedding too
-        chosen.append(embeds[policy.choose_embed_graph(embeds, stem, provider)])
-    include = (
-        *(f"*{suffix}" for suffix in _ROOT_SUFFIXES),
-        *(pattern for g in chosen for pattern in (g, f"{g}_data*", f"{g}.data")),
-    )
-    return _sized(Variant(stem, provider, include=include), files)
-
-
-def _package_variant(
-    paths_: set[str],
-    provider: str,
-    requested: str | None,
-    repo: str,
-    read_json: Callable[[str], dict | None],
-) -> Variant | None:
-    """The include patterns of one model-package variant; None when ``manifest.json`` is not a
-    package manifest (the repo is then read as a genai / Optimum repo)."""
-    if not package_manifest.looks_like_package(read_json(package_manifest.PACKAGE_MANIFEST)):
-        return None
-    try:
-        package = package_manifest.read_package(read_json, paths_)
-    except ValueError as exc:
-        raise HearthError(
-            f"{repo} is a model package Hearth cannot use ({exc}).",
-            hint="Choose another repository, or report the problem to its authors.",
-        ) from exc
-    chosen = package.variant(requested) if requested else package.best(provider)
-    if chosen is None:
-        labels = [v.label for v in package.variants]
-        if requested:
-            _no_such_variant(repo, requested, labels)
-        raise HearthError(
-            f"{repo} only has variants for execution providers Hearth does not run "
-            f"({', '.join(labels)}).",
-            hint="Choose a repository with a CPU, CUDA or DirectML build.",
-        )
-    shared = (f"{package.shared_folder}/*",) if package.shared_folder else ()
-    include = (
-        *(f"*{suffix}" for suffix in _ROOT_SUFFIXES),
-        *package.descriptor_paths,
-        *shared,
-        f"{chosen.folder}/*",
-    )
-    return Variant(chosen.name, provider, include=include)
-
-
-def _no_such_variant(repo: str, requested: str, available: list[str]) -> list[str]:
-    raise HearthError(
-        f"{repo} has no variant '{requested}'.",
-        hint=f"Choose one of: {', '.join(a or '(the repository root)' for a in available)}.",
-    )
-
-
-def _sized(variant: Variant, files: list[RemoteFile]) -> Variant:
-    size = sum(f.size for f in files if variant.selects(f.path))
-    return Variant(
-        variant.name, variant.provider, variant.subfolder, variant.include, size_bytes=size
     )

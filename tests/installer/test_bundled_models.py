@@ -1,4 +1,5 @@
-"""app.resources: the frozen app installs the models its bundle carries, once."""
+"""app.models.bundled: the frozen app installs the models its bundle carries, once, through
+the model library (app.resources finds them)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from app import paths, resources
+from app.models import bundled
 
 BIG = 2 << 20  # above the hard-link threshold
 
@@ -34,7 +36,7 @@ def test_source_tree_resources_dir_holds_the_catalog_and_icons():
 
 
 def test_seed_installs_once_and_respects_removal(bundle):
-    installed = resources.seed_bundled_models()
+    installed = bundled.seed_bundled_models()
     target = paths.models_dir() / "starter-x"
     assert installed == [target]
     assert not (paths.models_dir() / "half-done").exists()
@@ -44,14 +46,14 @@ def test_seed_installs_once_and_respects_removal(bundle):
     assert (target / "genai_config.json").stat().st_nlink == 1  # small files are copied
     assert list(paths.staging_dir().iterdir()) == []
 
-    assert resources.seed_bundled_models() == []  # second start: nothing to do
+    assert bundled.seed_bundled_models() == []  # second start: nothing to do
     import shutil
 
     shutil.rmtree(target)  # the user removed the starter
-    assert resources.seed_bundled_models() == []
+    assert bundled.seed_bundled_models() == []
     assert not target.exists()
     # ... and asks for it again (the "Set up the starter model" button).
-    assert resources.install_bundled_model("starter-x") == target
+    assert bundled.install_bundled_model("starter-x") == target
     assert (target / "hearth-manifest.json").is_file()
 
 
@@ -59,17 +61,17 @@ def test_install_replaces_an_incomplete_leftover(bundle):
     leftover = paths.models_dir() / "starter-x"
     leftover.mkdir(parents=True)
     (leftover / "junk").write_text("partial")
-    assert resources.install_bundled_model("starter-x") == leftover
+    assert bundled.install_bundled_model("starter-x") == leftover
     assert not (leftover / "junk").exists()
-    assert resources.install_bundled_model("nope") is None
+    assert bundled.install_bundled_model("nope") is None
 
 
 def test_seed_never_raises_when_the_disk_refuses(bundle, monkeypatch, capsys):
     def refuse(*_args, **_kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(resources, "_link_or_copy_tree", refuse)
-    assert resources.seed_bundled_models() == []
+    monkeypatch.setattr(bundled, "_link_or_copy_tree", refuse)
+    assert bundled.seed_bundled_models() == []
     assert "No space left" in capsys.readouterr().err
     assert not (paths.models_dir() / "starter-x").exists()
     monkeypatch.undo()

@@ -95,7 +95,7 @@ def test_entry_script_calls_seed_then_main():
     source = project.ENTRY_SCRIPT.read_text(encoding="utf-8")
     assert source.index("seed_bundled_models()") < source.index("main()")
     from app.__main__ import main  # noqa: F401 - the names it imports exist
-    from app.resources import seed_bundled_models  # noqa: F401
+    from app.models.bundled import seed_bundled_models  # noqa: F401
 
 
 def _required_defines(nsi: str) -> set[str]:

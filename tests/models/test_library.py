@@ -13,7 +13,8 @@ from app.errors import HearthError, ModelLoadError
 from app.manifest import MANIFEST_NAME
 from app.models import library as library_module
 from app.models.hub import RemoteFile
-from app.models.library import ModelLibrary, slugify, variant_for_repo
+from app.models.library import ModelLibrary, slugify
+from app.models.repo_variant import variant_for_repo
 from tests.fixtures.tiny_models import build_gqa_model, build_plain_kv_model
 from tests.models.hub_server import FakeHub, FakeRepo, allow_hub_requests
 
@@ -425,6 +426,38 @@ def test_plan_and_download_a_hub_repo_through_the_library(hub, tmp_path):
     assert model.id == "org--tiny-genai" and model.source["repo"] == "org/tiny-genai"
     assert model.manifest.format == "genai" and model.source["variant"] == "cpu-int4"
     assert read_model_folder(model.path).layout == "genai"
+
+
+def test_a_hub_download_lists_the_repo_once(hub, tmp_path):
+    folder = build_gqa_model(tmp_path / "genai")
+    hub.add(FakeRepo.from_folder("org/tiny-genai", folder, prefix="cpu-int4"))
+    library = ModelLibrary(endpoint=hub.url, downloader_options={"retries": 1})
+    model = library.download(library.plan_download("org/tiny-genai", provider="cpu"))
+    assert model.source["variant"] == "cpu-int4"
+    trees = [path for _, path, _ in hub.requests if "/tree/" in path]
+    assert len(trees) == 1, trees
+
+
+def test_the_run_on_setting_chooses_the_downloaded_variant_as_it_chooses_the_loaded_one(
+    hub, cuda_wheel, tmp_path
+):
+    """A CUDA wheel without a device: "auto" is CPU, but a user who set "Run on" to CUDA
+    gets the CUDA build downloaded (and Engine.load reads that setting the same way)."""
+    from app.machine import chosen_provider
+    from app.settings import Settings
+
+    hub.add(FakeRepo("org/genai", {f.path: b"x" * f.size for f in GENAI_FILES}))
+    settings = Settings(tmp_path / "settings.json")
+    library = ModelLibrary(endpoint=hub.url, settings=settings)
+    assert library.plan_download("org/genai").variant.subfolder == "cpu_and_mobile/cpu-int4"
+    settings.set("provider", "cuda")
+    assert library.provider() == chosen_provider(settings.get("provider")) == "cuda"
+    assert library.plan_download("org/genai").variant.subfolder == "cuda/cuda-int4"
+    assert library.plan_download("phi-4-mini-instruct").variant.provider == "cuda"
+    assert library.machine().provider == "cuda"
+    assert {c.variant.provider for c in library.catalog_entries()} >= {"cuda"}
+    assert library.plan_download("org/genai", provider="cpu").variant.subfolder == (
+        "cpu_and_mobile/cpu-int4")  # an explicit provider still wins
 
 
 def _package_repo(tmp_path: Path) -> FakeRepo:

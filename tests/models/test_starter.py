@@ -214,3 +214,26 @@ def test_a_starter_in_an_older_form_is_converted_again(tmp_path, monkeypatch, re
     conversion = Manifest.read(folder).extra["conversion"]
     assert {k: conversion[k] for k in current} == current
     assert starter.is_current(folder)
+
+
+def test_the_starter_installs_through_the_library_it_is_given(tmp_path, monkeypatch):
+    """ensure_starter converts in staging and installs through ModelLibrary: into the
+    library's models folder, listed there with its manifest, nothing left in staging."""
+    from gguf import GGMLQuantizationType as Q
+
+    from app import paths
+    from app.models.library import ModelLibrary
+    from tests.models.tiny_gguf import write_tiny_gguf
+
+    gguf_dir = tmp_path / "gguf"
+    gguf_dir.mkdir()
+    write_tiny_gguf(gguf_dir / starter.STARTER_GGUF, qtype=Q.Q4_1)
+    monkeypatch.setenv(starter.STARTER_DIR_ENV, str(gguf_dir))
+    library = ModelLibrary(tmp_path / "elsewhere")
+    folder = starter.ensure_starter(library=library)
+    assert folder == library.root / starter.STARTER_ID
+    installed = library.get(starter.STARTER_ID)
+    assert installed is not None and installed.name == starter.STARTER_NAME
+    assert starter.is_current(folder)
+    assert not (paths.models_dir() / starter.STARTER_ID).exists()
+    assert list(paths.staging_dir().iterdir()) == []
