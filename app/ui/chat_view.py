@@ -29,9 +29,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.chat.parts import ToolResult
 from app.ui.chat_model import ChatModel
 from app.ui.message_widget import MessageWidget
 from app.ui.theme import Colors, chat_stylesheet, colors_for
+from app.ui.tool_card import ToolCallCard
 from app.ui.undo_toast import UndoToast
 from app.ui.welcome_page import WelcomePage
 from app.ui.zoom import system_points, zoom_stylesheet
@@ -195,6 +197,7 @@ class ChatView(QWidget):
         self._update_show_earlier()
         for row in range(self._first, count):
             self._add_widget(row)
+        self._link_results(self._widgets)
         self.column.setUpdatesEnabled(True)
         self.stack.setCurrentWidget(self.scroll if count else self.welcome)
         self.render_count += 1
@@ -226,9 +229,10 @@ class ChatView(QWidget):
         for before, after in itertools.pairwise(chain):
             QWidget.setTabOrder(before, after)
         self.column.setUpdatesEnabled(True)
+        self._link_results(self._widgets)
         if self.column.isVisible():
             for widget in older:
-                widget.show()
+                widget.setVisible(widget.shown_in_column)
         QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
         bar.setValue(anchor.y() - offset if anchor else 0)
 
@@ -246,9 +250,34 @@ class ChatView(QWidget):
         # before the trailing stretch
         self._column_layout.insertWidget(self._column_layout.count() - 1, widget)
         self._widgets.append(widget)
-        if self.column.isVisible():
+        if self.column.isVisible() and widget.shown_in_column:
             widget.show()  # now, not on the next event-loop turn (its buttons are usable)
+        if widget.message.role == "tool":
+            self._link_results([widget])
         return widget
+
+    def _link_results(self, widgets: list[MessageWidget]) -> None:
+        """Each ``tool`` row's result goes into the card of the call it answers (in the
+        reply above it)."""
+        for widget in widgets:
+            for result in widget.message.parts:
+                if not isinstance(result, ToolResult):
+                    continue
+                card = self.tool_card(result.call_id, before=widget)
+                if card is not None:
+                    card.set_result(result)
+
+    def tool_card(self, call_id: str, before: MessageWidget | None = None
+                  ) -> ToolCallCard | None:
+        """The card of the call ``call_id`` (the latest one above ``before``)."""
+        widgets = self._widgets
+        if before is not None and before in widgets:
+            widgets = widgets[: widgets.index(before)]
+        for widget in reversed(widgets):
+            card = widget.tool_cards.get(call_id)
+            if card is not None:
+                return card
+        return None
 
     def on_rows_inserted(self, parent: QModelIndex, first: int, last: int) -> None:
         if first != self._first + len(self._widgets) or last != self._model.rowCount() - 1:

@@ -134,12 +134,23 @@ class Composer(QWidget):
         layout.setSpacing(4)
         layout.addWidget(self.banner)
         layout.addLayout(row)
+        #: below the text box: attachments and the chat's tools / libraries menus
+        self.accessories = QHBoxLayout()
+        self.accessories.setContentsMargins(0, 0, 0, 0)
+        self.accessories.setSpacing(6)
+        self.accessories.addStretch(1)
+        layout.addLayout(self.accessories)
         self.banner.save_button.clicked.connect(self.on_send)
         self.banner.cancel_button.clicked.connect(self.on_cancel_edit)
         self.edit.send_pressed.connect(self.on_send)
         self.edit.stop_pressed.connect(self.on_stop)
         self.button.clicked.connect(self.on_button_clicked)
         self.setAccessibleName("Composer")
+
+    def add_accessory(self, widget: QWidget, *, end: bool = False) -> None:
+        """Put ``widget`` in the row below the text box (``end``: after the stretch)."""
+        stretch = self.accessories.count() - 1
+        self.accessories.insertWidget(self.accessories.count() if end else stretch, widget)
 
     @property
     def generating(self) -> bool:

@@ -637,6 +637,8 @@ class ChatController(QObject):
             self.on_reasoning_chunk(conversation_id, event.text)
         elif isinstance(event, ToolCallEvent):
             active.calls.append(event.call)
+            if active.row is not None and conversation_id == self.current_id:
+                self.chat_model.update_message(active.row, parts=tuple(active.calls))
         elif isinstance(event, ToolResultEvent):
             self._store_result(active, event.result)
         elif isinstance(event, Finished):

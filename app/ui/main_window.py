@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.jobs import Progress
 from app.settings import BY_KEY
+from app.ui.chat_extras import install_tools, tools_page
 from app.ui.chat_view import ChatView
 from app.ui.composer import Composer
 from app.ui.controller import ChatController
@@ -83,6 +84,7 @@ class MainWindow(QMainWindow):
         chat_layout.setContentsMargins(0, 0, 0, 0)
         chat_layout.addWidget(self.chat_view, 1)
         chat_layout.addWidget(self.composer)
+        install_tools(self, chat_layout)
         self.stack = QStackedWidget(self)
         self.stack.addWidget(chat_page)
         self.stack.addWidget(self.first_run)
@@ -492,7 +494,8 @@ class MainWindow(QMainWindow):
 
         if getattr(self, "preferences", None) is None:
             self.preferences = PreferencesDialog(
-                self.controller.settings, self.models, server=self.server, parent=self
+                self.controller.settings, self.models, server=self.server, parent=self,
+                pages=[("Tools", lambda parent: tools_page(self, parent))],
             )
             self.preferences.changed.connect(self.apply_setting)
         if self.preferences.isVisible():  # already open behind the window: bring it forward
@@ -738,7 +741,8 @@ class MainWindow(QMainWindow):
         models = self.models.shutdown()
         server = self.server.stop()
         chat = self.controller.shutdown()
-        return models and server and chat
+        tools = self.tools.shutdown()  # after the turn: no call is running now
+        return models and server and chat and tools
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.controller.worker.stop()  # first: a busy engine thread slows everything else
