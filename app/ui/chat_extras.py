@@ -1,6 +1,7 @@
-"""What the window adds around a chat for tools: the tool controller, the approval bar
-above the composer, the composer's Tools menu, and the Settings tab. One place that
-connects them, so the main window only calls ``install_tools``."""
+"""What the window adds around a chat for tools and documents: the tool controller, the
+approval bar above the composer, the composer's Tools and Libraries menus and attachment
+tray, the documents controller, and the Settings tabs. One place that connects them, so the
+main window only calls ``install_tools`` / ``install_documents``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtWidgets import QWidget
 
 from app.ui.approval_bar import ApprovalBar
+from app.ui.attachment_tray import AttachmentTray
+from app.ui.chat_libraries_menu import ChatLibrariesButton
 from app.ui.chat_tools_menu import ChatToolsButton
+from app.ui.documents_controller import DocumentsController
 from app.ui.tool_controller import ToolController
 
 if TYPE_CHECKING:
@@ -58,3 +62,33 @@ def tools_page(window: MainWindow, parent: QWidget) -> QWidget:
     from app.ui.tools_page import ToolsPage
 
     return ToolsPage(window.tools, parent)
+
+
+def install_documents(window: MainWindow) -> DocumentsController:
+    """The window's documents: ``window.documents``, the composer's attachment tray
+    (``window.attachments``, fed by drops and pastes too) and its Libraries menu."""
+    documents = DocumentsController(window.controller, parent=window)
+    tray = AttachmentTray(window.composer)
+    window.composer.add_accessory(tray)
+    window.composer.edit.files_added.connect(tray.add)
+    button = ChatLibrariesButton(documents, window.composer)
+    window.composer.add_accessory(button, end=True)
+    window.documents, window.attachments, window.libraries_button = documents, tray, button
+    documents.index_progress.connect(
+        lambda p: window.status.showMessage(p.message, 4000) if p is not None else None)
+    return documents
+
+
+def send_with_attachments(window: MainWindow, text: str) -> bool:
+    """The composer's message with the tray's files (they stay when it is not sent)."""
+    files = window.attachments.take()
+    sent = window.documents.send(text, files)
+    if not sent:
+        window.attachments.restore(files)
+    return sent
+
+
+def documents_page(window: MainWindow, parent: QWidget) -> QWidget:
+    from app.ui.documents_page import DocumentsPage
+
+    return DocumentsPage(window.documents, parent)

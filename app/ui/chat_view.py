@@ -29,9 +29,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.chat.parts import ToolResult
+from app.chat.parts import Source, ToolResult
 from app.ui.chat_model import ChatModel
 from app.ui.message_widget import MessageWidget
+from app.ui.sources_list import PassageDialog
 from app.ui.theme import Colors, chat_stylesheet, colors_for
 from app.ui.tool_card import ToolCallCard
 from app.ui.undo_toast import UndoToast
@@ -170,7 +171,7 @@ class ChatView(QWidget):
         parts = []
         if not self.show_earlier_button.isHidden():
             parts.append(self.show_earlier_button.text())
-        parts += [w.plain_text() for w in self._widgets]
+        parts += [w.plain_text() for w in self._widgets if w.shown_in_column]
         return "\n\n".join(parts)
 
     def toHtml(self) -> str:
@@ -198,6 +199,7 @@ class ChatView(QWidget):
         for row in range(self._first, count):
             self._add_widget(row)
         self._link_results(self._widgets)
+        self._link_sources()
         self.column.setUpdatesEnabled(True)
         self.stack.setCurrentWidget(self.scroll if count else self.welcome)
         self.render_count += 1
@@ -230,6 +232,7 @@ class ChatView(QWidget):
             QWidget.setTabOrder(before, after)
         self.column.setUpdatesEnabled(True)
         self._link_results(self._widgets)
+        self._link_sources()
         if self.column.isVisible():
             for widget in older:
                 widget.setVisible(widget.shown_in_column)
@@ -243,6 +246,7 @@ class ChatView(QWidget):
     def _make_widget(self, row: int) -> MessageWidget:
         widget = MessageWidget(self._model.message(row), row, self._colors, self.column)
         widget.link_activated.connect(self.on_link_activated)
+        widget.sources.source_clicked.connect(self.show_passage)
         return widget
 
     def _add_widget(self, row: int) -> MessageWidget:
@@ -254,7 +258,33 @@ class ChatView(QWidget):
             widget.show()  # now, not on the next event-loop turn (its buttons are usable)
         if widget.message.role == "tool":
             self._link_results([widget])
+        elif widget.message.role == "assistant":
+            self._link_sources()
         return widget
+
+    def _link_sources(self) -> None:
+        """The passages a turn used (stored with its user message) are listed under the
+        turn's last reply."""
+        sources: tuple = ()
+        last: MessageWidget | None = None
+        for widget in [*self._widgets, None]:
+            if widget is None or widget.message.role == "user":
+                if last is not None:
+                    last.sources.set_sources(sources)
+                if widget is None:
+                    break
+                sources = tuple(p for p in widget.message.parts if isinstance(p, Source))
+                last = None
+            elif widget.message.role == "assistant":
+                if last is not None:
+                    last.sources.set_sources(())
+                last = widget
+
+    def show_passage(self, source: Source) -> PassageDialog:
+        """The passage in full, with "Open file"."""
+        self.passage = PassageDialog(source, self)
+        self.passage.show()
+        return self.passage
 
     def _link_results(self, widgets: list[MessageWidget]) -> None:
         """Each ``tool`` row's result goes into the card of the call it answers (in the
@@ -324,6 +354,8 @@ class ChatView(QWidget):
         was_streaming = widget.message.status == "streaming"
         message = self._model.message(row)
         widget.set_message(message, row)
+        if message.role == "user":  # its sources arrived
+            self._link_sources()
         if was_streaming and message.status != "streaming" and message.role == "assistant":
             self._announce(widget)
 

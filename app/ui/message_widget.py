@@ -28,9 +28,11 @@ from PySide6.QtWidgets import (
 from app.chat.parts import ToolCall
 from app.storage.records import StoredMessage
 from app.storage.transfer import provenance_line
+from app.ui.attachment_tray import attachment_chips
 from app.ui.icons import icon
 from app.ui.markdown_render import Rendered, render_markdown
 from app.ui.message_body import MessageBody
+from app.ui.sources_list import SourcesList
 from app.ui.speculation_text import info_text, speculation_figures
 from app.ui.theme import Colors
 from app.ui.thinking_block import ThinkingBlock
@@ -110,6 +112,11 @@ class MessageWidget(QWidget):
         card_layout.addWidget(self.typing)
         card_layout.addWidget(self.body)
         self._card_layout = card_layout
+        chips = attachment_chips(message.parts, self.card)
+        if chips is not None:  # the files sent with it
+            card_layout.addWidget(chips)
+        self.sources = SourcesList(self.card)  # a reply's: the passages its turn used
+        card_layout.addWidget(self.sources)
         #: the reply's tool calls by id (a ``tool`` row's result fills its card in)
         self.tool_cards: dict[str, ToolCallCard] = {}
 
@@ -249,7 +256,8 @@ class MessageWidget(QWidget):
             head += f"\n{thinking}"
         body = self.body.toPlainText() if self.message.content else ""
         cards = "".join(f"\n{card.plain_text()}" for card in self.tool_cards.values())
-        return f"{head}\n{body}{cards}"
+        sources = f"\n{self.sources.plain_text()}" if self.sources.sources else ""
+        return f"{head}\n{body}{cards}{sources}"
 
     def _render_body(self) -> None:
         if self._rendered_text == self.message.content and self._shown_html is not None:

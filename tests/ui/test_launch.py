@@ -28,6 +28,7 @@ def test_the_window_opens_without_the_libraries_it_needs_later(tmp_path):
         f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(LATER)!r}))\n"
         "window.models.shutdown()\n"
         "window.tools.shutdown()\n"
+        "window.documents.shutdown()\n"
         "window.controller.shutdown()\n"
     )
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "HEARTH_HOME": str(tmp_path)}
