@@ -11,7 +11,8 @@ A ``ChatMessage`` has a role ("system", "user", "assistant" or "tool") and ``par
 - ``Source``: a passage a retriever found (document, location such as "page 3", the quoted
   text), attached to the user message it answers;
 - ``ToolCall``: a call the model made (id, tool name, its JSON arguments as written);
-- ``ToolResult``: what a tool answered (the call's id, content, whether it is an error).
+- ``ToolResult``: what a tool answered (the call's id, content, whether it is an error, how
+  long it ran).
 
 Each concern switches on the part type in one place: the JSON form here (``PART_TYPES``,
 ``part_to_dict`` / ``part_from_dict``), the template in app/chat/render.py, storage in its
@@ -24,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import typing
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Literal
 
 from app.engine.types import Message
@@ -102,6 +103,8 @@ class ToolResult:
     content: str
     is_error: bool = False
     name: str = ""  # the tool's name (templates such as Llama 3's show it)
+    #: how long the call ran (ms; None: not run or not measured); not part of its identity
+    duration_ms: float | None = field(default=None, compare=False)
 
 
 Part = Text | Reasoning | Image | Attachment | Source | ToolCall | ToolResult

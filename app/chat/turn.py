@@ -20,6 +20,7 @@ It runs on the thread that owns the backend (the generation worker's, or the ser
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -180,14 +181,18 @@ def run_turn(
 def _run_call(toolbox: Toolbox, approve: Approve, call: ToolCall) -> ToolResult:
     if not approve(call):
         return ToolResult(call.id, DENIED, is_error=True, name=call.name)
+    started = time.monotonic()
     try:
         result = toolbox.call(call)
     except Exception as exc:  # a toolbox's bug must not end the chat: the model hears of it
         return ToolResult(call.id, f"The tool {call.name} failed: {exc}", is_error=True,
-                          name=call.name)
-    if result.call_id != call.id or not result.name:
-        result = replace(result, call_id=call.id, name=result.name or call.name)
-    return result
+                          name=call.name, duration_ms=_ms_since(started))
+    return replace(result, call_id=call.id, name=result.name or call.name,
+                   duration_ms=_ms_since(started))
+
+
+def _ms_since(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 1)
 
 
 def _last_user(messages: Sequence[ChatMessage]) -> int | None:

@@ -29,9 +29,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.chat.parts import Source, ToolResult
 from app.ui.chat_model import ChatModel
 from app.ui.message_widget import MessageWidget
+from app.ui.sources_list import PassageDialog
 from app.ui.theme import Colors, chat_stylesheet, colors_for
+from app.ui.tool_card import ToolCallCard
 from app.ui.undo_toast import UndoToast
 from app.ui.welcome_page import WelcomePage
 from app.ui.zoom import system_points, zoom_stylesheet
@@ -168,7 +171,7 @@ class ChatView(QWidget):
         parts = []
         if not self.show_earlier_button.isHidden():
             parts.append(self.show_earlier_button.text())
-        parts += [w.plain_text() for w in self._widgets]
+        parts += [w.plain_text() for w in self._widgets if w.shown_in_column]
         return "\n\n".join(parts)
 
     def toHtml(self) -> str:
@@ -195,6 +198,8 @@ class ChatView(QWidget):
         self._update_show_earlier()
         for row in range(self._first, count):
             self._add_widget(row)
+        self._link_results(self._widgets)
+        self._link_sources()
         self.column.setUpdatesEnabled(True)
         self.stack.setCurrentWidget(self.scroll if count else self.welcome)
         self.render_count += 1
@@ -226,9 +231,11 @@ class ChatView(QWidget):
         for before, after in itertools.pairwise(chain):
             QWidget.setTabOrder(before, after)
         self.column.setUpdatesEnabled(True)
+        self._link_results(self._widgets)
+        self._link_sources()
         if self.column.isVisible():
             for widget in older:
-                widget.show()
+                widget.setVisible(widget.shown_in_column)
         QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
         bar.setValue(anchor.y() - offset if anchor else 0)
 
@@ -239,6 +246,7 @@ class ChatView(QWidget):
     def _make_widget(self, row: int) -> MessageWidget:
         widget = MessageWidget(self._model.message(row), row, self._colors, self.column)
         widget.link_activated.connect(self.on_link_activated)
+        widget.sources.source_clicked.connect(self.show_passage)
         return widget
 
     def _add_widget(self, row: int) -> MessageWidget:
@@ -246,9 +254,60 @@ class ChatView(QWidget):
         # before the trailing stretch
         self._column_layout.insertWidget(self._column_layout.count() - 1, widget)
         self._widgets.append(widget)
-        if self.column.isVisible():
+        if self.column.isVisible() and widget.shown_in_column:
             widget.show()  # now, not on the next event-loop turn (its buttons are usable)
+        if widget.message.role == "tool":
+            self._link_results([widget])
+        elif widget.message.role == "assistant":
+            self._link_sources()
         return widget
+
+    def _link_sources(self) -> None:
+        """The passages a turn used (stored with its user message) are listed under the
+        turn's last reply."""
+        sources: tuple = ()
+        last: MessageWidget | None = None
+        for widget in [*self._widgets, None]:
+            if widget is None or widget.message.role == "user":
+                if last is not None:
+                    last.sources.set_sources(sources)
+                if widget is None:
+                    break
+                sources = tuple(p for p in widget.message.parts if isinstance(p, Source))
+                last = None
+            elif widget.message.role == "assistant":
+                if last is not None:
+                    last.sources.set_sources(())
+                last = widget
+
+    def show_passage(self, source: Source) -> PassageDialog:
+        """The passage in full, with "Open file"."""
+        self.passage = PassageDialog(source, self)
+        self.passage.show()
+        return self.passage
+
+    def _link_results(self, widgets: list[MessageWidget]) -> None:
+        """Each ``tool`` row's result goes into the card of the call it answers (in the
+        reply above it)."""
+        for widget in widgets:
+            for result in widget.message.parts:
+                if not isinstance(result, ToolResult):
+                    continue
+                card = self.tool_card(result.call_id, before=widget)
+                if card is not None:
+                    card.set_result(result)
+
+    def tool_card(self, call_id: str, before: MessageWidget | None = None
+                  ) -> ToolCallCard | None:
+        """The card of the call ``call_id`` (the latest one above ``before``)."""
+        widgets = self._widgets
+        if before is not None and before in widgets:
+            widgets = widgets[: widgets.index(before)]
+        for widget in reversed(widgets):
+            card = widget.tool_cards.get(call_id)
+            if card is not None:
+                return card
+        return None
 
     def on_rows_inserted(self, parent: QModelIndex, first: int, last: int) -> None:
         if first != self._first + len(self._widgets) or last != self._model.rowCount() - 1:
@@ -295,6 +354,8 @@ class ChatView(QWidget):
         was_streaming = widget.message.status == "streaming"
         message = self._model.message(row)
         widget.set_message(message, row)
+        if message.role == "user":  # its sources arrived
+            self._link_sources()
         if was_streaming and message.status != "streaming" and message.role == "assistant":
             self._announce(widget)
 

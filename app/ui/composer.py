@@ -6,7 +6,9 @@ Save & submit / Cancel"); Esc cancels the edit and brings back what was being wr
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from pathlib import Path
+
+from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QFrame,
@@ -25,12 +27,31 @@ from app.ui.zoom import set_font_points, system_points, zoom_stylesheet
 EDIT_LINES = 5  # the text box grows up to this many lines, then scrolls
 
 
+def local_files(mime: QMimeData) -> list[Path]:
+    """The local files a paste or a drop carries (none: it is text)."""
+    if not mime.hasUrls():
+        return []
+    return [Path(u.toLocalFile()) for u in mime.urls() if u.isLocalFile()]
+
+
 class ComposerEdit(QPlainTextEdit):
-    """Text box. Signals: send_pressed(), stop_pressed(), up_in_empty()."""
+    """Text box. Signals: send_pressed(), stop_pressed(), up_in_empty(), files_added(list
+    of Path): files were pasted or dropped on it (they are attached, not written in)."""
 
     send_pressed = Signal()
     stop_pressed = Signal()
     up_in_empty = Signal()  # Up with nothing written: edit the last message
+    files_added = Signal(list)
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        return bool(local_files(source)) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        files = local_files(source)
+        if files:
+            self.files_added.emit(files)
+            return
+        super().insertFromMimeData(source)
     #: The "send_key" setting: "enter" (Shift+Enter adds a line) or "ctrl+enter" (Enter does).
     send_key = "enter"
 
@@ -134,12 +155,34 @@ class Composer(QWidget):
         layout.setSpacing(4)
         layout.addWidget(self.banner)
         layout.addLayout(row)
+        #: below the text box: attachments and the chat's tools / libraries menus
+        self.accessories = QHBoxLayout()
+        self.accessories.setContentsMargins(0, 0, 0, 0)
+        self.accessories.setSpacing(6)
+        self.accessories.addStretch(1)
+        layout.addLayout(self.accessories)
         self.banner.save_button.clicked.connect(self.on_send)
         self.banner.cancel_button.clicked.connect(self.on_cancel_edit)
         self.edit.send_pressed.connect(self.on_send)
         self.edit.stop_pressed.connect(self.on_stop)
         self.button.clicked.connect(self.on_button_clicked)
         self.setAccessibleName("Composer")
+        self.setAcceptDrops(True)  # files dropped anywhere on it are attached
+
+    def dragEnterEvent(self, event) -> None:
+        if local_files(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        files = local_files(event.mimeData())
+        if files:
+            self.edit.files_added.emit(files)
+            event.acceptProposedAction()
+
+    def add_accessory(self, widget: QWidget, *, end: bool = False) -> None:
+        """Put ``widget`` in the row below the text box (``end``: after the stretch)."""
+        stretch = self.accessories.count() - 1
+        self.accessories.insertWidget(self.accessories.count() if end else stretch, widget)
 
     @property
     def generating(self) -> bool:

@@ -44,7 +44,7 @@ from app.chat.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from app.chat.parts import ToolCall, ToolResult
+from app.chat.parts import Part, ToolCall, ToolResult
 from app.chat.turn import Retriever, Toolbox
 from app.engine.types import GenerationSettings, GenerationStats
 from app.errors import HearthError, StorageError
@@ -361,8 +361,9 @@ class ChatController(QObject):
 
     # turns --------------------------------------------------------------------------------
 
-    def send(self, text: str) -> bool:
-        """Save the user's message, then ask the worker for a reply."""
+    def send(self, text: str, *, parts: tuple[Part, ...] = (), start: bool = True) -> bool:
+        """Save the user's message (with ``parts``: its attachments), then ask the worker
+        for a reply (``start`` False: later, with ``reply_to_last``)."""
         text = clean_text(text).strip()
         if not text:
             return False
@@ -393,17 +394,27 @@ class ChatController(QObject):
                 self.chat_model.truncate(self._edit_row)
                 self._end_edit()
             else:
-                msg = self.history.add_message(self.current_id, "user", text)
+                msg = self.history.add_message(self.current_id, "user", text,
+                                               parts=parts)
         except StorageError as exc:
             self.bridge.report(exc)
             return False
         self.chat_model.append(msg)
         self.conversations.upsert(self.current_id)
+        if not start:
+            return True
         if waiting:
             self._queued = self.current_id
             self.waiting_for_model.emit(True)
             self.generating_changed.emit(True)  # the composer offers Stop, not Send
             return True
+        return self._start_reply()
+
+    def reply_to_last(self) -> bool:
+        """Ask for the reply to the open chat's last message (one sent with
+        ``start=False``)."""
+        if self.generating or self.model_info is None or self.current_id is None:
+            return False
         return self._start_reply()
 
     def stop(self) -> None:
@@ -637,6 +648,8 @@ class ChatController(QObject):
             self.on_reasoning_chunk(conversation_id, event.text)
         elif isinstance(event, ToolCallEvent):
             active.calls.append(event.call)
+            if active.row is not None and conversation_id == self.current_id:
+                self.chat_model.update_message(active.row, parts=tuple(active.calls))
         elif isinstance(event, ToolResultEvent):
             self._store_result(active, event.result)
         elif isinstance(event, Finished):

@@ -29,6 +29,13 @@ from PySide6.QtWidgets import (
 
 from app.jobs import Progress
 from app.settings import BY_KEY
+from app.ui.chat_extras import (
+    documents_page,
+    install_documents,
+    install_tools,
+    send_with_attachments,
+    tools_page,
+)
 from app.ui.chat_view import ChatView
 from app.ui.composer import Composer
 from app.ui.controller import ChatController
@@ -83,6 +90,8 @@ class MainWindow(QMainWindow):
         chat_layout.setContentsMargins(0, 0, 0, 0)
         chat_layout.addWidget(self.chat_view, 1)
         chat_layout.addWidget(self.composer)
+        install_tools(self, chat_layout)
+        install_documents(self)
         self.stack = QStackedWidget(self)
         self.stack.addWidget(chat_page)
         self.stack.addWidget(self.first_run)
@@ -444,7 +453,7 @@ class MainWindow(QMainWindow):
 
     def on_submitted(self, text: str) -> None:
         self.settings_panel.flush()
-        if not self.controller.send(text) and not self.controller.generating:
+        if not send_with_attachments(self, text) and not self.controller.generating:
             self.composer.set_text(text)  # keep what the user wrote
 
     def on_chat_action(self, action: str, row: int) -> None:
@@ -492,7 +501,9 @@ class MainWindow(QMainWindow):
 
         if getattr(self, "preferences", None) is None:
             self.preferences = PreferencesDialog(
-                self.controller.settings, self.models, server=self.server, parent=self
+                self.controller.settings, self.models, server=self.server, parent=self,
+                pages=[("Tools", lambda parent: tools_page(self, parent)),
+                       ("Documents", lambda parent: documents_page(self, parent))],
             )
             self.preferences.changed.connect(self.apply_setting)
         if self.preferences.isVisible():  # already open behind the window: bring it forward
@@ -738,7 +749,9 @@ class MainWindow(QMainWindow):
         models = self.models.shutdown()
         server = self.server.stop()
         chat = self.controller.shutdown()
-        return models and server and chat
+        tools = self.tools.shutdown()  # after the turn: no call is running now
+        documents = self.documents.shutdown()
+        return models and server and chat and tools and documents
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.controller.worker.stop()  # first: a busy engine thread slows everything else

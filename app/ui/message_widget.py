@@ -25,14 +25,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.chat.parts import ToolCall
 from app.storage.records import StoredMessage
 from app.storage.transfer import provenance_line
+from app.ui.attachment_tray import attachment_chips
 from app.ui.icons import icon
 from app.ui.markdown_render import Rendered, render_markdown
 from app.ui.message_body import MessageBody
+from app.ui.sources_list import SourcesList
 from app.ui.speculation_text import info_text, speculation_figures
 from app.ui.theme import Colors
 from app.ui.thinking_block import ThinkingBlock
+from app.ui.tool_card import ToolCallCard
 
 __all__ = ["MessageBody", "MessageWidget"]
 
@@ -107,6 +111,14 @@ class MessageWidget(QWidget):
         card_layout.addWidget(self.thinking)
         card_layout.addWidget(self.typing)
         card_layout.addWidget(self.body)
+        self._card_layout = card_layout
+        chips = attachment_chips(message.parts, self.card)
+        if chips is not None:  # the files sent with it
+            card_layout.addWidget(chips)
+        self.sources = SourcesList(self.card)  # a reply's: the passages its turn used
+        card_layout.addWidget(self.sources)
+        #: the reply's tool calls by id (a ``tool`` row's result fills its card in)
+        self.tool_cards: dict[str, ToolCallCard] = {}
 
         # branch control: always visible when the turn has variants
         self.branch = QWidget(self)
@@ -160,6 +172,8 @@ class MessageWidget(QWidget):
         self._typing_timer.setInterval(TYPING_INTERVAL_MS)
         self._typing_timer.timeout.connect(self.on_typing_timer)
         self.actions.setVisible(False)
+        if message.role == "tool":  # its result shows in the calling reply's card
+            self.setVisible(False)
         self.set_message(message, row)
 
     # content ------------------------------------------------------------------------------
@@ -179,11 +193,24 @@ class MessageWidget(QWidget):
         self.thinking.set_reasoning(message.reasoning, message.reasoning_ms,
                                     thinking=self.is_thinking)
         self._render_body()
+        self._update_tool_cards()
         self._update_typing()
         self._update_variants()
         self._update_info()
         if message.status != "streaming":
             self._update_accessible()
+
+    @property
+    def shown_in_column(self) -> bool:
+        """False for a ``tool`` row: its result is shown in the card of the call."""
+        return self.message.role != "tool"
+
+    def _update_tool_cards(self) -> None:
+        for part in self.message.parts:
+            if isinstance(part, ToolCall) and part.id not in self.tool_cards:
+                card = ToolCallCard(part, self.card)
+                self._card_layout.addWidget(card)
+                self.tool_cards[part.id] = card
 
     def hasHeightForWidth(self) -> bool:
         """No: the body fixes its own height to its text (see ``MessageBody``)."""
@@ -228,7 +255,9 @@ class MessageWidget(QWidget):
         if thinking:
             head += f"\n{thinking}"
         body = self.body.toPlainText() if self.message.content else ""
-        return f"{head}\n{body}"
+        cards = "".join(f"\n{card.plain_text()}" for card in self.tool_cards.values())
+        sources = f"\n{self.sources.plain_text()}" if self.sources.sources else ""
+        return f"{head}\n{body}{cards}{sources}"
 
     def _render_body(self) -> None:
         if self._rendered_text == self.message.content and self._shown_html is not None:

@@ -10,6 +10,7 @@ text size, send key) and are saved when the window closes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
@@ -54,6 +55,7 @@ class PreferencesDialog(QDialog):
         *,
         provider_reasons: dict[str, str | None] | None = None,
         server: ServerController | None = None,
+        pages: list[tuple[str, Callable[[QWidget], QWidget]]] | None = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -69,6 +71,8 @@ class PreferencesDialog(QDialog):
             rows = [s for s in SETTINGS if s.section == section]
             if rows:
                 self.tabs.addTab(self._page(section, rows), title)
+        for title, make in pages or ():  # pages with their own widgets (Tools, Documents)
+            self.tabs.addTab(make(self), title)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
         buttons.rejected.connect(self.close)
         layout = QVBoxLayout(self)

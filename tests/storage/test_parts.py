@@ -78,7 +78,7 @@ def test_a_tool_turn_round_trips_through_export_and_import(tmp_path):
     assert (doc["version"], doc["parts_version"]) == (FORMAT_VERSION, PARTS_VERSION) == (3, 1)
     assert doc["messages"][2] == {**doc["messages"][2], "role": "tool", "parts": [
         {"type": "tool_result", "call_id": "call_1", "content": '{"temp": 4}',
-         "is_error": False, "name": "get_weather"}]}
+         "is_error": False, "name": "get_weather", "duration_ms": None}]}
     other = History(tmp_path / "other.sqlite3")
     imported = import_json(other, text)
     assert _typed(other, imported.id) == EXPECTED

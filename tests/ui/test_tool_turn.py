@@ -85,7 +85,8 @@ def test_an_allowed_tool_turn_is_stored_as_its_parts_and_round_trips(tool_app):
 
 
 def test_without_anyone_to_ask_a_call_is_refused(tool_app):
-    app = tool_app  # nothing is connected to approval_requested
+    app = tool_app  # nothing is connected to approval_requested (the window's bar is not)
+    app.controller.approval_requested.disconnect(app.window.tools.on_approval_requested)
     app.send("What time is it?")
     stored = app.history.active_path(app.controller.current_id)
     assert stored[2].parts == (ToolResult("call_1", DENIED, is_error=True, name="get_time"),)

@@ -1,0 +1,101 @@
+"""The passages a reply used, listed under it (file, page or heading, a snippet); clicking
+one shows the whole passage with "Open file"."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QUrl, Signal
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.chat.parts import Source
+
+SNIPPET_CHARS = 90
+
+
+def source_line(number: int, source: Source) -> str:
+    where = f" · {source.location}" if source.location else ""
+    snippet = " ".join(source.text.split())
+    if len(snippet) > SNIPPET_CHARS:
+        snippet = snippet[:SNIPPET_CHARS].rstrip() + "…"
+    return f"[{number}] {source.document}{where} — {snippet}"
+
+
+class SourcesList(QWidget):
+    """Signals: source_clicked(Source)."""
+
+    source_clicked = Signal(object)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("sourcesList")
+        self.sources: tuple[Source, ...] = ()
+        self.buttons: list[QPushButton] = []
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 4, 0, 0)
+        self._layout.setSpacing(0)
+        self.heading = QLabel("Sources", self)
+        self.heading.setObjectName("sourcesHeading")
+        self._layout.addWidget(self.heading)
+        self.hide()
+
+    def set_sources(self, sources: tuple[Source, ...]) -> None:
+        if sources == self.sources:
+            return
+        self.sources = sources
+        for button in self.buttons:
+            self._layout.removeWidget(button)
+            button.deleteLater()
+        self.buttons = []
+        for number, source in enumerate(sources, 1):
+            button = QPushButton(source_line(number, source), self)
+            button.setObjectName("sourceButton")
+            button.setFlat(True)
+            button.setStyleSheet("text-align: left; padding: 1px 2px;")
+            button.setToolTip(source.path or source.document)
+            button.clicked.connect(lambda _=False, s=source: self.source_clicked.emit(s))
+            self._layout.addWidget(button)
+            self.buttons.append(button)
+        self.setVisible(bool(sources))
+
+    def plain_text(self) -> str:
+        return "\n".join(["Sources", *(b.text() for b in self.buttons)]) if self.sources else ""
+
+
+class PassageDialog(QDialog):
+    """One passage in full, with "Open file" (the system's viewer)."""
+
+    def __init__(self, source: Source, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.source = source
+        where = f" — {source.location}" if source.location else ""
+        self.setWindowTitle(f"{source.document}{where}")
+        self.text = QPlainTextEdit(source.text, self)
+        self.text.setReadOnly(True)
+        self.path_label = QLabel(source.path or source.document, self)
+        self.path_label.setWordWrap(True)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
+        self.open_button = buttons.addButton("Open file", QDialogButtonBox.ButtonRole.ActionRole)
+        self.open_button.setEnabled(bool(source.path))
+        self.open_button.clicked.connect(self.on_open)
+        buttons.rejected.connect(self.close)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.path_label)
+        layout.addWidget(self.text, 1)
+        layout.addWidget(buttons)
+        self.resize(560, 380)
+        self.opened: list[str] = []
+
+    def on_open(self) -> None:
+        self.opened.append(self.source.path)
+        self.open_url(QUrl.fromLocalFile(self.source.path))
+
+    def open_url(self, url: QUrl) -> None:  # tests replace this
+        QDesktopServices.openUrl(url)
