@@ -6,8 +6,8 @@ Save & submit / Cancel"); Esc cancels the edit and brings back what was being wr
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -33,6 +33,16 @@ class ComposerEdit(QPlainTextEdit):
     up_in_empty = Signal()  # Up with nothing written: edit the last message
     #: The "send_key" setting: "enter" (Shift+Enter adds a line) or "ctrl+enter" (Enter does).
     send_key = "enter"
+
+    def event(self, event: QEvent) -> bool:
+        """Ctrl+Z with nothing to undo in the text goes to the window (Undo delete)."""
+        if (event.type() == QEvent.Type.ShortcutOverride
+                and isinstance(event, QKeyEvent)
+                and event.matches(QKeySequence.StandardKey.Undo)
+                and not self.document().isUndoAvailable()):
+            event.ignore()
+            return True
+        return super().event(event)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         key = event.key()

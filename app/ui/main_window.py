@@ -168,6 +168,11 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.quit_action)
 
         edit = menus.addMenu("&Edit")
+        self.undo_action = self._action("Undo delete", QKeySequence.StandardKey.Undo,
+                                        self.on_undo_delete)
+        self.undo_action.setEnabled(False)
+        edit.addAction(self.undo_action)
+        edit.addSeparator()
         self.copy_reply_action = self._action(
             "Copy last reply", "Ctrl+Shift+C", self.on_copy_last_reply
         )
@@ -293,7 +298,9 @@ class MainWindow(QMainWindow):
         c.edit_ended.connect(self.composer.end_edit)
         self.composer.edit_cancelled.connect(c.cancel_edit)
         c.deleted.connect(self.chat_view.toast.show_undo)
-        self.chat_view.toast.undo_clicked.connect(c.undo_delete)
+        self.chat_view.toast.undo_clicked.connect(self.on_undo_delete)
+        for signal in (c.deleted, c.conversation_opened, c.generating_changed):
+            signal.connect(self._update_undo)
         self.chat_view.welcome.prompt_chosen.connect(self.on_submitted)
         self.conversation_list.pin_requested.connect(c.set_pinned)
         c.prefill_progress.connect(self.status.set_prefill)
@@ -639,6 +646,18 @@ class MainWindow(QMainWindow):
         row = self.controller.last_row("user")
         if row is not None:
             self.controller.perform("edit", row)
+
+    def on_undo_delete(self) -> None:
+        """Edit ▸ Undo, Ctrl+Z or the note's Undo: the last delete in the open chat."""
+        self.chat_view.toast.dismiss()
+        self.controller.undo_delete()
+        self._update_undo()
+
+    def _update_undo(self, *_: object) -> None:
+        if not self.controller.can_undo_delete:  # e.g. another chat was opened
+            self.chat_view.toast.dismiss()
+        can = self.controller.can_undo_delete and not self.controller.generating
+        self.undo_action.setEnabled(can)
 
     def on_new_chat(self) -> None:
         self.controller.new_conversation()
