@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx2
 
+from app.engine.reasoning import split_inline_think
 from app.engine.types import (
     BackendInfo,
     Capabilities,
@@ -125,15 +126,21 @@ class RemoteEngine:
         tools: Sequence[dict] | None = None,
         documents: Sequence[dict] | None = None,
     ) -> Iterator[GenerationChunk]:
-        """Stream one reply. ``caches``, ``conversation_id``, ``reuse`` and ``on_prefill``
-        are accepted for the worker's sake and ignored: the server keeps (or not) its own
-        prefix cache and reads the prompt on its side. ``tools`` are sent as OpenAI's
-        ``tools``; the calls the server returns (streamed ``tool_calls`` deltas, put together
-        by index) come in the last chunk's ``tool_calls``. ``documents`` are refused: the
-        server's template is out of reach (``capabilities().documents`` is False, so the turn
-        layer writes sources into the messages instead)."""
+        """Stream one reply; ``<think>…</think>`` written inside the content goes to ``reasoning``
+        as a local model's does. ``caches``, ``conversation_id``, ``reuse`` and ``on_prefill`` are
+        accepted for the worker's sake and ignored: the server keeps (or not) its own prefix cache
+        and reads the prompt on its side. ``tools`` are sent as OpenAI's ``tools``; the calls the
+        server returns (streamed ``tool_calls`` deltas, put together by index) come in the last
+        chunk's ``tool_calls``. ``documents`` are refused: the server's template is out of reach
+        (``capabilities().documents`` is False, so the turn layer writes sources into the messages
+        instead)."""
         if documents is not None:
             raise ValueError("a remote engine takes no documents=; put them in the messages")
+        return split_inline_think(self._chat(messages, settings, cancel, tools))
+
+    def _chat(self, messages: Sequence[Message], settings: GenerationSettings,
+              cancel: threading.Event | None,
+              tools: Sequence[dict] | None) -> Iterator[GenerationChunk]:
         cancel = cancel or threading.Event()
         notes = list(self.notes)
         clock = ReplyClock()
