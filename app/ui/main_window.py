@@ -307,6 +307,10 @@ class MainWindow(QMainWindow):
         c.import_progress.connect(self.status.set_import)
         self.status.import_cancel_requested.connect(c.cancel_import)
         c.waiting_for_model.connect(self.on_waiting_for_model)
+        self.server.started.connect(self.status.set_server)
+        self.server.stopped.connect(lambda: self.status.set_server(None))
+        self.server.requests_changed.connect(self.status.set_server_requests)
+        self.status.server_clicked.connect(self.on_server_settings)
         c.notice.connect(lambda text: self.status.showMessage(text, 4000))
         self.bridge.message_shown.connect(self.banner.show_message)
         self.bridge.crash_reported.connect(self.on_crash)
@@ -507,6 +511,11 @@ class MainWindow(QMainWindow):
             self.preferences.activateWindow()
         else:
             self.preferences.show()
+
+    def on_server_settings(self) -> None:
+        """The status bar's server item: the settings, at the Local server tab."""
+        self.on_preferences()
+        self.preferences.show_server()
 
     def on_hub_token(self) -> None:
         """A gated notice asked for a Hugging Face token: the settings, at the token field."""

@@ -257,6 +257,13 @@ class PreferencesDialog(QDialog):
                 self.tabs.setCurrentIndex(index)
         token.setFocus()
 
+    def show_server(self) -> None:
+        """Open on the Local server page."""
+        status = getattr(self, "server_status", None)
+        for index in range(self.tabs.count()):
+            if status is not None and self.tabs.widget(index).isAncestorOf(status):
+                self.tabs.setCurrentIndex(index)
+
     def _server_key_row(self, parent: QWidget) -> QWidget:
         self.server_key = QLineEdit(parent)
         self.server_key.setEchoMode(QLineEdit.EchoMode.Password)
