@@ -33,6 +33,7 @@ from app.ui.chat_view import ChatView
 from app.ui.composer import Composer
 from app.ui.controller import ChatController
 from app.ui.conversation_list import ConversationList
+from app.ui.file_folders import remember, start_folder
 from app.ui.first_run import FirstRunPanel
 from app.ui.message_bridge import Banner, CrashDialog
 from app.ui.model_controller import STARTER_JOB, ModelController
@@ -44,6 +45,15 @@ from app.ui.zoom import set_font_points, text_points, zoomed_setting
 from app.workers.generation_worker import ModelInfo
 
 CHAT_PAGE, WELCOME_PAGE = 0, 1
+
+
+def markdown_import_refusal(name: str) -> str:
+    """Why a Markdown file cannot be imported (it would not come back as it was)."""
+    return (f"“{name}” is a Markdown export, which Hearth cannot import without losing part "
+            "of the chat: it keeps only the versions on screen (not the other versions of "
+            "edited or regenerated messages), none of the chat's settings, and a reply that "
+            "itself contains a “## You” heading would be split in two. "
+            "Export the chat as JSON (File ▸ Export chat ▸ JSON…) to move it losslessly.")
 
 
 def settings_default(key: str) -> object:
@@ -352,10 +362,11 @@ class MainWindow(QMainWindow):
         self.refresh_models()
 
     def on_load_folder(self) -> None:
-        from PySide6.QtWidgets import QFileDialog
-
-        folder = QFileDialog.getExistingDirectory(self, "Load a model folder")
+        settings = self.controller.settings
+        folder = QFileDialog.getExistingDirectory(self, "Load a model folder",
+                                                  start_folder(settings, "model"))
         if folder:
+            remember(settings, "model", folder)
             self.controller.load_model(folder)
 
     def on_provider_menu(self) -> None:
@@ -739,15 +750,40 @@ class MainWindow(QMainWindow):
             self.controller.export_conversation(path, "json")
 
     def on_import(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Import chat", "", "JSON (*.json)")
-        if path:
-            self.controller.import_conversation(path)
+        path = self.ask_open_path()
+        if not path:
+            return
+        remember(self.controller.settings, "import", path)
+        if Path(path).suffix.lower() in (".md", ".markdown"):
+            self.bridge.warning(markdown_import_refusal(Path(path).name))
+            return
+        self.controller.import_conversation(path)
+
+    def ask_open_path(self) -> str:
+        """The import file picker (tests replace it), in the last import's folder."""
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Import chat", start_folder(self.controller.settings, "import"),
+            "Chats (*.json *.md);;JSON (*.json);;Markdown (*.md)")
+        return path
 
     def ask_save_path(self, title: str, filters: str, suffix: str) -> str:
-        path, _ = QFileDialog.getSaveFileName(self, title, "", filters)
+        """The export file picker, in the last export's folder, named after the chat."""
+        settings = self.controller.settings
+        name = self._export_name() + suffix
+        path, _ = QFileDialog.getSaveFileName(
+            self, title, str(Path(start_folder(settings, "export")) / name), filters)
         if path and not Path(path).suffix:
             path += suffix
+        if path:
+            remember(settings, "export", path)
         return path
+
+    def _export_name(self) -> str:
+        conv_id = self.controller.current_id
+        conv = self.controller.history.get_conversation(conv_id) if conv_id else None
+        title = (conv.title if conv is not None else "") or "Chat"
+        safe = "".join(ch if ch.isalnum() or ch in " -_" else " " for ch in title)
+        return " ".join(safe.split())[:60] or "Chat"
 
     # errors and shutdown ------------------------------------------------------------------
 

@@ -499,7 +499,14 @@ class ModelManagerPanel(QDialog):
         return answer == QMessageBox.StandardButton.Yes
 
     def ask_folder(self) -> str:
-        return QFileDialog.getExistingDirectory(self, "Import a model folder")
+        from app.ui.file_folders import remember, start_folder
+
+        settings = self.controller.settings
+        folder = QFileDialog.getExistingDirectory(self, "Import a model folder",
+                                                  start_folder(settings, "model"))
+        if folder:
+            remember(settings, "model", folder)
+        return folder
 
     def ask_open_installed(self, sentence: str) -> bool:
         box = QMessageBox(QMessageBox.Icon.Information, "Already installed", sentence,
@@ -513,7 +520,7 @@ class ModelManagerPanel(QDialog):
         """The GGUFs other apps keep, or any file through Browse… (``GGUFFinderDialog``)."""
         from app.ui.gguf_import_dialog import GGUFFinderDialog
 
-        finder = GGUFFinderDialog(self)
+        finder = GGUFFinderDialog(self, settings=self.controller.settings)
         finder.exec()
         return finder.chosen
 
