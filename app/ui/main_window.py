@@ -17,6 +17,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
+    QHBoxLayout,
     QLabel,
     QMainWindow,
     QProgressBar,
@@ -36,7 +37,7 @@ from app.ui.conversation_list import ConversationList
 from app.ui.file_folders import remember, start_folder
 from app.ui.first_run import FirstRunPanel
 from app.ui.message_bridge import Banner, CrashDialog
-from app.ui.model_controller import STARTER_JOB, ModelController
+from app.ui.model_controller import STARTER_JOB, USE_HINT, ModelController
 from app.ui.model_manager import ModelManagerPanel
 from app.ui.server_controller import ServerController
 from app.ui.settings_panel import SettingsPanel
@@ -59,7 +60,8 @@ def markdown_import_refusal(name: str) -> str:
 def settings_default(key: str) -> object:
     return BY_KEY[key].default
 
-NARROW_WIDTH = 1000  # below this the chat settings panel folds away
+NARROW_WIDTH = 1000
+LOAD_BAR_PX = 90  # the toolbar's model-loading bar  # below this the chat settings panel folds away
 
 
 class MainWindow(QMainWindow):
@@ -74,6 +76,7 @@ class MainWindow(QMainWindow):
         self.crash_dialogs: list[CrashDialog] = []
         self.model_manager = ModelManagerPanel(models, self)
         self.model_manager.token_requested.connect(self.on_hub_token)
+        self.model_manager.closed.connect(self.on_model_manager_closed)
         self.model_manager.setWindowFlag(Qt.WindowType.Window, True)
         self.server = ServerController(controller.host, self)
         self._remote_listings: list = []
@@ -141,13 +144,23 @@ class MainWindow(QMainWindow):
         self.model_picker.setAccessibleName("Model")
         self.model_picker.setAccessibleDescription("Pick the model that answers in this window.")
         bar.addWidget(self.model_picker)
-        self.load_progress = QProgressBar(self)
+        # the loading bar has a slot of its own, there loaded or not: the buttons after it
+        # stay where they are while a model loads
+        slot = QWidget(self)
+        slot.setObjectName("loadProgressSlot")
+        slot_layout = QHBoxLayout(slot)
+        slot_layout.setContentsMargins(6, 0, 6, 0)
+        self.load_progress = QProgressBar(slot)
         self.load_progress.setRange(0, 0)
-        self.load_progress.setMaximumWidth(120)
+        self.load_progress.setFixedWidth(LOAD_BAR_PX)
         self.load_progress.setAccessibleName("Model loading")
+        slot_layout.addWidget(self.load_progress)
+        slot.setFixedWidth(LOAD_BAR_PX + 12)
+        retain = self.load_progress.sizePolicy()
+        retain.setRetainSizeWhenHidden(True)
+        self.load_progress.setSizePolicy(retain)
         self.load_progress.hide()
-        self.load_progress_action = bar.addWidget(self.load_progress)
-        self.load_progress_action.setVisible(False)
+        self.load_progress_action = bar.addWidget(slot)
         self.new_action = self._action("New chat", "Ctrl+N", self.on_new_chat)
         self.models_action = self._action("Models…", "Ctrl+M", self.model_manager.open_panel)
         self.models_action.setToolTip("Download, switch, delete and import models (Ctrl+M)")
@@ -357,6 +370,11 @@ class MainWindow(QMainWindow):
         self._select_picker(self.controller.model_info.path if self.controller.model_info else "")
         self._update_page()
 
+    def on_model_manager_closed(self) -> None:
+        """"… click Use" names the dialog's button: it goes with the dialog."""
+        if self.banner.text().endswith(USE_HINT):
+            self.banner.hide()
+
     def on_remotes_listed(self, listings: object) -> None:
         self._remote_listings = list(listings)  # type: ignore[call-overload]
         self.refresh_models()
@@ -405,7 +423,6 @@ class MainWindow(QMainWindow):
 
     def on_model_loading(self, path: str) -> None:
         self.model_picker.setEnabled(False)
-        self.load_progress_action.setVisible(True)
         self.load_progress.show()
         index = self.model_picker.findData(path)
         name = self.model_picker.itemText(index) if index >= 0 else Path(path).name
@@ -442,7 +459,6 @@ class MainWindow(QMainWindow):
     def _loading_done(self) -> None:
         self.model_picker.setEnabled(True)
         self.load_progress.hide()
-        self.load_progress_action.setVisible(False)
 
     def on_job_progress(self, job_id: str, progress: Progress) -> None:
         if job_id == STARTER_JOB:

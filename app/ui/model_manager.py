@@ -154,10 +154,16 @@ class ModelManagerPanel(QDialog):
     """The model manager dialog. It only shows models and emits intents on ``controller``.
 
     Signals: token_requested() (a gated notice's "Add a Hugging Face token…": the window
-    opens the token setting).
+    opens the token setting); closed() (the dialog went away: notes about its buttons no
+    longer apply).
     """
 
     token_requested = Signal()
+    closed = Signal()
+
+    def hideEvent(self, event) -> None:
+        super().hideEvent(event)
+        self.closed.emit()
 
     def __init__(self, controller: ModelController, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -355,6 +361,11 @@ class ModelManagerPanel(QDialog):
         self.variant_combo.clear()
         row: CatalogRow | None = self._selected(self.catalog_view)
         self._update_details(row)
+        installed = row is not None and row.installed
+        self.download_button.setText("Installed" if installed else "Download")
+        self.download_button.setEnabled(not installed)
+        self.download_button.setToolTip(
+            "This model is installed: use it from the Installed tab." if installed else "")
         if row is None:
             return
         for variant in row.entry.variants:
