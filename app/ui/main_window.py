@@ -439,6 +439,8 @@ class MainWindow(QMainWindow):
         self.chat_view.set_model_name(name)
         self.settings_panel.set_model_defaults(info.generation_defaults)
         self.settings_panel.set_thinking_control(info.thinking_control)
+        if getattr(self, "preferences", None) is not None:
+            self.preferences.refresh_values()  # the server line names the served model
         # the model's name is beside it in the bar already
         self.status.showMessage(f"Model loaded in {info.load_ms / 1000:.1f} s", 4000)
         if info.notes:  # e.g. a context clamped to this machine's memory, unused encoders
@@ -568,6 +570,7 @@ class MainWindow(QMainWindow):
             self.apply_text_size(int(value))  # type: ignore[call-overload]
         elif key == "send_key":
             self.composer.set_send_key(str(value))
+            self.chat_view.welcome.set_send_key(str(value))
         elif key == "offline":
             from app.network import set_offline
 

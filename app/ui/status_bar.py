@@ -42,11 +42,17 @@ def reading_text(done: int, total: int) -> str:
     return f"Reading your message… {done:,} / {total:,} tokens"
 
 
-def server_text(address: str, active: int) -> str:
-    """"Server 127.0.0.1:8080 · 2 requests" (``address``: the base URL clients use)."""
+def server_text(address: str, active: int, *, compact: bool = False) -> str:
+    """"Server 127.0.0.1:8080 · 2 requests" (``address``: the base URL clients use);
+    compact, for a narrow window: "Server :8080 · 2"."""
     where = address.split("://", 1)[-1].split("/", 1)[0]
+    if compact:
+        return f"Server :{where.rsplit(':', 1)[-1]} · {active}"
     count = f"{active} request" + ("" if active == 1 else "s")
     return f"Server {where} · {count}"
+
+
+SERVER_COMPACT_BELOW_PX = 1000  # a status bar narrower than this gets the short server text
 
 
 WAITING_TEXT = "Waiting for the model to load; your message goes out when it is ready"
@@ -98,6 +104,7 @@ class ChatStatusBar(QStatusBar):
         self.addPermanentWidget(self.server_button)
         self.server_button.hide()
         self._server_address: str | None = None
+        self._server_active = 0
 
     def set_server(self, address: str | None, active: int = 0) -> None:
         """The Local server listens at ``address`` with ``active`` requests running or
@@ -106,7 +113,9 @@ class ChatStatusBar(QStatusBar):
         if address is None:
             self.server_button.hide()
             return
-        self.server_button.setText(server_text(address, active))
+        self._server_active = active
+        compact = self.width() < SERVER_COMPACT_BELOW_PX
+        self.server_button.setText(server_text(address, active, compact=compact))
         tip = (f"The Local server answers at {address} ({active} running or waiting). "
                "Click for its settings.")
         self.server_button.setToolTip(tip)
@@ -238,6 +247,8 @@ class ChatStatusBar(QStatusBar):
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
+        if self._server_address is not None:
+            self.set_server(self._server_address, self._server_active)
         self._show_speculation()
 
     def set_context(self, used: int, maximum: int) -> None:

@@ -44,6 +44,7 @@ def test_the_status_bar_shows_the_running_server_and_opens_its_tab(make_app, gqa
     app.settings.set("server_port", port)
     with app.qtbot.waitSignal(window.server.started, timeout=10000):
         window.set_setting("server_enabled", True)
+    window.resize(1200, 800)
     assert item.isVisible() and item.text() == f"Server 127.0.0.1:{port} · 0 requests"
 
     answers: list[int] = []
@@ -63,6 +64,9 @@ def test_the_status_bar_shows_the_running_server_and_opens_its_tab(make_app, gqa
     assert answers == [200]
     app.qtbot.waitUntil(lambda: item.text().endswith("· 0 requests"), timeout=10000)
 
+    window.resize(800, 600)  # a narrow window: the short form, the address in the tooltip
+    app.qtbot.waitUntil(lambda: item.text() == f"Server :{port} · 0", timeout=2000)
+    assert f"http://127.0.0.1:{port}/v1" in item.toolTip()
     app.qtbot.mouseClick(item, Qt.MouseButton.LeftButton)
     prefs = window.preferences
     app.qtbot.waitExposed(prefs)
