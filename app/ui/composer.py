@@ -170,6 +170,7 @@ class Composer(QWidget):
             self._draft = self.edit.toPlainText()
         self._editing = True
         self.banner.show()
+        self.button.hide()  # the banner's Save & submit sends: one button, not two
         self.set_text(text)
 
     def end_edit(self) -> None:
@@ -178,6 +179,7 @@ class Composer(QWidget):
             return
         self._editing = False
         self.banner.hide()
+        self.button.show()
 
     def on_cancel_edit(self) -> None:
         if not self._editing:

@@ -74,6 +74,8 @@ class MainWindow(QMainWindow):
         self.models = models
         self.bridge = controller.bridge
         self.crash_dialogs: list[CrashDialog] = []
+        self._drafts: dict[str, str] = {}  # what was being written, by chat (not the open one)
+        self._draft_chat: str | None = None  # the chat the message box's text belongs to
         self.model_manager = ModelManagerPanel(models, self)
         self.model_manager.token_requested.connect(self.on_hub_token)
         self.model_manager.closed.connect(self.on_model_manager_closed)
@@ -324,7 +326,7 @@ class MainWindow(QMainWindow):
         self.chat_view.toast.undo_clicked.connect(self.on_undo_delete)
         for signal in (c.deleted, c.conversation_opened, c.generating_changed):
             signal.connect(self._update_undo)
-        self.chat_view.welcome.prompt_chosen.connect(self.on_submitted)
+        self.chat_view.welcome.prompt_chosen.connect(self.on_prompt_chosen)
         self.conversation_list.pin_requested.connect(c.set_pinned)
         c.prefill_progress.connect(self.status.set_prefill)
         c.import_progress.connect(self.status.set_import)
@@ -439,6 +441,7 @@ class MainWindow(QMainWindow):
         self.chat_view.set_model_name(name)
         self.settings_panel.set_model_defaults(info.generation_defaults)
         self.settings_panel.set_thinking_control(info.thinking_control)
+        self.settings_panel.set_draft(info.draft)
         if getattr(self, "preferences", None) is not None:
             self.preferences.refresh_values()  # the server line names the served model
         # the model's name is beside it in the bar already
@@ -486,6 +489,13 @@ class MainWindow(QMainWindow):
         self.settings_panel.flush()
         if not self.controller.send(text) and not self.controller.generating:
             self.composer.set_text(text)  # keep what the user wrote
+        self._draft_chat = self.controller.current_id  # a new chat has its id now
+
+    def on_prompt_chosen(self, text: str) -> None:
+        """An example prompt on the welcome page: sent; the focus goes to the message box
+        (the card that had it is gone), ready for the follow-up."""
+        self.on_submitted(text)
+        self.composer.edit.setFocus()
 
     def on_chat_action(self, action: str, row: int) -> None:
         self.controller.perform(action, row)
@@ -508,11 +518,30 @@ class MainWindow(QMainWindow):
             self._placeholder = None
 
     def on_conversation_opened(self, conversation_id: str | None, values: dict) -> None:
+        self._swap_draft(conversation_id)
         self.settings_panel.set_values(values)
         info = self.controller.model_info
         self.status.show_chat(self._last_reply_stats(), info.context_length if info else 0)
         self.conversation_list.select(conversation_id)
         self.chat_view.scroll_to_end()
+
+    def _swap_draft(self, conversation_id: str | None) -> None:
+        """What was being written stays with its chat: kept when another chat opens, back
+        when it opens again; a new chat starts with an empty box."""
+        previous = self._draft_chat
+        if conversation_id is not None and conversation_id == previous:
+            return
+        text = self.composer.text()
+        if previous is not None:
+            if text.strip():
+                self._drafts[previous] = text
+            else:
+                self._drafts.pop(previous, None)
+        restored = self._drafts.pop(conversation_id, "") if conversation_id else ""
+        if restored != text:
+            self.composer.edit.setPlainText(restored)
+            self.composer.edit.moveCursor(self.composer.edit.textCursor().MoveOperation.End)
+        self._draft_chat = conversation_id
 
     def _last_reply_stats(self) -> dict | None:
         """The figures stored with the open chat's last measured reply (None: no reply)."""
@@ -719,17 +748,12 @@ class MainWindow(QMainWindow):
         QDesktopServices.openUrl(QUrl.fromLocalFile(str(data_root())))
 
     def on_about(self) -> None:
-        from PySide6.QtWidgets import QMessageBox
-
         from app import __version__
+        from app.paths import data_root
+        from app.ui.about import AboutDialog
 
-        QMessageBox.about(
-            self,
-            "About Hearth",
-            f"<b>Hearth {__version__}</b><br>Private, offline chat with language models that "
-            "run on this computer with ONNX Runtime.<br>Your chats and models stay on this "
-            "disk.",
-        )
+        self.about_box = AboutDialog(__version__, data_root(), self)
+        self.about_box.show()
 
     def on_focus_search(self) -> None:
         self.conversation_list.search.setFocus()

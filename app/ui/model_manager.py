@@ -55,7 +55,7 @@ class DownloadRow(QWidget):
     """One queued or running job: name, progress bar, details, Pause/Resume/Cancel.
 
     Signals: pause_requested(str), resume_requested(str), cancel_requested(str),
-    retry_requested(str) (Resume on a failed job).
+    retry_requested(str) (Retry, the Resume button's name on a failed job).
     """
 
     pause_requested = Signal(str)
@@ -67,6 +67,7 @@ class DownloadRow(QWidget):
         super().__init__(parent)
         self.job_id = job_id
         self.failed = False
+        self._title = title
         self.title = QLabel(f"<b>{title}</b>", self)
         self.bar = QProgressBar(self)
         self.bar.setRange(0, 1000)
@@ -113,13 +114,15 @@ class DownloadRow(QWidget):
     def on_resume(self) -> None:
         self.resume_button.setEnabled(False)
         self.pause_button.setEnabled(True)
-        self.detail.setText("Resuming…")
         if self.failed:
             self.failed = False
+            self._label_resume("Resume")
+            self.detail.setText("Trying again…")
             self.cancel_button.setEnabled(True)
             self.retry_requested.emit(self.job_id)
-        else:
-            self.resume_requested.emit(self.job_id)
+            return
+        self.detail.setText("Resuming…")
+        self.resume_requested.emit(self.job_id)
 
     def on_cancel(self) -> None:
         for button in (self.pause_button, self.resume_button, self.cancel_button):
@@ -146,8 +149,13 @@ class DownloadRow(QWidget):
         self.bar.setRange(0, 1000)
         self.pause_button.setEnabled(False)
         self.resume_button.setEnabled(self.pausable)
+        self._label_resume("Retry")  # after a failure it tries again, it resumes nothing
         self.cancel_button.setEnabled(True)
         self.detail.setText(f"Failed: {message}")
+
+    def _label_resume(self, verb: str) -> None:
+        self.resume_button.setText(verb)
+        self.resume_button.setAccessibleName(f"{verb} {self._title}")
 
 
 class ModelManagerPanel(QDialog):
