@@ -223,9 +223,23 @@ class Composer(QWidget):
 
     def set_text_points(self, points: float | None) -> None:
         """Zoom the text box, the Send button and the edit banner (None: the system's)."""
+        self._points = points
         set_font_points(self, points or system_points())
         self.banner.set_text_points(points)
+        self._style_button()
         self._fit_edit_height()
+
+    def set_button_stylesheet(self, sheet: str) -> None:
+        """Send's look (theme colours, focus ring); its text size stays the composer's."""
+        self._button_sheet = sheet
+        self._style_button()
+
+    def _style_button(self) -> None:
+        sheet = getattr(self, "_button_sheet", "")
+        if sheet:  # a stylesheet owns the button's font: give it the zoomed size too
+            points = getattr(self, "_points", None) or system_points()
+            sheet += f"\nQPushButton#sendButton {{ font-size: {points:g}pt; }}"
+        self.button.setStyleSheet(sheet)
 
     def _fit_edit_height(self) -> None:
         metrics = self.edit.fontMetrics()

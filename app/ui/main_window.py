@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, Qt
@@ -121,6 +122,11 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self._build_shortcuts()
         self._connect()
+        self._tab_order()
+        self.apply_focus_styles()
+        app = QGuiApplication.instance()
+        if app is not None:
+            app.paletteChanged.connect(self.apply_focus_styles)
         self.refresh_models()
         self.controller.new_conversation()
         self._restore_state()
@@ -173,6 +179,9 @@ class MainWindow(QMainWindow):
         bar.addSeparator()
         bar.addAction(self.models_action)
         bar.addAction(self.panel_action)
+        self.toolbar = bar
+        for action in (self.models_action, self.panel_action):  # Tab reaches them
+            bar.widgetForAction(action).setFocusPolicy(Qt.FocusPolicy.TabFocus)
 
     def _build_menus(self) -> None:
         """File / Edit / View / Model / Help, with the platform's standard shortcuts.
@@ -294,6 +303,39 @@ class MainWindow(QMainWindow):
         action.triggered.connect(slot)
         self.addAction(action)  # shortcuts work even while the menu bar is hidden
         return action
+
+    def _tab_order(self) -> None:
+        """Tab goes the way the eye reads: model picker, Models, Chat settings, the chat
+        list, the message box, Send."""
+        bar = self.toolbar
+        chain = [self.model_picker, bar.widgetForAction(self.models_action),
+                 bar.widgetForAction(self.panel_action), self.conversation_list.new_button,
+                 self.conversation_list.search, self.conversation_list.view,
+                 self.composer.edit, self.composer.button]
+        for first, second in itertools.pairwise(chain):
+            QWidget.setTabOrder(first, second)
+
+    def apply_focus_styles(self, *_: object) -> None:
+        """Focus that can be seen on Send, the chat list and the toolbar (theme colours)."""
+        from app.ui.theme import (
+            chat_list_stylesheet,
+            colors_for,
+            send_button_stylesheet,
+            toolbar_stylesheet,
+        )
+
+        colors = colors_for(QGuiApplication.palette())
+        self.composer.set_button_stylesheet(send_button_stylesheet(colors))
+        self._chat_list_sheet = chat_list_stylesheet(colors)
+        self._style_chat_list()
+        self.toolbar.setStyleSheet(toolbar_stylesheet(colors))
+
+    def _style_chat_list(self) -> None:
+        """The list's focus frame and its text size (a stylesheet owns a widget's font)."""
+        sheet = getattr(self, "_chat_list_sheet", "")
+        points = text_points(int(self.controller.settings.get("font_size")))
+        self.conversation_list.view.setStyleSheet(
+            sheet + f"\nQListView#conversationList {{ font-size: {points:g}pt; }}")
 
     def _build_shortcuts(self) -> None:
         QShortcut(QKeySequence("Ctrl+Return"), self.composer.edit, self.composer.on_send)
@@ -638,6 +680,7 @@ class MainWindow(QMainWindow):
         self.chat_view.set_text_points(points)
         self.composer.set_text_points(points)
         set_font_points(self.conversation_list, text_points(setting))
+        self._style_chat_list()
 
     def event(self, event: QEvent) -> bool:
         if event.type() == QEvent.Type.ApplicationFontChange:  # the OS text scale changed
