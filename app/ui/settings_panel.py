@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
+    QFrame,
     QLabel,
     QPlainTextEdit,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -45,9 +47,10 @@ THINK_UNAVAILABLE = "This model has no switch for thinking: its chat template do
 THINK_NO_MODEL = "Load a model to see whether it can switch its thinking on and off."
 THINK_AVAILABLE = ("Whether the model thinks before it answers: on, off, or as the model "
                    "does by default.")
-DRAFT_MISSING = ("No draft model is installed for this model, so replies guess from the chat "
-                 "instead (as “Always: look up the chat”). The model manager offers a draft "
-                 "where the catalog has one.")
+DRAFT_MISSING = "No draft model is installed for this model: replies look up the chat instead."
+DRAFT_MISSING_TIP = ("“Always: draft model” needs a small sibling of the model; without one "
+                     "replies guess from the chat (as “Always: look up the chat”). The model "
+                     "manager offers a draft where the catalog has one.")
 _SUGGESTED = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_tokens")
 
 
@@ -134,12 +137,22 @@ class SettingsPanel(QWidget):
             "Set this chat's sampling settings back to what the model suggests."
         )
         self.reset_button.clicked.connect(self.on_reset)
-        layout = QVBoxLayout(self)
-        title = QLabel("<b>Chat settings</b>", self)
+        # a short window (800x600) scrolls the settings rather than squeezing them
+        inner = QWidget(self)
+        layout = QVBoxLayout(inner)
+        title = QLabel("<b>Chat settings</b>", inner)
         layout.addWidget(title)
         layout.addLayout(form)
         layout.addWidget(self.reset_button)
         layout.addStretch(1)
+        self.scroll = QScrollArea(self)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(inner)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(self.scroll)
         self._prompt_timer = QTimer(self)
         self._prompt_timer.setSingleShot(True)
         self._prompt_timer.setInterval(400)
@@ -230,7 +243,10 @@ class SettingsPanel(QWidget):
         show = wants_draft and self._model_loaded and self._draft is None
         if show:
             self.draft_note.setText(DRAFT_MISSING)
+            self.draft_note.setToolTip(DRAFT_MISSING_TIP)
         self.draft_note.setVisible(show)
+        if show and self.isVisible():
+            self.scroll.ensureWidgetVisible(self.draft_note)
 
     def defaults(self) -> dict[str, Any]:
         """App defaults with the model's suggestions on top (the system prompt is kept)."""
