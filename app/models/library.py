@@ -51,7 +51,7 @@ from app.models.catalog import (
 )
 from app.models.installed import InstalledModel
 from app.models.revision_record import RevisionRecord
-from app.models.starter import STARTER_CATALOG_ID, STARTER_ID
+from app.models.starter_ids import STARTER_CATALOG_ID, STARTER_ID
 
 if TYPE_CHECKING:
     from app.models.downloader import (

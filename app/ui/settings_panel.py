@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
-    QFrame,
     QLabel,
     QPlainTextEdit,
     QPushButton,
-    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -47,9 +45,10 @@ THINK_UNAVAILABLE = "This model has no switch for thinking: its chat template do
 THINK_NO_MODEL = "Load a model to see whether it can switch its thinking on and off."
 THINK_AVAILABLE = ("Whether the model thinks before it answers: on, off, or as the model "
                    "does by default.")
-DRAFT_MISSING = "No draft model is installed for this model: replies look up the chat instead."
-DRAFT_MISSING_TIP = ("“Always: draft model” needs a small sibling of the model; without one "
-                     "replies guess from the chat (as “Always: look up the chat”). The model "
+#: one line in a narrow panel; the tooltip (and the accessible description) says more
+DRAFT_MISSING = "No draft installed: uses lookup."
+DRAFT_MISSING_TIP = ("No draft model is installed for this model, so “Always: draft model” "
+                     "guesses from the chat instead (as “Always: look up the chat”). The model "
                      "manager offers a draft where the catalog has one.")
 _SUGGESTED = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_tokens")
 
@@ -128,6 +127,7 @@ class SettingsPanel(QWidget):
         self.draft_note.setObjectName("draftNote")
         self.draft_note.setWordWrap(True)
         self.draft_note.setAccessibleName("Draft model")
+        self.draft_note.setAccessibleDescription(DRAFT_MISSING_TIP)
         self.draft_note.hide()
         form.addRow(self.draft_note)
         self.editors["speculation"].currentIndexChanged.connect(self._update_draft_note)
@@ -137,22 +137,12 @@ class SettingsPanel(QWidget):
             "Set this chat's sampling settings back to what the model suggests."
         )
         self.reset_button.clicked.connect(self.on_reset)
-        # a short window (800x600) scrolls the settings rather than squeezing them
-        inner = QWidget(self)
-        layout = QVBoxLayout(inner)
-        title = QLabel("<b>Chat settings</b>", inner)
+        layout = QVBoxLayout(self)
+        title = QLabel("<b>Chat settings</b>", self)
         layout.addWidget(title)
         layout.addLayout(form)
         layout.addWidget(self.reset_button)
         layout.addStretch(1)
-        self.scroll = QScrollArea(self)
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.scroll.setWidget(inner)
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        outer.addWidget(self.scroll)
         self._prompt_timer = QTimer(self)
         self._prompt_timer.setSingleShot(True)
         self._prompt_timer.setInterval(400)
@@ -245,8 +235,6 @@ class SettingsPanel(QWidget):
             self.draft_note.setText(DRAFT_MISSING)
             self.draft_note.setToolTip(DRAFT_MISSING_TIP)
         self.draft_note.setVisible(show)
-        if show and self.isVisible():
-            self.scroll.ensureWidgetVisible(self.draft_note)
 
     def defaults(self) -> dict[str, Any]:
         """App defaults with the model's suggestions on top (the system prompt is kept)."""

@@ -84,7 +84,7 @@ def test_always_draft_model_without_a_draft_says_what_happens(app):
     combo = panel.editors["speculation"]
     assert not panel.draft_note.isVisible()
     combo.setCurrentIndex(combo.findData("draft"))
-    assert panel.draft_note.isVisible() and "No draft model is installed" in (
+    assert panel.draft_note.isVisible() and "No draft installed" in (
         panel.draft_note.text())
     combo.setCurrentIndex(combo.findData("auto"))
     assert not panel.draft_note.isVisible()
