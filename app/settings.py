@@ -143,6 +143,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("window_geometry", str, "", "Window position and size"),
     Setting("splitter_sizes", str, "", "Sidebar and panel widths"),
     Setting("show_side_panel", bool, False, "Show the chat settings panel"),
+    # The folder each kind of file dialog opened in last ("" = Documents / Downloads).
+    Setting("folder_export", str, "", "Folder of the last chat export"),
+    Setting("folder_import", str, "", "Folder of the last chat import"),
+    Setting("folder_gguf", str, "", "Folder of the last GGUF import"),
+    Setting("folder_model", str, "", "Folder of the last model folder picked"),
 )
 
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}

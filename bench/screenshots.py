@@ -16,6 +16,11 @@ the real window, controllers and workers. Writes:
   08-model-details-800x600.png   a catalog model's details offering its draft model
   10-800x600-zoom-100.png  the reply at 800x600, the system's text size (Ctrl+0)
   11-800x600-zoom-150.png  the same zoomed to 150% (Ctrl +): messages, list, composer
+  12-undo-800x600.png      a deleted reply's Undo note (Ctrl+Z works while the chat is open)
+  13-server-800x600.png    the Local server running: its address and requests in the status bar
+  05d-settings-server.png  the Local server tab (help texts wrap, never clipped)
+  14-catalog-installed-800x600.png  the catalog marking an installed model
+  15-focus-send-800x600.png         the keyboard focus on Send (a ring round the button)
 """
 
 from __future__ import annotations
@@ -113,6 +118,34 @@ def main(out: Path) -> int:
     window.set_setting("font_size", round(1.5 * system_points()))
     shot("11-800x600-zoom-150.png")
     window.on_zoom(0)
+    window.chat_view.message_widget(1).action_buttons["delete"].click()
+    shot("12-undo-800x600.png")
+    window.on_undo_delete()
+    import socket
+
+    with socket.socket() as probe:  # a free loopback port
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    window.controller.settings.set("server_port", port)
+    window.set_setting("server_enabled", True)
+    wait(app, lambda: window.server.running)
+    window.status.clearMessage()
+    shot("13-server-800x600.png")
+    window.on_server_settings()
+    shot("05d-settings-server.png", window.preferences)
+    window.preferences.close()
+    window.set_setting("server_enabled", False)
+    installed = models_dir() / "qwen3-0.6b"
+    installed.mkdir()
+    (installed / "config.json").write_text("{}", encoding="utf-8")
+    (installed / "hearth-manifest.json").write_text('{"name": "Qwen3 0.6B"}')
+    window.model_manager.open_panel()
+    window.model_manager.resize(800, 600)
+    window.model_manager.select_catalog("qwen3-0.6b")
+    shot("14-catalog-installed-800x600.png", window.model_manager)
+    window.model_manager.close()
+    window.composer.button.setFocus()
+    shot("15-focus-send-800x600.png")
     window.close()
     return 0
 

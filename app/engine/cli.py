@@ -13,7 +13,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.engine.types import GenerationSettings, Message
+from app.engine.types import GenerationSettings, Message, SamplingSettings
 from app.errors import HearthError
 from app.machine import PROVIDERS
 from app.options import SPECULATION_MODES
@@ -28,23 +28,44 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inexact", action="store_true",
                         help="faster 4-bit prompts on kernels that round otherwise: a reply "
                              "may then change with what the cache held (default: exact)")
-    parser.add_argument("--max-new-tokens", type=int, default=None)
-    parser.add_argument("--temperature", type=float)
-    parser.add_argument("--top-k", type=int)
-    parser.add_argument("--top-p", type=float)
-    parser.add_argument("--min-p", type=float)
-    parser.add_argument("--repetition-penalty", type=float)
-    parser.add_argument("--presence-penalty", type=float)
-    parser.add_argument("--frequency-penalty", type=float)
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    d, g = SamplingSettings(), GenerationSettings()
+    model = "default: the model's generation config, else"
+    parser.add_argument("--max-new-tokens", type=int, default=None,
+                        help=f"longest reply in tokens ({model} {g.max_new_tokens})")
+    parser.add_argument("--temperature", type=float,
+                        help=f"randomness, 0 = always the likeliest token ({model} "
+                             f"{d.temperature:g})")
+    parser.add_argument("--top-k", type=int,
+                        help=f"pick among the K likeliest tokens, 0 = off ({model} {d.top_k})")
+    parser.add_argument("--top-p", type=float,
+                        help=f"pick among the likeliest tokens that add up to P, 1 = off "
+                             f"({model} {d.top_p:g})")
+    parser.add_argument("--min-p", type=float,
+                        help=f"drop tokens less likely than P x the likeliest, 0 = off "
+                             f"({model} {d.min_p:g})")
+    parser.add_argument("--repetition-penalty", type=float,
+                        help=f"discourage repeating tokens, 1 = off ({model} "
+                             f"{d.repetition_penalty:g})")
+    parser.add_argument("--presence-penalty", type=float,
+                        help=f"discourage tokens already used, 0 = off "
+                             f"(default: {d.presence_penalty:g})")
+    parser.add_argument("--frequency-penalty", type=float,
+                        help=f"discourage tokens by how often they were used, 0 = off "
+                             f"(default: {d.frequency_penalty:g})")
+    parser.add_argument("--seed", type=int,
+                        help="random seed, for a reproducible sampled reply (default: a new "
+                             "one each time)")
+    parser.add_argument("--stop", action="append", default=[],
+                        help="stop string (repeatable; default: none)")
     parser.add_argument("--json", action="store_true", help="print JSON results")
     parser.add_argument(
         "--speculation", choices=SPECULATION_MODES, default=None,
         help="speculative decoding: auto (default: on where it pays), off, lookup (n-grams of "
         "the prompt and reply), draft (a small model, see --draft)",
     )
-    parser.add_argument("--draft", type=Path, help="draft model folder (same tokenizer)")
+    parser.add_argument("--draft", type=Path,
+                        help="draft model: an id from 'hearth models list' or a folder (same "
+                             "tokenizer)")
 
 
 def register(subparsers) -> None:
@@ -228,9 +249,11 @@ def run_chat(args: argparse.Namespace) -> int:
     system = args.system
     messages: list[Message] = []
     last_stats = None
+    editing = line_editing()
     print(
         f"Chatting with {engine.spec.name} on {engine.provider_report.summary()}. "
-        "Commands: /system TEXT, /reset, /stats, /quit. Ctrl-C stops a reply.",
+        "Commands: /system TEXT, /reset, /stats, /quit. Ctrl-C stops a reply."
+        + (" Arrows edit the line; Up and Down recall earlier ones." if editing else ""),
         file=sys.stderr,
     )
     while True:
@@ -273,6 +296,18 @@ def run_chat(args: argparse.Namespace) -> int:
         messages.append(Message("assistant", reply))
         note = " (stopped)" if finish == "cancelled" else ""
         print(f"\n{_summary(last_stats, engine)}{note}", file=sys.stderr)
+
+
+def line_editing() -> bool:
+    """Arrow keys, Home / End and a history (Up / Down) for ``input()``: the standard
+    library's readline where this Python has it (Linux, macOS; not Windows, whose console
+    edits lines itself). The history lasts the session: nothing is written to disk."""
+    try:
+        import readline
+    except ImportError:
+        return False
+    readline.parse_and_bind("set enable-bracketed-paste on")
+    return True
 
 
 def _run_script(engine, args: argparse.Namespace) -> int:

@@ -241,6 +241,39 @@ def split_reasoning(
         yield chunk
 
 
+def split_inline_think(stream: Iterator[GenerationChunk]) -> Iterator[GenerationChunk]:
+    """Take ``<think>…</think>`` out of ``text`` for a backend whose server may write it
+    inline (remote engines: several servers stream the tags inside ``content``). Reasoning
+    the stream carries already (``reasoning_content``) stays; answer and reasoning are never
+    in one chunk. The last chunk's ``reasoning_ms`` is set when the tags were seen (from the
+    first thinking text to the first answer text after it, or to the end)."""
+    splitter = ReasoningSplitter(ReasoningFormat("think"))
+    started: float | None = None
+    ended: float | None = None
+    for chunk in stream:
+        answer, thought = splitter.feed(chunk.text)
+        last = chunk.stats is not None or chunk.finish_reason is not None
+        if last:
+            more_answer, more_thought = splitter.finish()
+            answer, thought = answer + more_answer, thought + more_thought
+        now = time.perf_counter()
+        if thought and started is None:
+            started = now
+        if started is not None and ended is None and answer:
+            ended = now
+        if last and started is not None and chunk.stats is not None:
+            chunk.stats.reasoning_ms = max(chunk.stats.reasoning_ms,
+                                           ((ended or now) - started) * 1000)
+        thought = chunk.reasoning + thought
+        if thought and answer:
+            yield GenerationChunk("", reasoning=thought)
+            thought = ""
+        if not (answer or thought or last or chunk.tool_calls):
+            continue  # all of it was a marker, or held back as a possible one
+        chunk.text, chunk.reasoning = answer, thought
+        yield chunk
+
+
 # -- the "Think" switch -------------------------------------------------------------------
 
 ThinkingControl = Literal["enable_thinking", "flags"]

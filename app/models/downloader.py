@@ -449,7 +449,8 @@ class Downloader:
             raise DownloadError(
                 f"The Hub's listing names the file {remote.path!r}, which {problem}; Hearth "
                 "does not download it.",
-                hint="The server or mirror is broken or hostile; check the endpoint setting.",
+                hint="The server or mirror is broken or hostile; check the “Model download "
+                "server” setting.",
             )
         return local
 
@@ -505,7 +506,7 @@ class Downloader:
                 raise DownloadError(
                     f"{url} was downloaded twice and failed verification both times ({problem}).",
                     hint="The server or a proxy is corrupting data; try another network or "
-                    "mirror (endpoint setting).",
+                    "mirror (the “Model download server” setting).",
                 )
             meter.emit(
                 "retrying",
@@ -536,8 +537,8 @@ class Downloader:
             except httpx2.TooManyRedirects as exc:
                 raise DownloadError(
                     f"{job.url} redirected more than {MAX_REDIRECTS} times.",
-                    hint="Check the endpoint setting: it must point to a Hugging Face Hub or "
-                    "mirror.",
+                    hint="Check the “Model download server” setting (Settings ▸ Models): it "
+                    "must point to a Hugging Face Hub or mirror.",
                 ) from exc
             except (_Retry, httpx2.TransportError) as exc:
                 last_error = _describe(exc)
@@ -589,7 +590,7 @@ class Downloader:
             if status not in (200, 206):
                 raise DownloadError(
                     f"{url} answered HTTP {status}.",
-                    hint="Try again later, or check the endpoint setting.",
+                    hint="Try again later, or check the “Model download server” setting.",
                 )
             mode = "ab"
             if status == 206:
@@ -638,7 +639,7 @@ class Downloader:
         return DownloadError(
             f"{job.url} {what}: the listing says {job.local} has {job.remote.size} bytes.",
             hint="The server does not match its own file listing; try again later or use "
-            "another mirror (endpoint setting).",
+            "another mirror (the “Model download server” setting).",
         )
 
     # -- disk ------------------------------------------------------------------------

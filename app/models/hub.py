@@ -130,6 +130,10 @@ _SEARCH_FIELDS = (
 )
 
 
+#: the hint for an answer no Hub or mirror gives (the setting's name as the window shows it)
+CHECK_SERVER_SETTING = ("Check the “Model download server” setting (Settings ▸ Models): it must "
+                        "point to a Hugging Face Hub or mirror.")
+
 def _names(info: ModelInfo) -> list[str]:
     return [s.rfilename for s in (info.siblings or [])[:MAX_SEARCH_FILES]]
 
@@ -397,7 +401,7 @@ class HubClient:
         if not info.sha:
             raise DownloadError(
                 f"The Hub at {url} did not say which commit '{revision}' is.",
-                hint="Check the endpoint setting: it must point to a Hugging Face Hub or mirror.",
+                hint=CHECK_SERVER_SETTING,
             )
         return info.sha
 
@@ -448,7 +452,8 @@ class HubClient:
                 if response.status_code != 200:
                     raise _transient(
                         DownloadError(f"{url} answered HTTP {response.status_code}.",
-                                      hint="Try again later, or check the endpoint setting."),
+                                      hint="Try again later, or check the “Model download server” "
+                                           "setting."),
                         response.status_code >= 500 or response.status_code == 429,
                     )
                 body = b""
@@ -514,7 +519,7 @@ class HubClient:
         refused token)."""
         path = "/api/whoami-v2" if self.token else "/api/models?limit=1"
         url = self.endpoint + path
-        with feature("Hub search", keep_outer=True):
+        with feature("Hub connection test", keep_outer=True):
             if is_offline():
                 raise offline_error(url) from record_refusal(url)
             try:
@@ -577,12 +582,12 @@ class HubClient:
             raise DownloadError(
                 f"{exc.url} sent more than {exc.limit // (1 << 20)} MiB of metadata, more than "
                 "any Hub answer holds.",
-                hint="Check the endpoint setting: it must point to a Hugging Face Hub or mirror.",
+                hint=CHECK_SERVER_SETTING,
             ) from exc
         except httpx2.TooManyRedirects as exc:
             raise DownloadError(
                 f"{url} redirected more than {MAX_REDIRECTS} times.",
-                hint="Check the endpoint setting: it must point to a Hugging Face Hub or mirror.",
+                hint=CHECK_SERVER_SETTING,
             ) from exc
         except OfflineModeIsEnabled as exc:
             raise DownloadError(
@@ -607,7 +612,8 @@ class HubClient:
             error = _transient(
                 DownloadError(
                     f"{url} answered HTTP {status or '?'}.",
-                    hint="Try again later, or check the endpoint and token settings.",
+                    hint="Try again later, or check the “Model download server” and token "
+                    "settings.",
                 ),
                 status >= 500 or status == 429,
             )
@@ -636,7 +642,8 @@ class HubClient:
             raise _transient(
                 DownloadError(
                     f"Cannot reach {url} ({type(exc).__name__}).",
-                    hint="Check your internet connection, proxy settings or the endpoint setting.",
+                    hint="Check your internet connection, proxy settings or the “Model download "
+                    "server” setting.",
                 ),
                 not isinstance(exc, httpx2.ConnectError),
             ) from exc
@@ -686,7 +693,8 @@ def _blocked_by_offline_mode(exc: BaseException) -> bool:
 def _hostile_listing(url: str, problem: str) -> DownloadError:
     return DownloadError(
         f"The file listing from {url} {problem}; Hearth does not download from it.",
-        hint="The server or mirror is broken or hostile; check the endpoint setting.",
+        hint="The server or mirror is broken or hostile; check the “Model download server” "
+        "setting.",
     )
 
 

@@ -53,7 +53,7 @@ from app.models.catalog import (
 from app.models.installed import InstalledModel
 from app.models.repo_variant import variant_for_repo
 from app.models.revision_record import RevisionRecord
-from app.models.starter_id import STARTER_ID
+from app.models.starter_ids import STARTER_CATALOG_ID, STARTER_ID
 
 if TYPE_CHECKING:
     from app.models.downloader import (
@@ -473,10 +473,19 @@ class ModelLibrary:
             variant = choose_variant(entry, machine.provider)
             rows.append(
                 CatalogChoice(
-                    entry, variant, self.get(entry.id) is not None, fit_report(variant, machine)
+                    entry, variant, self.installed_entry(entry.id) is not None,
+                    fit_report(variant, machine)
                 )
             )
         return rows
+
+    def installed_entry(self, entry_id: str) -> InstalledModel | None:
+        """The installed model that is catalog entry ``entry_id``: installed under its id,
+        or the built-in starter for the entry it is a build of."""
+        model = self.get(entry_id)
+        if model is None and entry_id == STARTER_CATALOG_ID:
+            model = self.get(STARTER_ID)
+        return model
 
     def draft_for(self, path: Path | str) -> InstalledModel | None:
         """The installed draft model for the installed model whose folder is ``path``: the
@@ -487,7 +496,7 @@ class ModelLibrary:
         entry = self.catalog().find(model.id) if model is not None else None
         if entry is None or entry.draft is None:
             return None
-        return self.get(entry.draft)
+        return self.installed_entry(entry.draft)
 
     # -- downloads -----------------------------------------------------------------------
 

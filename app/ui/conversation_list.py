@@ -26,9 +26,10 @@ from PySide6.QtCore import (
     Qt,
     Signal,
 )
-from PySide6.QtGui import QColor, QFont, QGuiApplication, QMouseEvent
+from PySide6.QtGui import QColor, QFont, QGuiApplication, QKeyEvent, QMouseEvent
 from PySide6.QtWidgets import (
     QInputDialog,
+    QLabel,
     QLineEdit,
     QListView,
     QMenu,
@@ -215,6 +216,16 @@ class ChatListView(QListView):
         super().mousePressEvent(event)
 
 
+class SearchEdit(QLineEdit):
+    """The search box: Esc clears what is typed (and only then lets Esc go further)."""
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key.Key_Escape and self.text():
+            self.clear()
+            return
+        super().keyPressEvent(event)
+
+
 class ConversationList(QWidget):
     """Side bar: new chat, search, the grouped list; rename / pin / delete from the context
     menu. The selection always shows the open chat: moving it (arrow keys) opens that chat.
@@ -242,7 +253,7 @@ class ConversationList(QWidget):
         self.new_button = QPushButton(icon("new", colors), "New chat", self)
         self.new_button.setAccessibleName("New chat")
         self.new_button.setAccessibleDescription("Start a new conversation (Ctrl+N).")
-        self.search = QLineEdit(self)
+        self.search = SearchEdit(self)
         self.search.setPlaceholderText("Search chats…")
         self.search.setClearButtonEnabled(True)
         self.search.setAccessibleName("Search chats")
@@ -265,6 +276,13 @@ class ConversationList(QWidget):
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(self.new_button)
         layout.addWidget(self.search)
+        self.no_matches = QLabel(self)
+        self.no_matches.setObjectName("noMatches")
+        self.no_matches.setWordWrap(True)
+        self.no_matches.setEnabled(False)  # the palette's secondary text colour
+        self.no_matches.setAccessibleName("Search result")
+        self.no_matches.hide()
+        layout.addWidget(self.no_matches)
         layout.addWidget(self.view, 1)
         self.setAccessibleName("Conversation list")
         self.new_button.clicked.connect(self.new_requested)
@@ -274,6 +292,8 @@ class ConversationList(QWidget):
         self.view.customContextMenuRequested.connect(self.on_context_menu)
         self.view.selectionModel().currentChanged.connect(self.on_current_changed)
         self.model.modelReset.connect(self.on_model_reset)
+        for signal in (self.model.modelReset, self.model.rowsInserted, self.model.rowsRemoved):
+            signal.connect(self._update_no_matches)
 
     def select(self, conversation_id: str | None) -> None:
         """Highlight a conversation without emitting ``selected``."""
@@ -294,6 +314,13 @@ class ConversationList(QWidget):
 
     def on_model_reset(self) -> None:
         self.select(self._current_id)
+
+    def _update_no_matches(self, *_: object) -> None:
+        query = self.search.text().strip()
+        empty = bool(query) and self.model.rowCount() == 0
+        if empty:
+            self.no_matches.setText(f"No chats match “{query}”. Esc clears the search.")
+        self.no_matches.setVisible(empty)
 
     def on_clicked(self, index: QModelIndex) -> None:
         if index.isValid():
@@ -362,5 +389,14 @@ class ConversationList(QWidget):
         return QInputDialog.getText(self, title, label, QLineEdit.EchoMode.Normal, text)
 
     def confirm(self, title: str, text: str) -> bool:
-        answer = QMessageBox.question(self, title, text)
-        return answer == QMessageBox.StandardButton.Yes
+        """Yes / No, No the default: Enter or a stray Space keeps the chat."""
+        buttons = QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No
+        box = self.confirm_box(title, text)
+        box.setStandardButtons(buttons)
+        box.setDefaultButton(QMessageBox.StandardButton.No)
+        return box.exec() == QMessageBox.StandardButton.Yes
+
+    def confirm_box(self, title: str, text: str) -> QMessageBox:
+        box = QMessageBox(QMessageBox.Icon.Question, title, text, parent=self)
+        self.last_confirm = box
+        return box

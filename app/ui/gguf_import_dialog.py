@@ -35,6 +35,8 @@ from app.errors import HearthError
 from app.models.gguf.locations import FoundGGUF, existing_folders, scan
 from app.models.gguf.preview import PRECISION_HELP, GGUFPreview, preview_gguf
 from app.models.gguf.weights import PRECISIONS
+from app.settings import Settings
+from app.ui.file_folders import remember, start_folder
 from app.units import format_bytes, format_parameters
 
 PRECISION_LABELS = {"native": "Native", "int4": "int4", "fp16": "fp16", "fp32": "fp32"}
@@ -160,15 +162,20 @@ class GGUFFinderDialog(QDialog):
 
     ``chosen`` is the picked path ("" until one is picked)."""
 
-    def __init__(self, parent: QWidget | None = None, *, home: Path | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, *, home: Path | None = None,
+                 settings: Settings | None = None) -> None:
         super().__init__(parent)
+        self.settings = settings
         self.setWindowTitle("Import a GGUF file")
         self.setAccessibleName("Import a GGUF file")
         self.home = home
         self.chosen = ""
         self.found: list[FoundGGUF] = scan(home)
         folders = existing_folders(home)
-        self.start_folder = str(folders[0][1]) if folders else ""
+        app_folder = str(folders[0][1]) if folders else ""
+        # the last GGUF's folder, else the first app folder, else Downloads
+        self.start_folder = (start_folder(settings, "gguf", app_folder) if settings is not None
+                             else app_folder)
         layout = QVBoxLayout(self)
         apps = sorted({app for app, _ in folders})
         if self.found:
@@ -212,6 +219,8 @@ class GGUFFinderDialog(QDialog):
     def on_browse(self) -> None:
         path = self.ask_file()
         if path:
+            if self.settings is not None:
+                remember(self.settings, "gguf", path)
             self.chosen = path
             self.accept()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, Qt
@@ -17,6 +18,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
+    QHBoxLayout,
     QLabel,
     QMainWindow,
     QProgressBar,
@@ -40,9 +42,10 @@ from app.ui.chat_view import ChatView
 from app.ui.composer import Composer
 from app.ui.controller import ChatController
 from app.ui.conversation_list import ConversationList
+from app.ui.file_folders import remember, start_folder
 from app.ui.first_run import FirstRunPanel
 from app.ui.message_bridge import Banner, CrashDialog
-from app.ui.model_controller import STARTER_JOB, ModelController
+from app.ui.model_controller import STARTER_JOB, USE_HINT, ModelController
 from app.ui.model_manager import ModelManagerPanel
 from app.ui.server_controller import ServerController
 from app.ui.settings_panel import SettingsPanel
@@ -53,10 +56,20 @@ from app.workers.generation_worker import ModelInfo
 CHAT_PAGE, WELCOME_PAGE = 0, 1
 
 
+def markdown_import_refusal(name: str) -> str:
+    """Why a Markdown file cannot be imported (it would not come back as it was)."""
+    return (f"“{name}” is a Markdown export, which Hearth cannot import without losing part "
+            "of the chat: it keeps only the versions on screen (not the other versions of "
+            "edited or regenerated messages), none of the chat's settings, and a reply that "
+            "itself contains a “## You” heading would be split in two. "
+            "Export the chat as JSON (File ▸ Export chat ▸ JSON…) to move it losslessly.")
+
+
 def settings_default(key: str) -> object:
     return BY_KEY[key].default
 
-NARROW_WIDTH = 1000  # below this the chat settings panel folds away
+NARROW_WIDTH = 1000
+LOAD_BAR_PX = 90  # the toolbar's model-loading bar  # below this the chat settings panel folds away
 
 
 class MainWindow(QMainWindow):
@@ -69,8 +82,11 @@ class MainWindow(QMainWindow):
         self.models = models
         self.bridge = controller.bridge
         self.crash_dialogs: list[CrashDialog] = []
+        self._drafts: dict[str, str] = {}  # what was being written, by chat (not the open one)
+        self._draft_chat: str | None = None  # the chat the message box's text belongs to
         self.model_manager = ModelManagerPanel(models, self)
         self.model_manager.token_requested.connect(self.on_hub_token)
+        self.model_manager.closed.connect(self.on_model_manager_closed)
         self.model_manager.setWindowFlag(Qt.WindowType.Window, True)
         self.server = ServerController(controller.host, self)
         self._remote_listings: list = []
@@ -115,6 +131,11 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self._build_shortcuts()
         self._connect()
+        self._tab_order()
+        self.apply_focus_styles()
+        app = QGuiApplication.instance()
+        if app is not None:
+            app.paletteChanged.connect(self.apply_focus_styles)
         self.refresh_models()
         self.controller.new_conversation()
         self._restore_state()
@@ -140,13 +161,23 @@ class MainWindow(QMainWindow):
         self.model_picker.setAccessibleName("Model")
         self.model_picker.setAccessibleDescription("Pick the model that answers in this window.")
         bar.addWidget(self.model_picker)
-        self.load_progress = QProgressBar(self)
+        # the loading bar has a slot of its own, there loaded or not: the buttons after it
+        # stay where they are while a model loads
+        slot = QWidget(self)
+        slot.setObjectName("loadProgressSlot")
+        slot_layout = QHBoxLayout(slot)
+        slot_layout.setContentsMargins(6, 0, 6, 0)
+        self.load_progress = QProgressBar(slot)
         self.load_progress.setRange(0, 0)
-        self.load_progress.setMaximumWidth(120)
+        self.load_progress.setFixedWidth(LOAD_BAR_PX)
         self.load_progress.setAccessibleName("Model loading")
+        slot_layout.addWidget(self.load_progress)
+        slot.setFixedWidth(LOAD_BAR_PX + 12)
+        retain = self.load_progress.sizePolicy()
+        retain.setRetainSizeWhenHidden(True)
+        self.load_progress.setSizePolicy(retain)
         self.load_progress.hide()
-        self.load_progress_action = bar.addWidget(self.load_progress)
-        self.load_progress_action.setVisible(False)
+        self.load_progress_action = bar.addWidget(slot)
         self.new_action = self._action("New chat", "Ctrl+N", self.on_new_chat)
         self.models_action = self._action("Models…", "Ctrl+M", self.model_manager.open_panel)
         self.models_action.setToolTip("Download, switch, delete and import models (Ctrl+M)")
@@ -157,6 +188,9 @@ class MainWindow(QMainWindow):
         bar.addSeparator()
         bar.addAction(self.models_action)
         bar.addAction(self.panel_action)
+        self.toolbar = bar
+        for action in (self.models_action, self.panel_action):  # Tab reaches them
+            bar.widgetForAction(action).setFocusPolicy(Qt.FocusPolicy.TabFocus)
 
     def _build_menus(self) -> None:
         """File / Edit / View / Model / Help, with the platform's standard shortcuts.
@@ -177,6 +211,11 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.quit_action)
 
         edit = menus.addMenu("&Edit")
+        self.undo_action = self._action("Undo delete", QKeySequence.StandardKey.Undo,
+                                        self.on_undo_delete)
+        self.undo_action.setEnabled(False)
+        edit.addAction(self.undo_action)
+        edit.addSeparator()
         self.copy_reply_action = self._action(
             "Copy last reply", "Ctrl+Shift+C", self.on_copy_last_reply
         )
@@ -274,6 +313,39 @@ class MainWindow(QMainWindow):
         self.addAction(action)  # shortcuts work even while the menu bar is hidden
         return action
 
+    def _tab_order(self) -> None:
+        """Tab goes the way the eye reads: model picker, Models, Chat settings, the chat
+        list, the message box, Send."""
+        bar = self.toolbar
+        chain = [self.model_picker, bar.widgetForAction(self.models_action),
+                 bar.widgetForAction(self.panel_action), self.conversation_list.new_button,
+                 self.conversation_list.search, self.conversation_list.view,
+                 self.composer.edit, self.composer.button]
+        for first, second in itertools.pairwise(chain):
+            QWidget.setTabOrder(first, second)
+
+    def apply_focus_styles(self, *_: object) -> None:
+        """Focus that can be seen on Send, the chat list and the toolbar (theme colours)."""
+        from app.ui.theme import (
+            chat_list_stylesheet,
+            colors_for,
+            send_button_stylesheet,
+            toolbar_stylesheet,
+        )
+
+        colors = colors_for(QGuiApplication.palette())
+        self.composer.set_button_stylesheet(send_button_stylesheet(colors))
+        self._chat_list_sheet = chat_list_stylesheet(colors)
+        self._style_chat_list()
+        self.toolbar.setStyleSheet(toolbar_stylesheet(colors))
+
+    def _style_chat_list(self) -> None:
+        """The list's focus frame and its text size (a stylesheet owns a widget's font)."""
+        sheet = getattr(self, "_chat_list_sheet", "")
+        points = text_points(int(self.controller.settings.get("font_size")))
+        self.conversation_list.view.setStyleSheet(
+            sheet + f"\nQListView#conversationList {{ font-size: {points:g}pt; }}")
+
     def _build_shortcuts(self) -> None:
         QShortcut(QKeySequence("Ctrl+Return"), self.composer.edit, self.composer.on_send)
         QShortcut(QKeySequence("Ctrl+Enter"), self.composer.edit, self.composer.on_send)
@@ -302,13 +374,19 @@ class MainWindow(QMainWindow):
         c.edit_ended.connect(self.composer.end_edit)
         self.composer.edit_cancelled.connect(c.cancel_edit)
         c.deleted.connect(self.chat_view.toast.show_undo)
-        self.chat_view.toast.undo_clicked.connect(c.undo_delete)
-        self.chat_view.welcome.prompt_chosen.connect(self.on_submitted)
+        self.chat_view.toast.undo_clicked.connect(self.on_undo_delete)
+        for signal in (c.deleted, c.conversation_opened, c.generating_changed):
+            signal.connect(self._update_undo)
+        self.chat_view.welcome.prompt_chosen.connect(self.on_prompt_chosen)
         self.conversation_list.pin_requested.connect(c.set_pinned)
         c.prefill_progress.connect(self.status.set_prefill)
         c.import_progress.connect(self.status.set_import)
         self.status.import_cancel_requested.connect(c.cancel_import)
         c.waiting_for_model.connect(self.on_waiting_for_model)
+        self.server.started.connect(self.status.set_server)
+        self.server.stopped.connect(lambda: self.status.set_server(None))
+        self.server.requests_changed.connect(self.status.set_server_requests)
+        self.status.server_clicked.connect(self.on_server_settings)
         c.notice.connect(lambda text: self.status.showMessage(text, 4000))
         self.bridge.message_shown.connect(self.banner.show_message)
         self.bridge.crash_reported.connect(self.on_crash)
@@ -345,15 +423,21 @@ class MainWindow(QMainWindow):
         self._select_picker(self.controller.model_info.path if self.controller.model_info else "")
         self._update_page()
 
+    def on_model_manager_closed(self) -> None:
+        """"… click Use" names the dialog's button: it goes with the dialog."""
+        if self.banner.text().endswith(USE_HINT):
+            self.banner.hide()
+
     def on_remotes_listed(self, listings: object) -> None:
         self._remote_listings = list(listings)  # type: ignore[call-overload]
         self.refresh_models()
 
     def on_load_folder(self) -> None:
-        from PySide6.QtWidgets import QFileDialog
-
-        folder = QFileDialog.getExistingDirectory(self, "Load a model folder")
+        settings = self.controller.settings
+        folder = QFileDialog.getExistingDirectory(self, "Load a model folder",
+                                                  start_folder(settings, "model"))
         if folder:
+            remember(settings, "model", folder)
             self.controller.load_model(folder)
 
     def on_provider_menu(self) -> None:
@@ -392,7 +476,6 @@ class MainWindow(QMainWindow):
 
     def on_model_loading(self, path: str) -> None:
         self.model_picker.setEnabled(False)
-        self.load_progress_action.setVisible(True)
         self.load_progress.show()
         index = self.model_picker.findData(path)
         name = self.model_picker.itemText(index) if index >= 0 else Path(path).name
@@ -409,6 +492,9 @@ class MainWindow(QMainWindow):
         self.chat_view.set_model_name(name)
         self.settings_panel.set_model_defaults(info.generation_defaults)
         self.settings_panel.set_thinking_control(info.thinking_control)
+        self.settings_panel.set_draft(info.draft)
+        if getattr(self, "preferences", None) is not None:
+            self.preferences.refresh_values()  # the server line names the served model
         # the model's name is beside it in the bar already
         self.status.showMessage(f"Model loaded in {info.load_ms / 1000:.1f} s", 4000)
         if info.notes:  # e.g. a context clamped to this machine's memory, unused encoders
@@ -429,7 +515,6 @@ class MainWindow(QMainWindow):
     def _loading_done(self) -> None:
         self.model_picker.setEnabled(True)
         self.load_progress.hide()
-        self.load_progress_action.setVisible(False)
 
     def on_job_progress(self, job_id: str, progress: Progress) -> None:
         if job_id == STARTER_JOB:
@@ -455,6 +540,13 @@ class MainWindow(QMainWindow):
         self.settings_panel.flush()
         if not send_with_attachments(self, text) and not self.controller.generating:
             self.composer.set_text(text)  # keep what the user wrote
+        self._draft_chat = self.controller.current_id  # a new chat has its id now
+
+    def on_prompt_chosen(self, text: str) -> None:
+        """An example prompt on the welcome page: sent; the focus goes to the message box
+        (the card that had it is gone), ready for the follow-up."""
+        self.on_submitted(text)
+        self.composer.edit.setFocus()
 
     def on_chat_action(self, action: str, row: int) -> None:
         self.controller.perform(action, row)
@@ -477,11 +569,30 @@ class MainWindow(QMainWindow):
             self._placeholder = None
 
     def on_conversation_opened(self, conversation_id: str | None, values: dict) -> None:
+        self._swap_draft(conversation_id)
         self.settings_panel.set_values(values)
         info = self.controller.model_info
         self.status.show_chat(self._last_reply_stats(), info.context_length if info else 0)
         self.conversation_list.select(conversation_id)
         self.chat_view.scroll_to_end()
+
+    def _swap_draft(self, conversation_id: str | None) -> None:
+        """What was being written stays with its chat: kept when another chat opens, back
+        when it opens again; a new chat starts with an empty box."""
+        previous = self._draft_chat
+        if conversation_id is not None and conversation_id == previous:
+            return
+        text = self.composer.text()
+        if previous is not None:
+            if text.strip():
+                self._drafts[previous] = text
+            else:
+                self._drafts.pop(previous, None)
+        restored = self._drafts.pop(conversation_id, "") if conversation_id else ""
+        if restored != text:
+            self.composer.edit.setPlainText(restored)
+            self.composer.edit.moveCursor(self.composer.edit.textCursor().MoveOperation.End)
+        self._draft_chat = conversation_id
 
     def _last_reply_stats(self) -> dict | None:
         """The figures stored with the open chat's last measured reply (None: no reply)."""
@@ -512,6 +623,11 @@ class MainWindow(QMainWindow):
         else:
             self.preferences.show()
 
+    def on_server_settings(self) -> None:
+        """The status bar's server item: the settings, at the Local server tab."""
+        self.on_preferences()
+        self.preferences.show_server()
+
     def on_hub_token(self) -> None:
         """A gated notice asked for a Hugging Face token: the settings, at the token field."""
         self.on_preferences()
@@ -536,6 +652,7 @@ class MainWindow(QMainWindow):
             self.apply_text_size(int(value))  # type: ignore[call-overload]
         elif key == "send_key":
             self.composer.set_send_key(str(value))
+            self.chat_view.welcome.set_send_key(str(value))
         elif key == "offline":
             from app.network import set_offline
 
@@ -574,6 +691,7 @@ class MainWindow(QMainWindow):
         self.chat_view.set_text_points(points)
         self.composer.set_text_points(points)
         set_font_points(self.conversation_list, text_points(setting))
+        self._style_chat_list()
 
     def event(self, event: QEvent) -> bool:
         if event.type() == QEvent.Type.ApplicationFontChange:  # the OS text scale changed
@@ -651,6 +769,18 @@ class MainWindow(QMainWindow):
         if row is not None:
             self.controller.perform("edit", row)
 
+    def on_undo_delete(self) -> None:
+        """Edit ▸ Undo, Ctrl+Z or the note's Undo: the last delete in the open chat."""
+        self.chat_view.toast.dismiss()
+        self.controller.undo_delete()
+        self._update_undo()
+
+    def _update_undo(self, *_: object) -> None:
+        if not self.controller.can_undo_delete:  # e.g. another chat was opened
+            self.chat_view.toast.dismiss()
+        can = self.controller.can_undo_delete and not self.controller.generating
+        self.undo_action.setEnabled(can)
+
     def on_new_chat(self) -> None:
         self.controller.new_conversation()
         self.composer.edit.setFocus()
@@ -672,17 +802,12 @@ class MainWindow(QMainWindow):
         QDesktopServices.openUrl(QUrl.fromLocalFile(str(data_root())))
 
     def on_about(self) -> None:
-        from PySide6.QtWidgets import QMessageBox
-
         from app import __version__
+        from app.paths import data_root
+        from app.ui.about import AboutDialog
 
-        QMessageBox.about(
-            self,
-            "About Hearth",
-            f"<b>Hearth {__version__}</b><br>Private, offline chat with language models that "
-            "run on this computer with ONNX Runtime.<br>Your chats and models stay on this "
-            "disk.",
-        )
+        self.about_box = AboutDialog(__version__, data_root(), self)
+        self.about_box.show()
 
     def on_focus_search(self) -> None:
         self.conversation_list.search.setFocus()
@@ -722,15 +847,40 @@ class MainWindow(QMainWindow):
             self.controller.export_conversation(path, "json")
 
     def on_import(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Import chat", "", "JSON (*.json)")
-        if path:
-            self.controller.import_conversation(path)
+        path = self.ask_open_path()
+        if not path:
+            return
+        remember(self.controller.settings, "import", path)
+        if Path(path).suffix.lower() in (".md", ".markdown"):
+            self.bridge.warning(markdown_import_refusal(Path(path).name))
+            return
+        self.controller.import_conversation(path)
+
+    def ask_open_path(self) -> str:
+        """The import file picker (tests replace it), in the last import's folder."""
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Import chat", start_folder(self.controller.settings, "import"),
+            "Chats (*.json *.md);;JSON (*.json);;Markdown (*.md)")
+        return path
 
     def ask_save_path(self, title: str, filters: str, suffix: str) -> str:
-        path, _ = QFileDialog.getSaveFileName(self, title, "", filters)
+        """The export file picker, in the last export's folder, named after the chat."""
+        settings = self.controller.settings
+        name = self._export_name() + suffix
+        path, _ = QFileDialog.getSaveFileName(
+            self, title, str(Path(start_folder(settings, "export")) / name), filters)
         if path and not Path(path).suffix:
             path += suffix
+        if path:
+            remember(settings, "export", path)
         return path
+
+    def _export_name(self) -> str:
+        conv_id = self.controller.current_id
+        conv = self.controller.history.get_conversation(conv_id) if conv_id else None
+        title = (conv.title if conv is not None else "") or "Chat"
+        safe = "".join(ch if ch.isalnum() or ch in " -_" else " " for ch in title)
+        return " ".join(safe.split())[:60] or "Chat"
 
     # errors and shutdown ------------------------------------------------------------------
 

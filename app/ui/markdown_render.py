@@ -2,6 +2,10 @@
 
 Raw HTML in the source is escaped (model output is untrusted). Each fenced code block gets a
 "Copy code" link ``hearth:code/<row>/<n>``; the code texts are returned alongside the HTML.
+
+Math-looking text stays literal: a ``*`` between two letters or digits (``10*3=30, 7*3=21``,
+``x**2``) is not emphasis, and ``$…$``, ``$$…$$``, ``\\(…\\)`` and ``\\[…\\]`` spans are shown
+as written, delimiters included (no Markdown inside them).
 """
 
 from __future__ import annotations
@@ -32,9 +36,58 @@ class Rendered:
 def _parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True})
     md.enable(["table", "strikethrough"])
+    md.inline.ruler.before("escape", "math_span", _math_span)
+    md.inline.ruler.before("emphasis", "intraword_star", _intraword_star)
     md.add_render_rule("fence", _render_code)
     md.add_render_rule("code_block", _render_code)
     return md
+
+
+def _literal(state, end: int, silent: bool) -> bool:
+    """Take ``state.src[state.pos:end]`` as plain text."""
+    if not silent:
+        state.push("text", "", 0).content = state.src[state.pos:end]
+    state.pos = end
+    return True
+
+
+def _intraword_star(state, silent: bool) -> bool:
+    """``*`` runs between two letters or digits are arithmetic, not emphasis."""
+    src, pos = state.src, state.pos
+    if src[pos] != "*" or pos == 0 or not src[pos - 1].isalnum():
+        return False
+    end = pos
+    while end < state.posMax and src[end] == "*":
+        end += 1
+    if end >= state.posMax or not src[end].isalnum():
+        return False
+    return _literal(state, end, silent)
+
+
+_MATH_CLOSERS = {"\\(": "\\)", "\\[": "\\]", "$$": "$$"}
+
+
+def _math_span(state, silent: bool) -> bool:
+    """A TeX span (``$…$``, ``$$…$$``, ``\\(…\\)``, ``\\[…\\]``) stays as written. A single
+    ``$`` opens only before a non-space and closes only after one, not before a digit, so
+    prices ("$5 and $10") stay prices."""
+    src, pos, stop = state.src, state.pos, state.posMax
+    opener = src[pos:pos + 2]
+    if opener in _MATH_CLOSERS:
+        close = src.find(_MATH_CLOSERS[opener], pos + 2, stop)
+        if close <= pos + 2:
+            return False
+        return _literal(state, close + 2, silent)
+    if src[pos] != "$" or pos + 1 >= stop or src[pos + 1].isspace():
+        return False
+    close = pos + 1
+    while True:
+        close = src.find("$", close + 1, stop)
+        if close == -1 or "\n" in src[pos:close]:
+            return False
+        after = src[close + 1] if close + 1 < stop else ""
+        if not src[close - 1].isspace() and not after.isdigit():
+            return _literal(state, close + 1, silent)
 
 
 def _render_code(self, tokens, idx, options, env) -> str:

@@ -43,6 +43,9 @@ if TYPE_CHECKING:  # the downloader pulls in huggingface_hub: loaded when first 
     from app.models.downloader import DownloadProgress
 
 STARTER_JOB = "starter"
+#: the end of the "installed" note; it names the model manager's Use button, so the window
+#: takes the note away when that dialog closes
+USE_HINT = "Choose it in the model menu or click Use."
 _STATE_LABELS = {
     "resolving": "Looking up files…",
     "retrying": "Retrying",
@@ -413,7 +416,7 @@ class ModelController(QObject):
             self.bridge.info(f"Your models are now in {result}.")
         if isinstance(result, InstalledModel):
             verb = "imported" if job_id.startswith("import:") else "installed"
-            self.bridge.info(f"{result.name} is {verb}. Choose it in the model menu or click Use.")
+            self.bridge.info(f"{result.name} is {verb}. {USE_HINT}")
         self.models_changed.emit()
 
     def on_job_failed(self, job_id: str, message: str) -> None:

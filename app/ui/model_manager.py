@@ -55,7 +55,7 @@ class DownloadRow(QWidget):
     """One queued or running job: name, progress bar, details, Pause/Resume/Cancel.
 
     Signals: pause_requested(str), resume_requested(str), cancel_requested(str),
-    retry_requested(str) (Resume on a failed job).
+    retry_requested(str) (Retry, the Resume button's name on a failed job).
     """
 
     pause_requested = Signal(str)
@@ -67,6 +67,7 @@ class DownloadRow(QWidget):
         super().__init__(parent)
         self.job_id = job_id
         self.failed = False
+        self._title = title
         self.title = QLabel(f"<b>{title}</b>", self)
         self.bar = QProgressBar(self)
         self.bar.setRange(0, 1000)
@@ -113,13 +114,15 @@ class DownloadRow(QWidget):
     def on_resume(self) -> None:
         self.resume_button.setEnabled(False)
         self.pause_button.setEnabled(True)
-        self.detail.setText("Resuming…")
         if self.failed:
             self.failed = False
+            self._label_resume("Resume")
+            self.detail.setText("Trying again…")
             self.cancel_button.setEnabled(True)
             self.retry_requested.emit(self.job_id)
-        else:
-            self.resume_requested.emit(self.job_id)
+            return
+        self.detail.setText("Resuming…")
+        self.resume_requested.emit(self.job_id)
 
     def on_cancel(self) -> None:
         for button in (self.pause_button, self.resume_button, self.cancel_button):
@@ -146,18 +149,29 @@ class DownloadRow(QWidget):
         self.bar.setRange(0, 1000)
         self.pause_button.setEnabled(False)
         self.resume_button.setEnabled(self.pausable)
+        self._label_resume("Retry")  # after a failure it tries again, it resumes nothing
         self.cancel_button.setEnabled(True)
         self.detail.setText(f"Failed: {message}")
+
+    def _label_resume(self, verb: str) -> None:
+        self.resume_button.setText(verb)
+        self.resume_button.setAccessibleName(f"{verb} {self._title}")
 
 
 class ModelManagerPanel(QDialog):
     """The model manager dialog. It only shows models and emits intents on ``controller``.
 
     Signals: token_requested() (a gated notice's "Add a Hugging Face token…": the window
-    opens the token setting).
+    opens the token setting); closed() (the dialog went away: notes about its buttons no
+    longer apply).
     """
 
     token_requested = Signal()
+    closed = Signal()
+
+    def hideEvent(self, event) -> None:
+        super().hideEvent(event)
+        self.closed.emit()
 
     def __init__(self, controller: ModelController, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -355,6 +369,11 @@ class ModelManagerPanel(QDialog):
         self.variant_combo.clear()
         row: CatalogRow | None = self._selected(self.catalog_view)
         self._update_details(row)
+        installed = row is not None and row.installed
+        self.download_button.setText("Installed" if installed else "Download")
+        self.download_button.setEnabled(not installed)
+        self.download_button.setToolTip(
+            "This model is installed: use it from the Installed tab." if installed else "")
         if row is None:
             return
         for variant in row.entry.variants:
@@ -499,7 +518,14 @@ class ModelManagerPanel(QDialog):
         return answer == QMessageBox.StandardButton.Yes
 
     def ask_folder(self) -> str:
-        return QFileDialog.getExistingDirectory(self, "Import a model folder")
+        from app.ui.file_folders import remember, start_folder
+
+        settings = self.controller.settings
+        folder = QFileDialog.getExistingDirectory(self, "Import a model folder",
+                                                  start_folder(settings, "model"))
+        if folder:
+            remember(settings, "model", folder)
+        return folder
 
     def ask_open_installed(self, sentence: str) -> bool:
         box = QMessageBox(QMessageBox.Icon.Information, "Already installed", sentence,
@@ -513,7 +539,7 @@ class ModelManagerPanel(QDialog):
         """The GGUFs other apps keep, or any file through Browse… (``GGUFFinderDialog``)."""
         from app.ui.gguf_import_dialog import GGUFFinderDialog
 
-        finder = GGUFFinderDialog(self)
+        finder = GGUFFinderDialog(self, settings=self.controller.settings)
         finder.exec()
         return finder.chosen
 

@@ -117,9 +117,19 @@ class CatalogRow:
         )
 
 
+def _catalog_name(row: CatalogRow) -> str:
+    """The entry's name, marked when it is installed ("✓ Qwen3 0.6B · installed")."""
+    return f"✓ {row.entry.name} · installed" if row.installed else row.entry.name
+
+
+def _catalog_tip(row: CatalogRow) -> str:
+    installed = "Installed: pick it in the Model menu or on the Installed tab.\n"
+    return (installed if row.installed else "") + row.entry.description
+
+
 class CatalogModel(RowTableModel):
     columns = (
-        Column("Model", lambda r: r.entry.name, lambda r: r.entry.description),
+        Column("Model", _catalog_name, _catalog_tip),
         Column("Variant", lambda r: r.variant.name, CatalogRow.variants_text),
         Column("Size", lambda r: format_bytes(r.variant.size_bytes)),
         Column("License", lambda r: r.entry.license),

@@ -27,7 +27,6 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
-    QSizePolicy,
     QSpinBox,
     QTabWidget,
     QVBoxLayout,
@@ -40,6 +39,9 @@ from app.ui.model_controller import ModelController
 from app.ui.server_controller import ServerController
 
 PROVIDER_NAMES = {"cpu": "CPU", "dml": "DirectML", "cuda": "CUDA", "coreml": "CoreML"}
+
+
+LABEL_PX = 240  # the widest a setting's label gets before it wraps
 
 
 class PreferencesDialog(QDialog):
@@ -95,12 +97,16 @@ class PreferencesDialog(QDialog):
             self.editors[setting.key] = editor
             label = QLabel(setting.label + ":", page)
             label.setBuddy(editor)
+            label.setWordWrap(True)  # a long label takes two lines, not the field's room
+            label.setMinimumWidth(min(label.fontMetrics().horizontalAdvance(label.text()) + 2,
+                                      LABEL_PX))
+            label.setMaximumWidth(LABEL_PX)
             if setting.help:
                 holder = QWidget(page)
                 column = QVBoxLayout(holder)
                 column.setContentsMargins(0, 0, 0, 0)
                 column.addWidget(editor)
-                holder.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+                # the note's height follows its width (never clipped): no Maximum policy
                 note = QLabel(setting.help, holder)
                 note.setWordWrap(True)
                 note.setEnabled(False)  # the palette's secondary text colour
@@ -171,6 +177,8 @@ class PreferencesDialog(QDialog):
             if setting.maximum is not None:
                 spin.setMaximum(setting.maximum)  # type: ignore[arg-type]
             spin.setValue(value)
+            if key == "font_size":  # 0 follows the system: say so rather than "0"
+                spin.setSpecialValueText("The system's size")
             spin.setAccessibleName(setting.label)
             spin.valueChanged.connect(lambda v, k=key: self._set(k, v))
             return spin
@@ -260,6 +268,40 @@ class PreferencesDialog(QDialog):
             if self.tabs.widget(index).isAncestorOf(token):
                 self.tabs.setCurrentIndex(index)
         token.setFocus()
+
+    def showEvent(self, event) -> None:
+        """Opened again (the window keeps it): every control from the settings as they are
+        now (Ctrl+0 may have reset the text size meanwhile), the server line too."""
+        self.refresh_values()
+        super().showEvent(event)
+
+    def refresh_values(self) -> None:
+        for key, editor in self.editors.items():
+            value = self.settings.get(key)
+            editor.blockSignals(True)
+            try:
+                if isinstance(editor, QCheckBox):
+                    editor.setChecked(bool(value))
+                elif isinstance(editor, QComboBox):
+                    editor.setCurrentIndex(max(0, editor.findData(value)))
+                elif isinstance(editor, QSpinBox | QDoubleSpinBox):
+                    editor.setValue(value)
+                elif isinstance(editor, QPlainTextEdit):
+                    if editor.toPlainText() != value:
+                        editor.setPlainText(str(value))
+                elif isinstance(editor, QLineEdit):
+                    editor.setText(str(value))
+            finally:
+                editor.blockSignals(False)
+        if getattr(self, "server_status", None) is not None:
+            self.on_server_state()
+
+    def show_server(self) -> None:
+        """Open on the Local server page."""
+        status = getattr(self, "server_status", None)
+        for index in range(self.tabs.count()):
+            if status is not None and self.tabs.widget(index).isAncestorOf(status):
+                self.tabs.setCurrentIndex(index)
 
     def _server_key_row(self, parent: QWidget) -> QWidget:
         self.server_key = QLineEdit(parent)

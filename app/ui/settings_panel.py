@@ -45,6 +45,11 @@ THINK_UNAVAILABLE = "This model has no switch for thinking: its chat template do
 THINK_NO_MODEL = "Load a model to see whether it can switch its thinking on and off."
 THINK_AVAILABLE = ("Whether the model thinks before it answers: on, off, or as the model "
                    "does by default.")
+#: one line in a narrow panel; the tooltip (and the accessible description) says more
+DRAFT_MISSING = "No draft installed: uses lookup."
+DRAFT_MISSING_TIP = ("No draft model is installed for this model, so “Always: draft model” "
+                     "guesses from the chat instead (as “Always: look up the chat”). The model "
+                     "manager offers a draft where the catalog has one.")
 _SUGGESTED = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_tokens")
 
 
@@ -116,6 +121,16 @@ class SettingsPanel(QWidget):
                 form.addRow(label, editor)
         self.think_label = form.labelForField(self.editors["thinking"])
         self.set_thinking_control(None, loaded=False)
+        self._draft: str | None = None
+        self._model_loaded = False
+        self.draft_note = QLabel(self)
+        self.draft_note.setObjectName("draftNote")
+        self.draft_note.setWordWrap(True)
+        self.draft_note.setAccessibleName("Draft model")
+        self.draft_note.setAccessibleDescription(DRAFT_MISSING_TIP)
+        self.draft_note.hide()
+        form.addRow(self.draft_note)
+        self.editors["speculation"].currentIndexChanged.connect(self._update_draft_note)
         self.reset_button = QPushButton("Reset to model defaults", self)
         self.reset_button.setAccessibleName("Reset to model defaults")
         self.reset_button.setAccessibleDescription(
@@ -206,6 +221,20 @@ class SettingsPanel(QWidget):
         if self.think_label is not None:
             self.think_label.setEnabled(control is not None)
             self.think_label.setToolTip(why)
+
+    def set_draft(self, draft: str | None, *, loaded: bool = True) -> None:
+        """The loaded model's draft model (its name; None: it has none installed)."""
+        self._draft, self._model_loaded = draft, loaded
+        self._update_draft_note()
+
+    def _update_draft_note(self, *_: object) -> None:
+        """"Always: draft model" without a draft says what happens instead."""
+        wants_draft = self.editors["speculation"].currentData() == "draft"
+        show = wants_draft and self._model_loaded and self._draft is None
+        if show:
+            self.draft_note.setText(DRAFT_MISSING)
+            self.draft_note.setToolTip(DRAFT_MISSING_TIP)
+        self.draft_note.setVisible(show)
 
     def defaults(self) -> dict[str, Any]:
         """App defaults with the model's suggestions on top (the system prompt is kept)."""

@@ -1,7 +1,7 @@
 """How a reply's speculative decoding reads in words (the status bar, a reply's info).
 
 The engine's figures (``GenerationStats``: ``speculation``, ``proposed``, ``accepted``,
-``target_steps``) are counts, not times: the "fewer steps" ratio compares the target model's
+``target_steps``) are counts, not times: the "fewer model passes" ratio compares the target model's
 runs with the one run per token after the first that a plain reply takes. It is the work
 saved, not a measured speed-up (a verify step costs more than a one-token step).
 """
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from app.engine.types import GenerationStats
 
+_SHORT_PROPOSERS = {"lookup": "from the chat", "draft": "with a draft model"}
 _PROPOSERS = {"lookup": "prompt lookup (text the chat already holds)", "draft": "a draft model"}
 
 
@@ -74,32 +75,33 @@ def _count(value: object) -> int:
 
 
 def status_text(figures: SpeculationFigures) -> str:
-    """"Speculation: 72% accepted · 1.6× fewer steps"."""
-    return (f"Speculation: {figures.acceptance:.0%} accepted · "
-            f"{figures.steps_saved_ratio:.1f}× fewer steps")
+    """In plain words: "Guessed ahead: 72% of guesses right · 1.6× fewer model passes"."""
+    return (f"Guessed ahead: {figures.acceptance:.0%} of guesses right · "
+            f"{figures.steps_saved_ratio:.1f}× fewer model passes")
 
 
 def compact_status_text(figures: SpeculationFigures) -> str:
-    """The short form for a narrow window: "Spec. 72% · 1.6×" (the tooltip explains)."""
-    return f"Spec. {figures.acceptance:.0%} · {figures.steps_saved_ratio:.1f}×"
+    """The short form for a narrow window: "Guesses 72% right" (the tooltip explains)."""
+    return f"Guesses {figures.acceptance:.0%} right"
 
 
 def explanation(figures: SpeculationFigures) -> str:
     """The tooltip: what ran, the counts, and what the ratio does and does not measure."""
     who = _PROPOSERS.get(figures.proposer, figures.proposer)
     return (
-        f"Speculative decoding guessed the next tokens with {who}; the model checked "
-        f"several guesses in one step.\n"
-        f"{figures.accepted} of {figures.proposed} guessed tokens were accepted; the reply's "
-        f"{figures.generated} tokens took {figures.target_steps} model steps instead of "
+        f"Hearth guessed the next words with {who}, and the model checked several guesses "
+        f"in one pass; the text is the same as without guessing.\n"
+        f"{figures.accepted} of {figures.proposed} guessed tokens were right; the reply's "
+        f"{figures.generated} tokens took {figures.target_steps} model passes instead of "
         f"{max(figures.generated - 1, 0)}.\n"
-        "Fewer steps is work saved, not measured time: a step that checks guesses costs more "
-        "than a one-token step."
+        "Fewer passes is work saved, not measured time: a pass that checks guesses costs more "
+        "than one that writes a single token."
     )
 
 
 def info_text(figures: SpeculationFigures) -> str:
-    """A reply's info line part: "speculation draft: 34 of 47 guesses accepted, 1.6× fewer
-    steps"."""
-    return (f"speculation {figures.proposer}: {figures.accepted} of {figures.proposed} "
-            f"guesses accepted, {figures.steps_saved_ratio:.1f}× fewer steps")
+    """A reply's info line part: "guessed ahead with a draft model: 34 of 47 guesses right,
+    1.6× fewer model passes"."""
+    who = _SHORT_PROPOSERS.get(figures.proposer, figures.proposer)
+    return (f"guessed ahead {who}: {figures.accepted} of {figures.proposed} guesses right, "
+            f"{figures.steps_saved_ratio:.1f}× fewer model passes")

@@ -2,13 +2,21 @@
 and after a reply that speculated, how many guesses were accepted and how many model steps
 that saved (what it means, on hover); while a long prompt is read, how far; while the model
 loads, that a message waits for it; while chats are imported, how far, with a Cancel
-button."""
+button; while the Local server runs, its address and how many requests it is serving (a
+click opens its settings)."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QResizeEvent
-from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QStatusBar, QWidget
+from PySide6.QtWidgets import (
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QStatusBar,
+    QToolButton,
+    QWidget,
+)
 
 from app.engine.types import GenerationStats
 from app.jobs import Progress
@@ -34,13 +42,28 @@ def reading_text(done: int, total: int) -> str:
     return f"Reading your message… {done:,} / {total:,} tokens"
 
 
+def server_text(address: str, active: int, *, compact: bool = False) -> str:
+    """"Server 127.0.0.1:8080 · 2 requests" (``address``: the base URL clients use);
+    compact, for a narrow window: "Server :8080 · 2"."""
+    where = address.split("://", 1)[-1].split("/", 1)[0]
+    if compact:
+        return f"Server :{where.rsplit(':', 1)[-1]} · {active}"
+    count = f"{active} request" + ("" if active == 1 else "s")
+    return f"Server {where} · {count}"
+
+
+SERVER_COMPACT_BELOW_PX = 1000  # a status bar narrower than this gets the short server text
+
+
 WAITING_TEXT = "Waiting for the model to load; your message goes out when it is ready"
 
 
 class ChatStatusBar(QStatusBar):
-    """Signals: import_cancel_requested(): the user pressed Cancel beside the import's bar."""
+    """Signals: import_cancel_requested(): the user pressed Cancel beside the import's bar;
+    server_clicked(): the user pressed the Local server item (open its settings)."""
 
     import_cancel_requested = Signal()
+    server_clicked = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -72,6 +95,36 @@ class ChatStatusBar(QStatusBar):
         self.ttft_label = self._label("", "Time to first token")
         self.context_label = self._label("", "Context used")
         self.context_warning = False
+        self.server_button = QToolButton(self)
+        self.server_button.setObjectName("serverStatus")
+        self.server_button.setAutoRaise(True)
+        self.server_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.server_button.setAccessibleName("Local server")
+        self.server_button.clicked.connect(self.server_clicked)
+        self.addPermanentWidget(self.server_button)
+        self.server_button.hide()
+        self._server_address: str | None = None
+        self._server_active = 0
+
+    def set_server(self, address: str | None, active: int = 0) -> None:
+        """The Local server listens at ``address`` with ``active`` requests running or
+        waiting; None: it is off (the item goes)."""
+        self._server_address = address
+        if address is None:
+            self.server_button.hide()
+            return
+        self._server_active = active
+        compact = self.width() < SERVER_COMPACT_BELOW_PX
+        self.server_button.setText(server_text(address, active, compact=compact))
+        tip = (f"The Local server answers at {address} ({active} running or waiting). "
+               "Click for its settings.")
+        self.server_button.setToolTip(tip)
+        self.server_button.setAccessibleDescription(tip)
+        self.server_button.show()
+
+    def set_server_requests(self, active: int, _served: int = 0) -> None:
+        if self._server_address is not None:
+            self.set_server(self._server_address, active)
 
     def _label(self, text: str, name: str) -> QLabel:
         label = QLabel(text, self)
@@ -194,6 +247,8 @@ class ChatStatusBar(QStatusBar):
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
+        if self._server_address is not None:
+            self.set_server(self._server_address, self._server_active)
         self._show_speculation()
 
     def set_context(self, used: int, maximum: int) -> None:

@@ -208,6 +208,37 @@ def chat_stylesheet(c: Colors) -> str:
     """
 
 
+def send_button_stylesheet(c: Colors) -> str:
+    """Send: the primary button, with a focus ring that can be seen (a second colour
+    around the accent, the same size focused or not)."""
+    return f"""
+    QPushButton#sendButton {{
+        color: {c.on_accent}; background: {c.accent}; border: 2px solid {c.accent};
+        border-radius: 6px; padding: 4px 14px; font-weight: 600;
+    }}
+    QPushButton#sendButton:focus {{ border: 2px solid {c.text}; }}
+    QPushButton#sendButton:disabled {{ background: {c.border}; border-color: {c.border}; }}
+    """
+
+
+def chat_list_stylesheet(c: Colors) -> str:
+    """The chat list: a 2 px accent frame while it has the keyboard focus (1 px plain
+    otherwise, the padding making up the difference: nothing moves)."""
+    return f"""
+    QListView#conversationList {{ border: 1px solid {c.border}; padding: 1px; }}
+    QListView#conversationList:focus {{ border: 2px solid {c.link}; padding: 0px; }}
+    """
+
+
+def toolbar_stylesheet(c: Colors) -> str:
+    """The main toolbar's buttons show where the keyboard focus is."""
+    return f"""
+    QToolBar#mainToolbar QToolButton:focus {{
+        border: 2px solid {c.link}; border-radius: 4px;
+    }}
+    """
+
+
 def edit_banner_stylesheet(c: Colors) -> str:
     """The composer's "Editing a message" banner."""
     return f"""

@@ -12,10 +12,14 @@ EXAMPLE_PROMPTS = (
     "Summarise the pros and cons of working remotely in a table.",
 )
 
-SHORTCUTS = (
-    "Enter sends · Shift+Enter adds a line · Esc stops a reply · Ctrl+N new chat · "
-    "Ctrl+F find chats"
-)
+def shortcuts_text(send_key: str = "enter") -> str:
+    """The keys line, as the "send_key" setting has them ("enter" or "ctrl+enter")."""
+    keys = ("Ctrl+Enter sends · Enter adds a line" if send_key == "ctrl+enter"
+            else "Enter sends · Shift+Enter adds a line")
+    return f"{keys} · Esc stops a reply · Ctrl+N new chat · Ctrl+F find chats"
+
+
+SHORTCUTS = shortcuts_text()
 
 
 class WelcomePage(QWidget):
@@ -88,6 +92,9 @@ class WelcomePage(QWidget):
         for button in self.prompt_buttons:
             button.setEnabled(bool(name))
         self.setAccessibleDescription(self.model_label.text())
+
+    def set_send_key(self, send_key: str) -> None:
+        self.hints.setText(shortcuts_text(send_key))
 
     def on_prompt_clicked(self) -> None:
         button = self.sender()

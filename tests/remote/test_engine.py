@@ -197,3 +197,28 @@ def test_offline_mode_blocks_other_machines_and_logs_it(offline_guard, stub):
     # an engine on this machine sends nothing off it: it keeps working offline
     _, text, _ = run(load(stub))
     assert text == "Hello, world!"
+
+
+@pytest.mark.parametrize("style", ["vllm", "llamacpp"])
+def test_think_tags_inside_the_content_become_reasoning(make_stub, style):
+    """Several servers stream <think>…</think> inside ``content``: it is split like a local
+    model's reply, even with the tags cut across deltas."""
+    stub = make_stub(style=style, tokens=["<th", "ink>Let me", " add.</thi", "nk>\n\n",
+                                          "The sum", " is 4.", " a <", " b"])
+    engine = load(stub)
+    chunks, text, reasoning = run(engine)
+    assert text == "The sum is 4. a < b" and reasoning == "Let me add."
+    assert "<think>" not in text and "</think>" not in reasoning
+    assert all(not (c.text and c.reasoning) for c in chunks)
+    assert chunks[-1].finish_reason == "eos" and chunks[-1].stats.reasoning_ms >= 0
+    engine.close()
+
+
+def test_think_tags_in_a_whole_reply_and_next_to_reasoning_content(make_stub):
+    stub = make_stub(streaming=False, reasoning=["server side. "],
+                     tokens=["<think>inline</think>", "answer"])
+    engine = load(stub)
+    _, text, reasoning = run(engine)
+    assert text == "answer" and reasoning == "server side. inline"
+    engine.close()
+

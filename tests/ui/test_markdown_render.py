@@ -48,3 +48,21 @@ def test_theme_follows_palette():
     dark.setColor(QPalette.ColorRole.WindowText, QColor("#f0f0f0"))
     assert colors_for(light) is LIGHT
     assert colors_for(dark) is DARK
+
+
+def test_arithmetic_stars_are_not_italics():
+    html = render_markdown("10*3=30, 7*3=21 and 2**8=256", LIGHT).html
+    assert "<em>" not in html and "<strong>" not in html
+    assert "10*3=30, 7*3=21 and 2**8=256" in html
+    # real emphasis still works
+    html = render_markdown("a *real* word and **bold**", LIGHT).html
+    assert "<em>real</em>" in html and "<strong>bold</strong>" in html
+
+
+def test_math_spans_stay_literal_and_prices_stay_prices():
+    text = r"Area $a*b*c$ and $$x_1 * y_1 * z$$ or \(p*q*r\) costs $5 and $10."
+    html = render_markdown(text, LIGHT).html
+    assert "<em>" not in html
+    for span in ("$a*b*c$", "$$x_1 * y_1 * z$$", r"\(p*q*r\)", "$5 and $10."):
+        assert span in html
+    assert "<em>" in render_markdown("$5 and *this* $10", LIGHT).html

@@ -276,8 +276,10 @@ def test_download_error_goes_to_the_banner_and_retry_resumes(make_app, hub):
     app.qtbot.waitUntil(lambda: row.detail.text().startswith("Failed"), timeout=5000)
     assert f"{hub.url}/test/big/resolve/" in app.window.banner.text()
     assert app.window.banner.level == "error"
+    assert row.resume_button.text() == "Retry"  # it tries again: nothing was paused
     with app.qtbot.waitSignal(app.models.models_changed, timeout=10000):
         app.qtbot.mouseClick(row.resume_button, Qt.MouseButton.LeftButton)
+    assert row.resume_button.text() == "Resume"
     assert hub.served(BLOB) <= (3 << 20) + 64 * 1024
 
 

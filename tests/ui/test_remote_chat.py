@@ -182,3 +182,19 @@ def test_a_login_in_the_address_reaches_neither_history_nor_exports(remote_app, 
             assert secret not in text and "alice" not in text
     finally:
         server.stop()
+
+
+def test_think_tags_from_a_remote_fold_into_the_thinking_block(remote_app, stub):
+    """A server that writes <think>…</think> into the content: the window shows it folded,
+    like a local model's thinking, and the answer's arithmetic stays literal."""
+    stub.config.tokens = ["<think>", "7 times 3", "</think>", "10*3=30, 7*3=21"]
+    app = remote_app
+    _, listing = add_and_list(app, stub.url)
+    pick(app, listing.models[0].target)
+    app.send("times tables")
+    stored = app.history.messages(app.controller.current_id)[-1]
+    assert (stored.content, stored.reasoning) == ("10*3=30, 7*3=21", "7 times 3")
+    widget = app.window.chat_view.message_widget(1)
+    assert widget.thinking.isVisible() and not widget.thinking.expanded
+    assert "<think>" not in widget.plain_text() and "<em>" not in widget.html()
+    assert "10*3=30, 7*3=21" in widget.plain_text()

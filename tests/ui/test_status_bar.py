@@ -31,14 +31,14 @@ def test_a_reply_that_speculated_shows_acceptance_and_steps_saved(qtbot):
     bar.set_stats(GenerationStats(**SPECULATED, decode_tok_s=30.0, context_max=8192))
     label = bar.speculation_label
     assert label.isVisible()
-    assert label.text() == "Speculation: 75% accepted · 1.6× fewer steps"
+    assert label.text() == "Guessed ahead: 75% of guesses right · 1.6× fewer model passes"
     tip = label.toolTip()
-    assert tip.startswith("Speculation: 75% accepted · 1.6× fewer steps\n")
-    assert "prompt lookup" in tip and "30 of 40 guessed tokens were accepted" in tip
-    assert "25 model steps instead of 40" in tip and "not measured time" in tip
+    assert tip.startswith("Guessed ahead: 75% of guesses right · 1.6× fewer model passes\n")
+    assert "prompt lookup" in tip and "30 of 40 guessed tokens were right" in tip
+    assert "25 model passes instead of 40" in tip and "not measured time" in tip
     assert label.accessibleDescription() == tip
     bar.resize(800, 30)  # a narrow window keeps room for messages: the short form
-    qtbot.waitUntil(lambda: label.text() == "Spec. 75% · 1.6×")
+    qtbot.waitUntil(lambda: label.text() == "Guesses 75% right")
     assert label.isVisible() and label.toolTip() == tip
     bar.set_prefill(100, 900)  # a new reply is being read: the last one's figures step aside
     assert label.isHidden() and bar.activity_label.isVisible()
@@ -49,7 +49,7 @@ def test_a_reply_that_speculated_shows_acceptance_and_steps_saved(qtbot):
     bar.clearMessage()
     assert label.isVisible()
     bar.resize(1400, 30)
-    qtbot.waitUntil(lambda: label.text().startswith("Speculation: "))
+    qtbot.waitUntil(lambda: label.text().startswith("Guessed ahead: "))
     bar.set_stats(GenerationStats(decode_tok_s=30.0, generated_tokens=12, target_steps=11))
     assert label.isHidden() and label.text() == ""  # no speculation ran: nothing shown
     bar.set_stats(GenerationStats(speculation="draft", proposed=0, target_steps=5))
@@ -65,17 +65,19 @@ def test_the_chat_shows_speculation_after_a_reply_and_hides_it_after_a_plain_one
     assert bar.speculation_label.isHidden()  # it has the room meanwhile
     bar.clearMessage()
     assert bar.speculation_label.isVisible()
-    assert bar.speculation_label.text() == "Speculation: 75% accepted · 1.6× fewer steps"
+    assert bar.speculation_label.text() == (
+        "Guessed ahead: 75% of guesses right · 1.6× fewer model passes")
     assert "a draft model" in bar.speculation_label.toolTip()
     info = app.window.chat_view.message_widget(1).action_buttons["info"]
-    assert "speculation draft: 30 of 40 guesses accepted, 1.6× fewer steps" in info.toolTip()
+    assert ("guessed ahead with a draft model: 30 of 40 guesses right, 1.6× fewer model passes"
+            in info.toolTip())
     loader.last.stats_extra = {}
     app.send("plain")
     assert bar.speculation_label.isHidden()
     plain = app.window.chat_view.message_widget(3).action_buttons["info"]
-    assert "tok/s" in plain.toolTip() and "speculation" not in plain.toolTip()
+    assert "tok/s" in plain.toolTip() and "guessed" not in plain.toolTip()
     # the first reply keeps its own figures (they are stored with it)
-    assert "30 of 40 guesses accepted" in info.toolTip()
+    assert "30 of 40 guesses right" in info.toolTip()
     loader.last.stats_extra = dict(SPECULATED)
     app.send("again")
     assert bar.speculation_label.isVisible()

@@ -39,10 +39,10 @@ def test_picker_lists_installed_models_and_load_failure_keeps_previous(make_app)
     assert picker.currentText() == "Good Model"
     with app.qtbot.waitSignal(app.controller.model_load_failed, timeout=5000):
         picker.activated.emit(picker.findText("Broken Model"))
-        assert app.window.load_progress_action.isVisible()
+        assert app.window.load_progress.isVisible()
     assert "has no model.onnx" in app.window.banner.text()
     assert picker.currentText() == "Good Model"
-    assert not app.window.load_progress_action.isVisible()
+    assert not app.window.load_progress.isVisible()
     app.send("still works?")
     assert app.rows()[1][1] == "You said: still works?"
     assert app.controller.model_info.name == "good"
