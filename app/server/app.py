@@ -97,6 +97,9 @@ class HearthApi:
             exception_handlers={ApiError: _api_error, HTTPException: _http_error,
                                 Exception: _internal_error},
         )
+        # a path with a stray slash is a 404, never a redirect: Starlette builds a redirect's
+        # Location from the request's Host header, which a LAN bind does not check
+        self.app.router.redirect_slashes = False
 
     def cancel_all(self) -> None:
         """Stop every generation in flight (the server is stopping)."""

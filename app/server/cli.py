@@ -69,6 +69,9 @@ def register(subparsers) -> None:
     serve.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                        help="also answer requests addressed to this host name (repeatable; "
                        "localhost, 127.0.0.1 and [::1] always are)")
+    serve.add_argument("--ssl-certfile", metavar="CERT.pem",
+                       help="serve over TLS (https) with this certificate; for LAN mode")
+    serve.add_argument("--ssl-keyfile", metavar="KEY.pem", help="the certificate's private key")
     serve.add_argument("--provider", choices=("cpu", "dml", "cuda", "coreml"))
     serve.add_argument("--variant", help="Optimum graph variant, e.g. model_q4")
     serve.add_argument("--threads", type=int, help="CPU threads for ONNX Runtime")
@@ -170,7 +173,9 @@ def run_serve(args: argparse.Namespace, *, on_ready: Callable[[Any], None] | Non
     config = ServerConfig(host=args.host, port=args.port,
                           api_key=keys[0] if keys else None, more_api_keys=keys[1:],
                           queue=args.queue, cors_origins=tuple(args.cors_origin),
-                          allowed_hosts=tuple(args.allowed_host)).validate()
+                          allowed_hosts=tuple(args.allowed_host),
+                          ssl_certfile=args.ssl_certfile,
+                          ssl_keyfile=args.ssl_keyfile).validate()
     executor, close = build_executor(args)
     try:
         served = executor.start()

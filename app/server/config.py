@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -49,6 +50,13 @@ class ServerConfig:
     body_timeout_s: float = 60.0  # the body, from the end of the headers
     write_timeout_s: float = 30.0  # a client reading nothing of its reply is dropped
     max_connections: int = MAX_CONNECTIONS
+    ssl_certfile: str | None = None  # TLS for LAN mode: a PEM certificate (chain) ...
+    ssl_keyfile: str | None = None  # ... and its private key; both or neither
+
+    @property
+    def scheme(self) -> str:
+        """``https`` when the server speaks TLS, else ``http``."""
+        return "https" if self.ssl_certfile else "http"
 
     @property
     def api_keys(self) -> tuple[str, ...]:
@@ -89,6 +97,13 @@ class ServerConfig:
                     f"The allowed host {name!r} is not a host name like myhost.lan.",
                     hint="Give a name without scheme, port or path (localhost and 127.0.0.1 "
                     "are always allowed).")
+        if bool(self.ssl_certfile) != bool(self.ssl_keyfile):
+            raise ServerConfigError(
+                "TLS needs both a certificate and its key.",
+                hint="Pass --ssl-certfile CERT.pem and --ssl-keyfile KEY.pem together.")
+        for label, path in (("certificate", self.ssl_certfile), ("key", self.ssl_keyfile)):
+            if path and not os.path.isfile(path):
+                raise ServerConfigError(f"The TLS {label} file {path} does not exist.")
         if min(self.header_timeout_s, self.body_timeout_s, self.write_timeout_s) <= 0 \
                 or self.max_connections < 1:
             raise ServerConfigError("The connection timeouts and limit must be positive.")

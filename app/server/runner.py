@@ -34,12 +34,13 @@ MAX_HEADER_BYTES = 16 * 1024  # request line and headers together (h11's own def
 class Address:
     host: str
     port: int
+    scheme: str = "http"
 
     @property
     def base_url(self) -> str:
         """What a client is given, e.g. ``http://127.0.0.1:8080/v1``."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/v1"
+        return f"{self.scheme}://{host}:{self.port}/v1"
 
 
 class ServerRunner:
@@ -68,8 +69,9 @@ class ServerRunner:
             self.api.app, lifespan="off", log_level="warning", access_log=False,
             timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN_S), ws="none",
             http=protocol_class(limits), timeout_keep_alive=KEEP_ALIVE_S,
-            limit_concurrency=cap + 1,  # requests: the cap on connections is ours backlog=BACKLOG,
-            h11_max_incomplete_event_size=MAX_HEADER_BYTES, log_config=None))
+            limit_concurrency=cap + 1,  # requests: the cap on connections is ours
+            h11_max_incomplete_event_size=MAX_HEADER_BYTES, log_config=None,
+            ssl_certfile=config.ssl_certfile, ssl_keyfile=config.ssl_keyfile))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
                                         name="hearth-server-http", daemon=True)
         self._thread.start()
@@ -79,7 +81,7 @@ class ServerRunner:
                 sock.close()
                 raise ServerConfigError(f"The server on {host}:{port} did not start.")
             time.sleep(0.01)
-        self.address = Address(host, port)
+        self.address = Address(host, port, config.scheme)
         return self.address
 
     def stop(self, timeout: float = GRACEFUL_SHUTDOWN_S + 0.5) -> bool:
