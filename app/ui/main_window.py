@@ -9,7 +9,6 @@ from pathlib import Path
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import (
     QAction,
-    QActionGroup,
     QCloseEvent,
     QGuiApplication,
     QKeySequence,
@@ -44,6 +43,7 @@ from app.ui.controller import ChatController
 from app.ui.conversation_list import ConversationList
 from app.ui.file_folders import remember, start_folder
 from app.ui.first_run import FirstRunPanel
+from app.ui.menus import build_menus, make_action
 from app.ui.message_bridge import Banner, CrashDialog
 from app.ui.model_controller import STARTER_JOB, USE_HINT, ModelController
 from app.ui.model_manager import ModelManagerPanel
@@ -193,125 +193,10 @@ class MainWindow(QMainWindow):
             bar.widgetForAction(action).setFocusPolicy(Qt.FocusPolicy.TabFocus)
 
     def _build_menus(self) -> None:
-        """File / Edit / View / Model / Help, with the platform's standard shortcuts.
-        Every action here is the same QAction the toolbar and shortcuts trigger."""
-        menus = self.menuBar()
-        file_menu = menus.addMenu("&File")
-        file_menu.addAction(self.new_action)
-        self.import_action = self._action("Import chat…", None, self.on_import)
-        file_menu.addAction(self.import_action)
-        export = file_menu.addMenu("&Export chat")
-        self.export_md_action = self._action("Markdown…", None, self.on_export_md)
-        self.export_json_action = self._action("JSON…", None, self.on_export_json)
-        export.addAction(self.export_md_action)
-        export.addAction(self.export_json_action)
-        file_menu.addSeparator()
-        self.quit_action = self._action("Quit", QKeySequence.StandardKey.Quit, self.close)
-        self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
-        file_menu.addAction(self.quit_action)
-
-        edit = menus.addMenu("&Edit")
-        self.undo_action = self._action("Undo delete", QKeySequence.StandardKey.Undo,
-                                        self.on_undo_delete)
-        self.undo_action.setEnabled(False)
-        edit.addAction(self.undo_action)
-        edit.addSeparator()
-        self.copy_reply_action = self._action(
-            "Copy last reply", "Ctrl+Shift+C", self.on_copy_last_reply
-        )
-        self.find_action = self._action("Find chats", QKeySequence.StandardKey.Find,
-                                        self.on_focus_search)
-        edit.addAction(self.copy_reply_action)
-        self.regenerate_action = self._action("Regenerate last reply", "Ctrl+R",
-                                              self.on_regenerate_last)
-        self.edit_last_action = self._action("Edit last message", None, self.on_edit_last)
-        self.edit_last_action.setToolTip("Edit last message (Up in an empty message box)")
-        edit.addAction(self.regenerate_action)
-        edit.addAction(self.edit_last_action)
-        edit.addAction(self.find_action)
-        edit.addSeparator()
-        preferences = QKeySequence(QKeySequence.StandardKey.Preferences)
-        self.preferences_action = self._action(
-            "Settings…", preferences if not preferences.isEmpty() else "Ctrl+,",
-            self.on_preferences,
-        )
-        self.preferences_action.setMenuRole(QAction.MenuRole.PreferencesRole)
-        edit.addAction(self.preferences_action)
-
-        view = menus.addMenu("&View")
-        self.sidebar_action = self._action("Sidebar", "Ctrl+Shift+L", self.on_toggle_sidebar)
-        self.sidebar_action.setCheckable(True)
-        self.sidebar_action.setChecked(True)
-        view.addAction(self.sidebar_action)
-        view.addAction(self.panel_action)
-        view.addSeparator()
-        self.zoom_in_action = self._action("Zoom in", QKeySequence.StandardKey.ZoomIn,
-                                           lambda: self.on_zoom(+1))
-        # Ctrl+= too: the same key without Shift on most layouts (as in browsers)
-        self.zoom_in_action.setShortcuts(
-            [*self.zoom_in_action.shortcuts(), QKeySequence("Ctrl+=")])
-        self.zoom_out_action = self._action("Zoom out", QKeySequence.StandardKey.ZoomOut,
-                                            lambda: self.on_zoom(-1))
-        self.zoom_reset_action = self._action("Actual size", "Ctrl+0", lambda: self.on_zoom(0))
-        for action in (self.zoom_in_action, self.zoom_out_action, self.zoom_reset_action):
-            view.addAction(action)
-        theme_menu = view.addMenu("&Theme")
-        self.theme_actions: dict[str, QAction] = {}
-        group = QActionGroup(self)
-        for choice, label in (("system", "Follow the system"), ("light", "Light"),
-                              ("dark", "Dark")):
-            action = self._action(label, None, lambda _c=False, t=choice: self.set_setting(
-                "theme", t))
-            action.setCheckable(True)
-            group.addAction(action)
-            theme_menu.addAction(action)
-            self.theme_actions[choice] = action
-
-        model = menus.addMenu("&Model")
-        model.addAction(self.models_action)
-        self.load_folder_action = self._action("Load a model folder…", "Ctrl+O",
-                                               self.on_load_folder)
-        self.unload_action = self._action("Unload", None, self.controller.unload_model)
-        self.unload_action.setToolTip("Close the model to free its memory")
-        model.addAction(self.load_folder_action)
-        model.addAction(self.unload_action)
-        provider_menu = model.addMenu("Run on")
-        self.provider_actions: dict[str, QAction] = {}
-        provider_group = QActionGroup(self)
-        provider_setting = BY_KEY["provider"]
-        for choice, label in zip(provider_setting.choices, provider_setting.choice_labels,
-                                 strict=True):
-            action = self._action(label, None,
-                                  lambda _c=False, p=choice: self.on_provider_chosen(p))
-            action.setCheckable(True)
-            provider_group.addAction(action)
-            provider_menu.addAction(action)
-            self.provider_actions[choice] = action
-        provider_menu.aboutToShow.connect(self.on_provider_menu)
-        model.addSeparator()
-        self.add_remote_action = self._action("Add a remote engine…", None, self.on_add_remote)
-        model.addAction(self.add_remote_action)
-
-        help_menu = menus.addMenu("&Help")
-        self.shortcuts_action = self._action("Keyboard shortcuts", "F1", self.on_shortcuts)
-        help_menu.addAction(self.shortcuts_action)
-        self.open_data_action = self._action("Open data folder", None, self.on_open_data_folder)
-        self.about_action = self._action("About Hearth", None, self.on_about)
-        self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
-        self.network_action = self._action("Network activity", None, self.on_network_log)
-        help_menu.addAction(self.network_action)
-        help_menu.addAction(self.open_data_action)
-        help_menu.addAction(self.about_action)
+        build_menus(self)  # app/ui/menus.py
 
     def _action(self, text: str, shortcut, slot) -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))
-            key = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
-            action.setToolTip(f"{text} ({key})" if key else text)
-        action.triggered.connect(slot)
-        self.addAction(action)  # shortcuts work even while the menu bar is hidden
-        return action
+        return make_action(self, text, shortcut, slot)
 
     def _tab_order(self) -> None:
         """Tab goes the way the eye reads: model picker, Models, Chat settings, the chat
