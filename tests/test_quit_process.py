@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.tiny_models import build_gqa_model, build_plain_kv_model
 from tests.bounds import AT_ONCE_S
+from tests.fixtures.tiny_models import build_gqa_model, build_plain_kv_model
 from tests.models.hub_server import FakeHub, FakeRepo
 
 ROOT = Path(__file__).resolve().parents[1]
