@@ -94,6 +94,8 @@ class MessageWidget(QWidget):
         self.retry_button = QToolButton(self.card)  # a failed reply's: ask again, same turn
         self.retry_button.setObjectName("retryButton")
         self.retry_button.setText("Retry")
+        self.retry_button.setIcon(icon("regenerate", colors))
+        self.retry_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.retry_button.setToolTip("Ask for this reply again")
         self.retry_button.setAccessibleName("Retry")
         self.retry_button.setAccessibleDescription(
@@ -239,6 +241,7 @@ class MessageWidget(QWidget):
         self._shown_html = None
         for name, button in self._all_buttons():
             button.setIcon(icon(name, colors))
+        self.retry_button.setIcon(icon("regenerate", colors))
         self.thinking.set_colors(colors)
         self._render_body()
 
