@@ -504,6 +504,9 @@ class ChatController(QObject):
         if self.model_info is None:
             self.bridge.error("No model is loaded yet. Pick a model in the toolbar first.")
             return False
+        error = msg.provenance.get("error")
+        if isinstance(error, str):  # this try's outcome replaces the last one's notice
+            self.bridge.withdraw(error)
         if msg.content or msg.reasoning or msg.parts:
             return self.regenerate(row)
         try:

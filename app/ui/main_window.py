@@ -311,6 +311,7 @@ class MainWindow(QMainWindow):
         c.waiting_for_model.connect(self.on_waiting_for_model)
         c.notice.connect(lambda text: self.status.showMessage(text, 4000))
         self.bridge.message_shown.connect(self.banner.show_message)
+        self.bridge.message_withdrawn.connect(self.banner.withdraw)
         self.bridge.crash_reported.connect(self.on_crash)
         self.first_run.setup_requested.connect(self.models.setup_starter)
         self.first_run.browse_requested.connect(self.model_manager.open_panel)

@@ -64,6 +64,7 @@ def test_a_failed_reply_offers_retry_and_retry_answers_the_same_turn(remote_app,
     assert app.rows() == [("user", "hello remote", "complete"),
                           ("assistant", "Hello, world!", "complete")]
     assert stored(app) == app.rows()  # one question, one reply: no orphan, no variant
+    assert app.window.banner.text() == ""  # the failure's notice went with it
     reply = app.controller.chat_model.message(1)
     assert reply.variant_count == 1
     assert not view.message_widget(1).retry_button.isVisibleTo(app.window)
