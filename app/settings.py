@@ -63,6 +63,9 @@ THINKING_CHOICES = ("default", "on", "off")
 SPECULATION_CHOICES = SPECULATION_MODES  # the engine's modes (app/options.py)
 THEMES = ("system", "light", "dark")
 SEND_KEYS = ("enter", "ctrl+enter")
+#: how a new chat is named after its first reply: by the loaded model (local or remote), by a
+#: local model only (a remote one is not sent the chat again), or from the first message
+CHAT_TITLES = ("model", "local", "off")
 PROVIDER_CHOICES = ("auto", *PROVIDERS)  # labelled in this order below
 SECTIONS = (("general", "General"), ("models", "Models"), ("hardware", "Hardware"),
             ("server", "Local server"), ("privacy", "Privacy"))
@@ -103,6 +106,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("send_key", str, "enter", "Send a message with", choices=SEND_KEYS,
             choice_labels=("Enter (Shift+Enter for a new line)",
                            "Ctrl+Enter (Enter for a new line)"), section="general"),
+    Setting("chat_titles", str, "model", "Name new chats", choices=CHAT_TITLES,
+            choice_labels=("With the model, after the first reply",
+                           "With the model, unless it is remote",
+                           "From the first message"), section="general",
+            help="The model writes a short title once it has answered; a title you "
+                 "changed is kept. A remote model is sent the first exchange once more."),
     Setting("restore_last_chat", bool, True, "Reopen the last chat on launch", section="general"),
     Setting("models_folder", str, "", "Models folder (empty = the default)", section="models"),
     Setting("hub_endpoint", str, "", "Model download server", section="models",

@@ -22,6 +22,20 @@ into the reply; the sources a retriever found are stored with the user's message
 that called tools ends its reply row (the calls among its parts), each result is a ``tool``
 row, and the next round writes a new assistant row below it. A call waits for the user's
 answer: ``approval_requested`` shows it, ``answer_approval`` answers (Stop is a no).
+
+A reply that fails stays on its turn: one that wrote nothing is kept as an empty 'failed'
+row (its error in the provenance), and ``retry`` asks again on the same turn (in place; a
+reply that holds part of an answer gets a new version beside it instead), so the question
+is never left alone or sent twice. Sending the unanswered question's text again is a
+retry too. Only a regenerated reply that failed before writing gives way to the version
+it was asked beside.
+
+After a chat's first complete reply, the loaded model names it (``_name_chat``: a
+``TitleRequest`` posted to the worker, app/chat/title.py) unless the "chat_titles" setting
+says not to (never, or not with a remote model). The title is the lowest priority: a new
+reply, a model load or a quit cancels it first, and it then asks again after the next
+reply. It replaces only the title the chat was given from its first message: a chat the
+user renamed meanwhile keeps its name.
 """
 
 from __future__ import annotations
@@ -49,9 +63,10 @@ from app.chat.turn import Retriever, Toolbox
 from app.engine.types import GenerationSettings, GenerationStats
 from app.errors import HearthError, StorageError
 from app.jobs import Progress
+from app.remote.sources import is_remote_target
 from app.settings import PER_CHAT, Settings, chat_settings
 from app.storage import importer, transfer
-from app.storage.history import Deletion, History, ReplyWriter, StoredMessage
+from app.storage.history import Deletion, History, ReplyWriter, StoredMessage, title_from_text
 from app.text import clean_text
 from app.ui.chat_model import ChatModel
 from app.ui.conversation_list import ConversationListModel
@@ -64,6 +79,7 @@ from app.workers.generation_worker import (
     GenerationResult,
     GenerationWorker,
     ModelInfo,
+    TitleRequest,
     reply_result,
 )
 from app.workers.job_worker import JobRunner
@@ -90,6 +106,9 @@ class ActiveReply:
     calls: list[ToolCall] = field(default_factory=list)  # this round's, stored with its row
     last_id: int = 0  # the turn's lowest row so far (the next one goes below it)
     next_round: bool = False  # a tool result was written: the next delta starts a new row
+    # failing before it wrote anything, the reply stays as a failed row offering Retry
+    # (False: a regenerated reply, which gives way to the version it was asked beside)
+    keep_failed: bool = True
 
     def measured_thinking_ms(self) -> float | None:
         """How long the model has thought (None: it has not thought)."""
@@ -121,6 +140,7 @@ class ChatController(QObject):
     approval_requested(ApprovalRequest): the model asks to run a tool (``request.call``);
         ``answer_approval`` (or ``request.answer``) says yes or no. Without a listener the
         call is refused, so a turn never waits on nobody.
+    conversation_titled(str conversation_id, str title): the model named the chat.
     """
 
     conversation_opened = Signal(object, dict)
@@ -138,6 +158,7 @@ class ChatController(QObject):
     waiting_for_model = Signal(bool)
     import_progress = Signal(object)
     approval_requested = Signal(object)
+    conversation_titled = Signal(str, str)
 
     def __init__(
         self,
@@ -168,6 +189,9 @@ class ChatController(QObject):
         self._last_deletion: Deletion | None = None
         self._pending_values: dict[str, Any] = {}
         self._approval: ApprovalRequest | None = None
+        # the title being written: the request and the title it may replace
+        self._title: tuple[TitleRequest, str] | None = None
+        self._title_again: set[str] = set()  # chats whose title gave way to a reply
         #: what a turn may call and search (None: none; app/tools and app/documents set them)
         self.toolbox: Toolbox | None = None
         self.retriever: Retriever | None = None
@@ -178,6 +202,7 @@ class ChatController(QObject):
         w.event.connect(self.on_event)
         w.approval_requested.connect(self.on_approval_requested)
         w.failed.connect(self.on_failed)
+        w.titled.connect(self.on_titled)
         w.crashed.connect(self.bridge.crash)
         # imports run as a job on their own thread, with their own connection (one
         # transaction: a cancel or failure leaves the history as it was)
@@ -238,6 +263,7 @@ class ChatController(QObject):
         if self.generating:
             self.bridge.info("Stop the reply before switching models.")
             return False
+        self._cancel_title()
         self.loading_path = str(path)
         self.model_loading.emit(str(path))
         self.host.post(self.worker.on_load_requested, str(path))
@@ -250,6 +276,7 @@ class ChatController(QObject):
             return False
         if self.model_info is None:
             return False
+        self._cancel_title()
         self.host.post(self.worker.on_unload_requested)
         return True
 
@@ -338,6 +365,8 @@ class ChatController(QObject):
         if self._active is not None and self._active.conversation_id == conversation_id:
             self.bridge.info("Stop the reply before deleting this chat.")
             return
+        if self._title is not None and self._title[0].conversation_id == conversation_id:
+            self._cancel_title()
         self._guard(self.history.delete_conversation, conversation_id)
         self.host.post(self.worker.on_forget_requested, conversation_id)
         self.conversations.remove(conversation_id)
@@ -377,6 +406,9 @@ class ChatController(QObject):
         if self.model_info is None and not waiting:
             self.bridge.error("No model is loaded yet. Pick a model in the toolbar first.")
             return False
+        unanswered = None if waiting or parts or not start else self._unanswered(text)
+        if unanswered is not None:  # the same question again: answer it, do not repeat it
+            return self.retry(unanswered) if unanswered >= 0 else self._start_reply()
         try:
             if self.current_id is None:
                 values = self.chat_values()  # what the panel shows for the new chat
@@ -430,6 +462,8 @@ class ChatController(QObject):
         next (the ``‹ ›`` branch arrows)."""
         if action == "regenerate":
             return self.regenerate(row)
+        if action == "retry":
+            return self.retry(row)
         if action == "edit":
             return self.begin_edit(row)
         if action == "delete":
@@ -456,7 +490,56 @@ class ChatController(QObject):
             return False
         self._end_edit()
         self.chat_model.truncate(row)
+        return self._start_reply(reply, keep_failed=False)
+
+    def retry(self, row: int) -> bool:
+        """Ask again for the failed reply at ``row``, on the same turn: a reply with nothing
+        in it is written again in place; one that holds part of an answer gets a new version
+        beside it (``regenerate``: the part stays one ‹ › away)."""
+        if not self._can_change(row):
+            return False
+        msg = self.chat_model.message(row)
+        if msg.role != "assistant" or msg.status != "failed":
+            return False
+        if self.model_info is None:
+            self.bridge.error("No model is loaded yet. Pick a model in the toolbar first.")
+            return False
+        error = msg.provenance.get("error")
+        if isinstance(error, str):  # this try's outcome replaces the last one's notice
+            self.bridge.withdraw(error)
+        if msg.content or msg.reasoning or msg.parts:
+            return self.regenerate(row)
+        try:
+            self.history.update_message(msg.id, status="streaming", provenance={})
+            reply = self.history.get_message(msg.id)
+        except StorageError as exc:
+            self.bridge.report(exc)
+            return False
+        if reply is None:
+            return False
+        self._end_edit()
+        self.chat_model.truncate(row)
         return self._start_reply(reply)
+
+    def _unanswered(self, text: str) -> int | None:
+        """Where the open chat's last question, the same as ``text``, waits for an answer:
+        the row of its failed empty reply, -1 when it has no reply, None when it was
+        answered (or is another question)."""
+        if self.current_id is None or self._edit_id is not None:
+            return None
+        messages = self.chat_model.messages()
+        rows = len(messages)
+        if rows and messages[-1].role == "assistant" and messages[-1].status == "failed" \
+                and not (messages[-1].content or messages[-1].reasoning or messages[-1].parts):
+            question, answer = rows - 2, rows - 1
+        else:
+            question, answer = rows - 1, -1
+        if question < 0:
+            return None
+        asked = messages[question]
+        if asked.role != "user" or asked.content != text or asked.parts:
+            return None
+        return answer
 
     def begin_edit(self, row: int) -> bool:
         """Put a user message in the composer; sending it adds a new version of that turn
@@ -788,6 +871,8 @@ class ChatController(QObject):
             self._end_turn()
             return
         self._end_reply(status, provenance, parts=tuple(active.calls))
+        if status == "complete":
+            self._name_chat(conversation_id)
 
     def on_failed(self, conversation_id: str, message: str) -> None:
         active = self._active
@@ -796,25 +881,85 @@ class ChatController(QObject):
         self.bridge.error(message)  # first, so listeners to generating_changed can read it
         if active.next_round:  # the rows so far are complete; no new one was started
             self._end_turn()
-        elif active.writer.text or active.writer.reasoning:
-            provenance = self._provenance(active, None, None)
+        elif active.writer.text or active.writer.reasoning or active.keep_failed:
+            provenance = self._provenance(active, None, None)  # kept: Retry asks again
             provenance["error"] = message
             self._end_reply("failed", provenance)
-        else:  # nothing was written: drop the empty reply row
+        else:  # a regenerated reply wrote nothing: it gives way to the one it was beside
             self._guard(self.history.delete_message, active.message_id)
             self._active = None
             if active.row is not None and conversation_id == self.current_id:
-                # a regenerated reply gives way to the version it was asked beside
                 self._show_path_from(active.row, self.history.active_path(conversation_id))
             if self._reading:
                 self._done_reading()
             self.generating_changed.emit(False)
+
+    # titles -------------------------------------------------------------------------------
+
+    def _name_chat(self, conversation_id: str) -> None:
+        """After a complete reply: ask the model for the chat's title when it is its first
+        exchange (or a title before gave way to a reply) and the chat still has the title its
+        first message gave it. The "chat_titles" setting can say never, or not remotely."""
+        mode = self.settings.get("chat_titles")
+        info = self.model_info
+        if mode == "off" or info is None or (mode == "local" and is_remote_target(info.path)):
+            return
+        try:
+            conv = self.history.get_conversation(conversation_id)
+            path = self.history.active_path(conversation_id)
+        except StorageError:
+            return
+        users = [row for row, m in enumerate(path) if m.role == "user"]
+        if conv is None or not users or (
+                len(users) > 1 and conversation_id not in self._title_again):
+            return
+        question = path[users[0]]
+        answer = next((m for m in path[users[0] + 1:] if m.role == "assistant"
+                       and m.status == "complete" and m.content.strip()), None)
+        expected = title_from_text(question.content)
+        if answer is None or conv.title != expected:
+            return
+        self._cancel_title()
+        request = TitleRequest(conversation_id, question.content, answer.content)
+        self._title = (request, expected)
+        self.host.post(self.worker.on_title_requested, request)
+
+    def _cancel_title(self) -> None:
+        """The title being written gives way (a reply, a load, a quit goes first)."""
+        if self._title is not None:
+            request = self._title[0]
+            request.cancel.set()
+            self._title_again.add(request.conversation_id)
+            self._title = None
+
+    def on_titled(self, request: TitleRequest, title: str) -> None:
+        """The model's title arrived: it replaces the first message's title, never one the
+        user gave meanwhile (a rename always wins)."""
+        if self._title is None or self._title[0] is not request:
+            return  # cancelled: the chat is asked again after its next reply
+        expected = self._title[1]
+        self._title = None
+        cid = request.conversation_id
+        self._title_again.discard(cid)
+        if not title:
+            return
+        conv = self.history.get_conversation(cid)
+        if conv is None or conv.title != expected:
+            return
+        try:
+            self.history.rename_conversation(cid, title)
+        except StorageError as exc:
+            self.bridge.report(exc)
+            return
+        self.conversations.upsert(cid)
+        self.conversation_titled.emit(cid, title)
 
     # shutdown -----------------------------------------------------------------------------
 
     def shutdown(self) -> bool:
         """Stop → quit → wait; a reply still streaming is saved as stopped."""
         self.worker.stop()
+        self._cancel_title()
         self._queued = None  # its message is saved; nothing was sent yet
         if self._active is not None and not self._active.next_round:
             self._active.writer.finish("stopped", self._provenance(self._active, None, None),
@@ -847,10 +992,13 @@ class ChatController(QObject):
 
     # helpers ------------------------------------------------------------------------------
 
-    def _start_reply(self, reply: StoredMessage | None = None) -> bool:
+    def _start_reply(self, reply: StoredMessage | None = None, *,
+                     keep_failed: bool = True) -> bool:
         """Stream a reply into ``reply`` (an empty 'streaming' message already stored, as
-        ``History.regenerate`` makes) or into a new one at the end of the path."""
+        ``History.regenerate`` makes) or into a new one at the end of the path. A title
+        being written gives way first. ``keep_failed``: see ``ActiveReply``."""
         assert self.current_id is not None and self.model_info is not None
+        self._cancel_title()
         gen = self.generation_settings()
         try:
             if reply is None:
@@ -865,7 +1013,8 @@ class ChatController(QObject):
         writer = ReplyWriter(self.history, reply.id)
         user_id = next((m.id for m in reversed(above) if m.role == "user"), None)
         self._active = ActiveReply(self.current_id, reply.id, writer, gen, row,
-                                   user_id=user_id, last_id=reply.id)
+                                   user_id=user_id, last_id=reply.id,
+                                   keep_failed=keep_failed)
         self.generating_changed.emit(True)
         request = GenerationRequest(
             self.current_id, above, gen, system_prompt=self.chat_values()["system_prompt"],

@@ -274,6 +274,7 @@ class MainWindow(QMainWindow):
         self.status.server_clicked.connect(self.on_server_settings)
         c.notice.connect(lambda text: self.status.showMessage(text, 4000))
         self.bridge.message_shown.connect(self.banner.show_message)
+        self.bridge.message_withdrawn.connect(self.banner.withdraw)
         self.bridge.crash_reported.connect(self.on_crash)
         self.first_run.setup_requested.connect(self.models.setup_starter)
         self.first_run.browse_requested.connect(self.model_manager.open_panel)

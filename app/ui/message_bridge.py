@@ -32,9 +32,12 @@ class MessageBridge(QObject):
     """Signals:
     message_shown(str level, str text): level is "info", "warning" or "error".
     crash_reported(str details): an unexpected exception, formatted.
+    message_withdrawn(str text): ``text`` no longer holds (a failed reply is being retried);
+        where it still shows, it goes.
     """
 
     message_shown = Signal(str, str)
+    message_withdrawn = Signal(str)
     crash_reported = Signal(str)
 
     def __init__(self, parent: QObject | None = None) -> None:
@@ -49,6 +52,9 @@ class MessageBridge(QObject):
 
     def error(self, text: str) -> None:
         self.message_shown.emit("error", text)
+
+    def withdraw(self, text: str) -> None:
+        self.message_withdrawn.emit(text)
 
     def report(self, exc: BaseException) -> None:
         """A HearthError is shown as its sentence; anything else is a crash."""
@@ -157,6 +163,11 @@ class Banner(QWidget):
         self.label.setStyleSheet(f"color: {colours.get(level, '#0969da')};")
         self.label.setAccessibleDescription(f"{level}: {text}")
         self.show()
+
+    def withdraw(self, text: str) -> None:
+        """Hide the notice if it still says ``text`` (a newer one stays)."""
+        if self.label.text() == text:
+            self.hide()
 
     def text(self) -> str:
         return "" if self.isHidden() else self.label.text()

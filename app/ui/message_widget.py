@@ -5,8 +5,9 @@ document, with the model's thinking (if any) folded in a ``ThinkingBlock`` above
 each card: the ``‹ i / n ›`` branch control (shown whenever the turn has
 variants) and the action icons (copy, edit or regenerate, delete, and an info button that
 holds the reply's provenance), which appear while the pointer is over the message or focus
-is inside it. Every click is reported as a ``hearth:`` URL, the same words the Markdown's
-code-copy links use, so the view has one place that acts on them.
+is inside it. A failed reply also shows a Retry button beside its "failed" note, always
+(``hearth:retry/<row>``). Every click is reported as a ``hearth:`` URL, the same words the
+Markdown's code-copy links use, so the view has one place that acts on them.
 """
 
 from __future__ import annotations
@@ -90,6 +91,20 @@ class MessageWidget(QWidget):
         self.role_label.setObjectName("roleLabel")
         self.status_note = QLabel(self.card)
         self.status_note.setObjectName("statusNote")
+        self.retry_button = QToolButton(self.card)  # a failed reply's: ask again, same turn
+        self.retry_button.setObjectName("retryButton")
+        self.retry_button.setText("Retry")
+        self.retry_button.setIcon(icon("regenerate", colors))
+        self.retry_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.retry_button.setToolTip("Ask for this reply again")
+        self.retry_button.setAccessibleName("Retry")
+        self.retry_button.setAccessibleDescription(
+            "Ask the model again for the reply to the message above.")
+        self.retry_button.setFocusPolicy(Qt.FocusPolicy.TabFocus)
+        self.retry_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.retry_button.setVisible(False)
+        self.retry_button.clicked.connect(
+            lambda: self.link_activated.emit(f"hearth:retry/{self.row}"))
         self.typing = QLabel(self.card)
         self.typing.setObjectName("typingIndicator")
         self.typing.setAccessibleName("The assistant is writing")
@@ -102,6 +117,7 @@ class MessageWidget(QWidget):
         header.setSpacing(8)
         header.addWidget(self.role_label)
         header.addWidget(self.status_note)
+        header.addWidget(self.retry_button)
         header.addStretch(1)
         card_layout = QVBoxLayout(self.card)
         pad = 14 if message.role == "user" else 2
@@ -190,6 +206,9 @@ class MessageWidget(QWidget):
         self.status_note.setProperty("level", level)
         self.status_note.setVisible(bool(note) and not self.is_typing)
         self.style().polish(self.status_note)
+        self.retry_button.setVisible(message.role == "assistant" and message.status == "failed")
+        error = message.provenance.get("error") if message.status == "failed" else None
+        self.status_note.setToolTip(str(error) if error else "")
         self.thinking.set_reasoning(message.reasoning, message.reasoning_ms,
                                     thinking=self.is_thinking)
         self._render_body()
@@ -222,6 +241,7 @@ class MessageWidget(QWidget):
         self._shown_html = None
         for name, button in self._all_buttons():
             button.setIcon(icon(name, colors))
+        self.retry_button.setIcon(icon("regenerate", colors))
         self.thinking.set_colors(colors)
         self._render_body()
 

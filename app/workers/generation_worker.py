@@ -8,6 +8,11 @@ messages here (``app.workers.turn_request.build_turn``, never on the UI thread) 
 ``app.chat.turn.run_turn``; each of its events goes out on the one ``event`` signal, in
 order. Stop is a ``threading.Event`` the UI sets directly (checked by the engine every
 token, and by a call waiting for the user's approval).
+
+Between replies it may name a chat (``on_title_requested``: app/chat/title.py on the same
+backend). A title is the lowest priority: its request carries its own cancel Event, which
+the UI sets as soon as the user sends a message, so the title gives way within a token (or
+before it starts) and the reply runs next.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.chat.backend import Backend
 from app.chat.events import Finished, PrefillProgress
 from app.chat.parts import ChatMessage, Reasoning, ToolCall
+from app.chat.title import generate_title
 from app.chat.turn import Retriever, Toolbox, run_turn
 from app.engine.types import GenerationSettings, GenerationStats, Message
 from app.errors import HearthError
@@ -84,6 +90,17 @@ class GenerationRequest:
     system_prompt: str = ""
     toolbox: Toolbox | None = None
     retriever: Retriever | None = None
+
+
+@dataclass(frozen=True)
+class TitleRequest:
+    """Name a chat from its first exchange (``question``, ``answer``). ``cancel`` is this
+    request's own: set it (from any thread) and the title is dropped."""
+
+    conversation_id: str
+    question: str
+    answer: str
+    cancel: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass(frozen=True)
@@ -163,6 +180,8 @@ class GenerationWorker(QObject):
             (``ApprovalRequest.answer``); the turn goes on once it has one.
         failed(str conversation_id, str message): the turn could not start or broke off
             (no ``Finished`` then).
+        titled(TitleRequest, str title): a title request ended; ``title`` is "" when it was
+            cancelled or the model gave nothing usable.
         crashed(str details): an unexpected exception (a bug) with its traceback.
     """
 
@@ -172,6 +191,7 @@ class GenerationWorker(QObject):
     event = Signal(str, object)
     approval_requested = Signal(object)
     failed = Signal(str, str)
+    titled = Signal(object, str)
     crashed = Signal(str)
 
     def __init__(self, loader: EngineLoader | None = None,
@@ -264,6 +284,23 @@ class GenerationWorker(QObject):
             return
         self.failed.emit(conv, "The model stopped without finishing its reply.")
 
+    @Slot(object)
+    def on_title_requested(self, request: TitleRequest) -> None:
+        """Name the chat (see the module); nothing is shown when it fails: the chat keeps
+        the title it has."""
+        title = ""
+        engine = self._engine
+        try:
+            if engine is not None and not request.cancel.is_set():
+                title = generate_title(engine, request.question, request.answer,
+                                       cancel=request.cancel)
+        except HearthError:
+            title = ""
+        except Exception:
+            title = ""
+            self.crashed.emit(traceback.format_exc())
+        self.titled.emit(request, "" if request.cancel.is_set() else title)
+
     def _approver(self, conversation_id: str) -> Callable[[ToolCall], bool]:
         """``approve`` for ``run_turn``: ask the UI and wait (Stop counts as a no)."""
 
@@ -351,4 +388,4 @@ def _model_info(engine: Backend, path: str, seconds: float) -> ModelInfo:
 
 __all__ = ["ApprovalRequest", "CachesFactory", "EngineLoader", "GenerationRequest",
            "GenerationResult", "GenerationWorker", "ModelInfo", "PrefillThrottle",
-           "reply_result"]
+           "TitleRequest", "reply_result"]

@@ -3,7 +3,8 @@
 It streams ``/v1/chat/completions`` as server-sent events in chunked HTTP/1.1 the way vLLM
 (``reasoning_content`` deltas, a role-only first delta, a usage-only last event) and
 llama-server (``reasoning`` field, usage on the finishing event) do, and can be told to
-die mid-stream, stall, answer 401, ask for HTTP Basic auth, redirect, omit usage, lack
+die mid-stream, stall, fail every chat with an HTTP error until told otherwise
+(``fail_status``), answer 401, ask for HTTP Basic auth, redirect, omit usage, lack
 ``/v1/models``, ignore ``stream``, or refuse non-OpenAI sampling options. Every request's
 path, headers and JSON body is kept.
 """
@@ -43,6 +44,8 @@ class StubConfig:
     finish_reason: str = "stop"
     stop_reason: str | None = None
     tokenize: bool = False  # serve vLLM's POST /tokenize
+    #: answer every chat completion with this HTTP error status (None: answer it)
+    fail_status: int | None = None
     #: OpenAI tool calls ({"id", "name", "arguments"}) to answer with, streamed as deltas
     #: (the arguments in two pieces), unless the last message is a tool result
     tool_calls: list[dict] = field(default_factory=list)
@@ -175,6 +178,10 @@ class _Handler(BaseHTTPRequestHandler):
         if config.models is not None and body.get("model") not in config.models:
             self._json(404, {"error": {"message": f"The model `{body.get('model')}` does "
                                                   "not exist."}})
+            return
+        if config.fail_status is not None:
+            self._json(config.fail_status, {"error": {
+                "message": "The model is overloaded, try again later.", "type": "server_error"}})
             return
         if config.refuse_extras and any(k in body for k in EXTRA_OPTIONS):
             self._json(400, {"error": {"message": "Unrecognized request argument supplied"}})

@@ -54,6 +54,9 @@ class App:
         self.loader = loader
         self.history = History(history_db_path())
         self.settings = Settings()
+        # the model names chats in tests/ui/test_chat_titles.py; elsewhere the scripted
+        # engine's calls (and its scripts) are the chat's alone
+        self.settings.set("chat_titles", "off")
         self.bridge = MessageBridge()
         self.controller = ChatController(self.history, self.settings, self.bridge, loader)
         self.models = ModelController(self.controller, self.settings, self.bridge)

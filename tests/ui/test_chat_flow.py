@@ -116,13 +116,16 @@ def test_engine_bug_mid_reply_keeps_partial_failed_and_opens_crash_dialog(app, l
     assert [m.content for m in loader.last.calls[-1]] == ["break please", "again"]
 
 
-def test_readable_error_before_first_token_drops_empty_reply(app, loader):
+def test_readable_error_before_first_token_keeps_a_failed_reply_to_retry(app, loader):
     loader.last.error_before = TemplateError("The chat template of this model is broken.")
     app.send("hello")
-    assert app.rows() == [("user", "hello", "complete")]
+    assert app.rows() == [("user", "hello", "complete"), ("assistant", "", "failed")]
     assert app.window.banner.text() == "The chat template of this model is broken."
     assert app.window.crash_dialogs == []
-    assert len(app.history.messages(app.controller.current_id)) == 1
+    stored = app.history.messages(app.controller.current_id)
+    assert [(m.role, m.status) for m in stored] == [("user", "complete"),
+                                                    ("assistant", "failed")]
+    assert stored[1].provenance["error"] == "The chat template of this model is broken."
 
 
 def test_regenerate_replaces_last_reply(app, loader):

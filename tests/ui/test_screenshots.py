@@ -150,3 +150,32 @@ def test_the_chat_settings_panel_fits_an_800x600_window(app, tmp_path):
         assert window.rect().contains(box), widget.accessibleName()
     # the system prompt box spans the panel (it is not squeezed beside its label)
     assert panel.editors["system_prompt"].width() > panel.width() * 0.8
+
+
+def test_screenshots_failed_reply_with_retry_then_the_models_title(app, loader, tmp_path):
+    from PySide6.QtCore import QRect, Qt
+
+    from app.chat.title import INSTRUCTION
+    from app.errors import HearthError
+
+    folder = _folder(tmp_path)
+    app.window.resize(800, 600)
+    app.settings.set("chat_titles", "model")
+    loader.last.error_before = HearthError("The remote engine at http://127.0.0.1:8000/v1 "
+                                           "answered HTTP 503.")
+    app.send("Show me a tiny Python example")
+    retry = app.window.chat_view.message_widget(1).retry_button
+    _grab(app, folder, "failed-reply-retry-800x600.png")
+    assert retry.isVisible() and retry.text() == "Retry"
+    shown = QRect(retry.mapTo(app.window, retry.rect().topLeft()), retry.size())
+    assert app.window.rect().contains(shown)  # on screen, not clipped by the window
+
+    loader.last.error_before = None
+    loader.last.script = lambda messages: (
+        ["Tiny", " Python", " example"] if messages[0].content == INSTRUCTION else [REPLY])
+    with app.qtbot.waitSignal(app.controller.conversation_titled, timeout=5000):
+        app.qtbot.mouseClick(retry, Qt.MouseButton.LeftButton)
+    _grab(app, folder, "titled-by-the-model-800x600.png")
+    assert app.rows()[1] == ("assistant", REPLY, "complete")
+    index = app.controller.conversations.index(0)
+    assert app.controller.conversations.data(index) == "Tiny Python example"
