@@ -27,9 +27,21 @@ from app.documents.chunking import Chunk
 from app.errors import HearthError
 
 SCHEMA_VERSION = 1
-RRF_K = 60  # the constant of reciprocal rank fusion (Cormack et al.; Elastic's default)
-CANDIDATES = 50  # ranks taken from each retriever before fusion
 MODES = ("hybrid", "bm25", "vector")
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """Weighted reciprocal rank fusion: a chunk scores ``weight / (k + rank)`` per list."""
+
+    k: float = 60.0  # Cormack et al.'s constant (Elastic's default)
+    bm25_weight: float = 1.0
+    vector_weight: float = 1.0
+    candidates: int = 50  # ranks taken from each retriever before fusion
+
+
+#: the fusion Hearth searches with (tuned on bench_docs.py's tuning split; see there)
+FUSION = Fusion()
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -248,21 +260,23 @@ class DocumentIndex:
                 "SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
 
     def search(self, query: str, query_vector: np.ndarray | None, collections: Sequence[int],
-               *, top: int = 5, mode: str = "hybrid") -> list[Passage]:
+               *, top: int = 5, mode: str = "hybrid", fusion: Fusion = FUSION) -> list[Passage]:
         """The ``top`` passages: BM25, vector, or both fused by reciprocal rank."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         if not collections:
             return []
-        ranked: list[list[int]] = []
+        ranked: list[tuple[float, list[int]]] = []
         if mode in ("hybrid", "bm25"):
-            ranked.append(self.bm25_ids(query, collections, CANDIDATES))
+            ranked.append((fusion.bm25_weight,
+                           self.bm25_ids(query, collections, fusion.candidates)))
         if mode in ("hybrid", "vector") and query_vector is not None:
-            ranked.append(self.vector_ids(query_vector, collections, CANDIDATES))
+            ranked.append((fusion.vector_weight,
+                           self.vector_ids(query_vector, collections, fusion.candidates)))
         scores: dict[int, float] = {}
-        for ids in ranked:
+        for weight, ids in ranked:
             for rank, chunk_id in enumerate(ids):
-                scores[chunk_id] = scores.get(chunk_id, 0.0) + 1.0 / (RRF_K + rank + 1)
+                scores[chunk_id] = scores.get(chunk_id, 0.0) + weight / (fusion.k + rank + 1)
         best = sorted(scores, key=lambda c: -scores[c])[:top]
         return self._passages(best, scores)
 

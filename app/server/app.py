@@ -36,6 +36,7 @@ from app.server import responses
 from app.server.admission import Admission, RequestRecord, Ticket
 from app.server.config import ServerConfig
 from app.server.cors import ALLOWED_HEADERS, ApiCors
+from app.server.embeddings import EmbeddingService, embeddings
 from app.server.errors import ApiError, EngineUnavailableError, bad_request
 from app.server.executor import EngineExecutor
 from app.server.guard import LOOPBACK_NAMES, HostGuard, bracketed, is_json
@@ -62,9 +63,11 @@ _UNREAD_BODY = {"Connection": "close"}  # the body was not read: the connection 
 class HearthApi:
     """The app (``.app``), its admission (queue, counts, records) and its live requests."""
 
-    def __init__(self, executor: EngineExecutor, config: ServerConfig) -> None:
+    def __init__(self, executor: EngineExecutor, config: ServerConfig,
+                 embedder: EmbeddingService | None = None) -> None:
         self.executor = executor
         self.config = config
+        self.embedder = embedder  # POST /v1/embeddings (app/server/embeddings.py)
         self.admission = Admission(config.queue)
         self._channels: set[Channel] = set()
         self._conversations = ServerConversations()  # touched on the engine thread only
@@ -85,6 +88,7 @@ class HearthApi:
             ("/models/{model_id:path}", self.get_model, "GET"),
             ("/chat/completions", self.chat_completions, "POST"),
             ("/completions", self.completions, "POST"),
+            ("/embeddings", self.embeddings, "POST"),
         ]
         self.app = Starlette(
             routes=[Route("/health", self.health, methods=["GET"])] + [
@@ -114,12 +118,16 @@ class HearthApi:
         self._authorize(request)
         served = self.executor.served_model()
         data = [responses.model_object(served)] if served is not None else []
+        if self.embedder is not None:
+            data.append(self.embedder.model_object())
         return JSONResponse({"object": "list", "data": data})
 
     async def get_model(self, request: Request) -> Response:
         self._authorize(request)
         served = self.executor.served_model()
         wanted = request.path_params["model_id"]
+        if self.embedder is not None and self.embedder.id == wanted:
+            return JSONResponse(self.embedder.model_object())
         if served is None or served.id != wanted:
             raise model_not_found(wanted)
         return JSONResponse(responses.model_object(served))
@@ -141,6 +149,10 @@ class HearthApi:
         return await self._run(request, "completion", job,
                                stream=req.stream, include_usage=req.include_usage,
                                model=req.model)
+
+    async def embeddings(self, request: Request) -> Response:
+        self._authorize(request)
+        return JSONResponse(await embeddings(self.embedder, await self._read_json(request)))
 
     # -- checks ----------------------------------------------------------------------------
 

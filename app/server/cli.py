@@ -74,6 +74,7 @@ def run_serve(args: argparse.Namespace, *, on_ready: Callable[[Any], None] | Non
     listening."""
     from app.engine.engine import Engine
     from app.server.app import HearthApi
+    from app.server.embeddings import EmbeddingService
     from app.server.executor import ThreadEngineExecutor
     from app.server.runner import ServerRunner
 
@@ -85,7 +86,8 @@ def run_serve(args: argparse.Namespace, *, on_ready: Callable[[Any], None] | Non
     executor = ThreadEngineExecutor(lambda: Engine.load(
         args.model_dir, provider=args.provider, variant=args.variant, threads=args.threads))
     served = executor.start()
-    runner = ServerRunner(HearthApi(executor, config))
+    embedder = EmbeddingService.starter()  # POST /v1/embeddings when it is at hand
+    runner = ServerRunner(HearthApi(executor, config, embedder))
     try:
         address = runner.start()
         print(f"Serving {served.id} at {address.base_url} (model id '{served.id}'; "
@@ -102,4 +104,6 @@ def run_serve(args: argparse.Namespace, *, on_ready: Callable[[Any], None] | Non
     finally:
         runner.stop()
         executor.close()
+        if embedder is not None:
+            embedder.close()
     return 0
