@@ -47,6 +47,9 @@ class TextEmbedder:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or physical_cores()
         options.inter_op_num_threads = 1
+        # no busy-waiting between ops: indexing runs beside the chat engine and the UI, and
+        # spinning threads steal their cycles (and lose their own) on a loaded CPU
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         graphs = meta.get("graphs", {})
         self.graph: str = graph or meta.get("graph", "fp32")
         model = folder / graphs.get(self.graph, "model.onnx")
