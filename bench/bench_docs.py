@@ -145,6 +145,49 @@ def latency(tmp: Path, embedder, corpus: list[str], n_chunks: int, rounds: int) 
             f"p50 {percentile(vec, 50):.1f}); matrix + caches +{(rss1 - rss0) / 2**20:.0f} MiB")
 
 
+#: a conversation over the README set: the follow-ups reach for passages asked about before
+FOLLOW_UPS = [
+    "How do I stop the app from making any network connections?",
+    "And does the local API server still listen when it is offline?",
+    "Which web pages are allowed to call that API from a browser?",
+]
+
+
+def turn_ttft(library: DocumentLibrary, model_dir: Path, threads: int | None) -> None:
+    """TTFT per turn of a three-turn chat with documents, over the engine's prefix cache
+    (warm) and over a fresh cache each turn (cold: the whole prompt prefilled)."""
+    from app.chat.events import Finished
+    from app.chat.parts import ChatMessage
+    from app.chat.turn import TurnRequest, run_turn
+    from app.documents.retriever import LibraryRetriever
+    from app.engine.engine import Engine
+    from app.engine.types import GenerationSettings, SamplingSettings
+
+    engine = Engine.load(model_dir, provider="cpu", threads=threads)
+    settings = GenerationSettings(sampling=SamplingSettings(temperature=0.0),
+                                  max_new_tokens=16)
+    retriever = LibraryRetriever(library, ["bench"], top=3)
+    cold = engine.conversation_caches()
+    history: list = []
+    print(f"TTFT per turn with documents ({model_dir.name}, top 3 passages, 16-token replies)")
+    for number, question in enumerate(FOLLOW_UPS, start=1):
+        messages = (*history, ChatMessage.of("user", question))
+        rows = {}
+        for name, request in (
+                ("cold", TurnRequest(messages, settings, conversation_id=f"c{number}",
+                                     caches=cold)),
+                ("warm", TurnRequest(messages, settings))):
+            done = list(run_turn(engine, request, retriever=retriever))[-1]
+            assert isinstance(done, Finished)
+            rows[name] = done.stats[-1]
+        history.extend(done.turn)
+        warm, fresh = rows["warm"], rows["cold"]
+        print(f"  turn {number}: prompt {warm.prompt_tokens} tokens; warm TTFT "
+              f"{warm.ttft_ms:6.0f} ms ({warm.reused_tokens} reused, {warm.prefilled_tokens} "
+              f"prefilled); cold TTFT {fresh.ttft_ms:6.0f} ms ({fresh.prefilled_tokens} "
+              f"prefilled)")
+
+
 def _chunk(text: str, i: int):
     from app.documents.chunking import Chunk
 
@@ -156,6 +199,10 @@ def main() -> None:
     parser.add_argument("--short", action="store_true", help="10k chunks only, 30-page PDF")
     parser.add_argument("--graph", choices=("int8", "fp32"), help="default: the embedder's")
     parser.add_argument("--threads", type=int, help="ORT threads (default: physical cores)")
+    parser.add_argument("--chat-model", type=Path, metavar="DIR",
+                        help="also time turn 2 against turn 1 of a chat with documents")
+    parser.add_argument("--only-ttft", action="store_true",
+                        help="with --chat-model: the README set and the TTFT turns only")
     args = parser.parse_args()
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on "
           f"{os.cpu_count()} CPUs", flush=True)
@@ -184,7 +231,8 @@ def main() -> None:
         t = time.perf_counter()
         report = library.add([docs], "bench")
         spent = time.perf_counter() - t
-        para = library.add(module_docs(tmp / "para", PARAPHRASE_MODULES), "para")
+        para = library.add(module_docs(tmp / "para", PARAPHRASE_MODULES[:1 if args.only_ttft
+                                                                         else None]), "para")
         print(f"README set: {len(report.indexed)} files ({len(distractors)} stdlib "
               f"distractors), {report.chunks:,} chunks indexed in {spent:.1f} s = "
               f"{report.chunks / spent:.1f} chunks/s; {len(README_SET)} questions. "
@@ -196,6 +244,10 @@ def main() -> None:
         for mode in ("bm25", "vector", "hybrid"):
             print(f"  {mode:<9}" + "".join(f"{recall(library, c, qs, mode):>10.2f}"
                                            for _, c, qs in sets))
+        if args.chat_model is not None:
+            turn_ttft(library, args.chat_model, args.threads)
+            if args.only_ttft:
+                return
 
         # a PDF, pages/s
         sys.path.insert(0, str(ROOT))

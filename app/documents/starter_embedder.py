@@ -19,6 +19,7 @@ A folder converted before the int8 graph existed gains it on the next ``ensure_e
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import sys
@@ -135,8 +136,14 @@ def quantize_int8(source: Path, target: Path) -> None:
         not any(i in weights for i in n.input)  # attention scores and context: activations
         or any("attention.output.dense" in i for i in n.input))]
     partial = target.with_name(target.name + ".partial")
-    quantize_dynamic(str(source), str(partial), op_types_to_quantize=["MatMul"],
-                     per_channel=True, weight_type=QuantType.QInt8, nodes_to_exclude=keep)
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # its advice to pre-process goes to the root logger
+    try:
+        quantize_dynamic(str(source), str(partial), op_types_to_quantize=["MatMul"],
+                         per_channel=True, weight_type=QuantType.QInt8, nodes_to_exclude=keep)
+    finally:
+        root.setLevel(level)
     partial.replace(target)
 
 
