@@ -28,6 +28,8 @@ from app.errors import HearthError
 
 SCHEMA_VERSION = 1
 MODES = ("hybrid", "bm25", "vector")
+#: a query term in more chunks than this is left out of BM25 when rarer terms remain
+COMMON_TERM_CHUNKS = 5000
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,8 @@ class DocumentIndex:
             raise HearthError(f"The document index {path} cannot be opened ({exc}).") from exc
         self._lock = threading.RLock()
         self._matrices: dict[tuple[int, ...], tuple[int, np.ndarray, np.ndarray]] = {}
+        self._df: dict[str, int] = {}  # a query term's chunk count (capped), per generation
+        self._df_generation = -1
         self._check_meta(embedder_id, dims)
 
     def _check_meta(self, embedder_id: str, dims: int) -> None:
@@ -290,7 +294,7 @@ class DocumentIndex:
         FTS5 ranks fastest with nothing joined (``ORDER BY rank LIMIT``), so the top rows are
         taken from it alone and filtered by the collections' chunk ids; only when the filter
         leaves too few is the joined (slower) query run."""
-        match = fts_query(query)
+        match = self._selective(fts_query(query))
         if not match:
             return []
         wide = limit * 8
@@ -298,9 +302,10 @@ class DocumentIndex:
             rows = [r for (r,) in self._db.execute(
                 "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
                 (match, wide))]
-        ids, _ = self.matrix(collections)
-        member = set(ids.tolist())
-        kept = [r for r in rows if r in member]
+        ids, _ = self.matrix(collections)  # sorted chunk ids: membership by bisection
+        found = np.asarray(rows, np.int64)
+        at = np.minimum(np.searchsorted(ids, found), max(len(ids) - 1, 0))
+        kept = found[ids[at] == found].tolist() if len(ids) else []
         if len(kept) >= limit or len(rows) < wide:
             return kept[:limit]
         marks = ",".join("?" * len(collections))
@@ -310,6 +315,27 @@ class DocumentIndex:
                 f"chunks_fts.rowid JOIN files f ON f.id = ch.file_id WHERE chunks_fts MATCH ? "
                 f"AND f.collection_id IN ({marks}) ORDER BY rank LIMIT ?",
                 (match, *collections, limit))]
+
+    def _selective(self, match: str) -> str:
+        """``match`` without the terms found in more than ``COMMON_TERM_CHUNKS`` chunks (while
+        a rarer one is left): FTS5 scores every chunk a term matches, so in a big library one
+        common word costs most of a query, and its IDF adds little to the ranking."""
+        terms = match.split(" OR ") if match else []
+        if len(terms) < 2:
+            return match
+        generation = self.generation()
+        if self._df_generation != generation:
+            self._df, self._df_generation = {}, generation
+        counts = {}
+        with self._lock:
+            for term in terms:
+                if term not in self._df:
+                    self._df[term] = self._db.execute(
+                        "SELECT count(*) FROM (SELECT rowid FROM chunks_fts WHERE chunks_fts "
+                        "MATCH ? LIMIT ?)", (term, COMMON_TERM_CHUNKS + 1)).fetchone()[0]
+                counts[term] = self._df[term]
+        rare = [t for t in terms if counts[t] <= COMMON_TERM_CHUNKS]
+        return " OR ".join(rare) if rare else match
 
     def vector_ids(self, query_vector: np.ndarray, collections: Sequence[int],
                    limit: int) -> list[int]:
