@@ -178,7 +178,8 @@ def run_serve(args: argparse.Namespace, *, on_ready: Callable[[Any], None] | Non
                           ssl_certfile=args.ssl_certfile,
                           ssl_keyfile=args.ssl_keyfile).validate()
     executor, close = build_executor(args)
-    embedder = EmbeddingService.starter()  # POST /v1/embeddings when it is at hand
+    # POST /v1/embeddings on the starter embedder when it is at hand (a gateway only relays)
+    embedder = None if args.remote else EmbeddingService.starter()
     try:
         served = executor.start()
         runner = ServerRunner(HearthApi(executor, config, embedder))

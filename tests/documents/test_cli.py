@@ -73,8 +73,15 @@ def test_chat_script_with_docs_gives_each_turn_its_sources(installed_embedder, g
 
 
 def test_an_unknown_collection_is_named_before_the_model_loads(installed_embedder, tmp_path,
-                                                                capsys):
-    assert main(["generate", str(tmp_path / "no-model"), "--prompt", "hi", "--docs",
+                                                                capsys, gqa_model_dir,
+                                                                monkeypatch):
+    import app.engine.engine as engine_module
+
+    def never(*args, **kwargs):
+        raise AssertionError("the model was loaded before the collection was checked")
+
+    monkeypatch.setattr(engine_module.Engine, "load", classmethod(never))
+    assert main(["generate", str(gqa_model_dir), "--prompt", "hi", "--docs",
                  "attic"]) != 0
     assert "no document collection named “attic” (collections: none yet)" in \
         capsys.readouterr().err

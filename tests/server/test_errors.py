@@ -112,7 +112,7 @@ def test_body_and_message_limits(serve, gqa_model_dir):
 
 
 def test_unknown_route_is_404_in_openai_shape(server):
-    response = httpx.get(f"{server.url}/embeddings")
+    response = httpx.get(f"{server.url}/no-such-route")
     assert response.status_code == 404
     assert error_of(response)["code"] == "not_found"
 
