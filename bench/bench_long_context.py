@@ -8,8 +8,9 @@ For each context length: a fresh cache, the prompt fed as the app feeds it (``De
 512-token chunks; TTFT = that time, calibration excluded — it ran at load), then ``--decode``
 greedy one-token steps (``Decoder.step`` with the rows ``choose_rows`` picks, as every reply
 does). llama.cpp runs the same prompt ids on the GGUF the folder came from when ``llama_cpp``
-is importable (F16 KV, its default). ``--profile`` adds the share of decode-step kernel time
-per operator type at each length (ORT profiling on a second session; prefill excluded).
+is importable (F16 KV, its default; in a child process, bench/llama_peer.py). ``--profile``
+adds the share of decode-step kernel time per operator type at each length (ORT profiling on
+a second session; prefill excluded).
 
 Prints the load average beside each figure: the machine may be shared. Never asserts.
 """
@@ -32,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.engine.decoder import Decoder
 from app.engine.engine import Engine
 from app.engine.providers import session_options
+from bench.llama_peer import available, run_llama_cpp
 
 TEXT = (
     "The history of bread is the history of people settling down, trading grain and "
@@ -98,25 +100,6 @@ def profile_shares(engine: Engine, threads: int, ids: list[int],
                   key=lambda x: -x[1])
 
 
-def run_llama_cpp(gguf: Path, ids: list[int], decode: int, threads: int):
-    try:
-        import llama_cpp
-    except ImportError:
-        return None
-    n_ctx = len(ids) + decode + 8
-    llm = llama_cpp.Llama(str(gguf), n_ctx=n_ctx, n_batch=512, n_ubatch=512,
-                          n_threads=threads, n_threads_batch=threads, verbose=False)
-    t0 = time.perf_counter()
-    llm.eval(ids)
-    tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-    ttft = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    for _ in range(decode):
-        llm.eval([tok])
-        tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-    return ttft * 1000, decode / (time.perf_counter() - t1)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     home = Path(os.environ.get("HEARTH_HOME", Path.home() / ".hearth"))
@@ -145,11 +128,8 @@ def main() -> int:
         if manifest.is_file():
             src = json.loads(manifest.read_text()).get("source", {}).get("path")
             gguf = Path(src) if src else None
-    try:
-        import llama_cpp  # noqa: F401
-        peer = gguf is not None and gguf.is_file()
-    except ImportError:
-        peer = False
+    peer = available() and gguf is not None and gguf.is_file()
+    if not available():
         print("llama_cpp is not importable: Hearth's figures only")
     print(f"\n{'engine':10s} {'context':>7s} {'TTFT ms':>9s} {'decode tok/s':>13s}")
     limit = engine.spec.context_length - args.decode - 4
@@ -158,8 +138,10 @@ def main() -> int:
         ttft, rate = run_hearth(decoder, ids, args.decode)
         print(f"{'hearth':10s} {len(ids):7d} {ttft:9.0f} {rate:13.1f}   ({load_average()})",
               flush=True)
-        if peer:
-            got = run_llama_cpp(gguf, ids, args.decode, args.threads)
+        got = run_llama_cpp(gguf, ids, args.decode, args.threads) if peer else None
+        if isinstance(got, str):
+            print(f"{'llama.cpp':10s} no figures: {got}")
+        elif got is not None:
             print(f"{'llama.cpp':10s} {len(ids):7d} {got[0]:9.0f} {got[1]:13.1f}   "
                   f"({load_average()})", flush=True)
         if args.profile:

@@ -9,7 +9,8 @@ Q4_0 (or Q4_1) blocks, so writing 1.5B takes seconds —, converted by Hearth
 (``convert_gguf``, precision native: the same 4-bit weights) and timed in both engines on the
 same prompt ids: TTFT for ``--prompt`` tokens, then ``--decode`` greedy steps. Hearth runs as
 the app does (``Engine.load``: exact, calibrated at load, which no TTFT counts). llama.cpp
-runs when ``llama_cpp`` is importable; otherwise only Hearth's figures are printed.
+runs when ``llama_cpp`` is importable, in a child process (bench/llama_peer.py); otherwise,
+or when it fails, Hearth's figures are printed with the reason.
 
 The memory-bandwidth bound: the bytes of weights one decode step reads (every matrix; the
 tied token table is read whole by the output layer; one embedding row is noise) divided by
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -36,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.engine.engine import Engine
 from app.models.gguf.convert import convert_gguf
+from bench.llama_peer import available, run_llama_cpp
 
 
 @dataclass(frozen=True)
@@ -96,8 +99,8 @@ def random_blocks(n: int, k: int, qtype: Q, rng: np.random.Generator) -> np.ndar
 def write_gguf(path: Path, shape: Shape, qtype: Q, seed: int = 0) -> int:
     """Write the random model; returns the bytes of weights a decode step reads."""
     rng = np.random.default_rng(seed)
-    tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *byte_level_alphabet()]
-    types = [3, 3, 3] + [1] * 256
+    tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *byte_level_alphabet(), "he"]
+    types = [3, 3, 3] + [1] * 257
     tokens += [f"<unused{i}>" for i in range(shape.vocab - len(tokens))]
     types += [5] * (shape.vocab - len(types))
     w = GGUFWriter(str(path), "llama")
@@ -116,7 +119,7 @@ def write_gguf(path: Path, shape: Shape, qtype: Q, seed: int = 0) -> int:
     w.add_tokenizer_pre("smollm")
     w.add_token_list(tokens)
     w.add_token_types(types)
-    w.add_token_merges(["Ġ t", "h e"])
+    w.add_token_merges(["h e"])
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
     w.add_add_bos_token(False)
@@ -185,24 +188,6 @@ def time_hearth(folder: Path, ids: list[int], decode: int, threads: int):
     return load, ttft * 1000, decode / (time.perf_counter() - t1), decoder.step_rows
 
 
-def time_llama_cpp(gguf: Path, ids: list[int], decode: int, threads: int):
-    import llama_cpp
-
-    llm = llama_cpp.Llama(str(gguf), n_ctx=len(ids) + decode + 8, n_batch=512,
-                          n_threads=threads, n_threads_batch=threads, verbose=False)
-    llm.eval(ids[:8])  # warm-up: first touch of the weights
-    llm.reset()
-    t0 = time.perf_counter()
-    llm.eval(ids)
-    tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-    ttft = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    for _ in range(decode):
-        llm.eval([tok])
-        tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-    return ttft * 1000, decode / (time.perf_counter() - t1)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="0.5b,1.5b")
@@ -212,11 +197,8 @@ def main() -> int:
     parser.add_argument("--qtype", choices=list(QTYPES), default="q4_0")
     parser.add_argument("--keep", default=None, help="write the files here and keep them")
     args = parser.parse_args()
-    try:
-        import llama_cpp  # noqa: F401
-        peer = True
-    except ImportError:
-        peer = False
+    peer = available()
+    if not peer:
         print("llama_cpp is not importable: Hearth's figures only (no llama.cpp column)")
     bandwidth = copy_bandwidth()
     print(f"memory bandwidth (numpy copy of 1 GiB, read + write): {bandwidth:.1f} GB/s "
@@ -232,9 +214,10 @@ def main() -> int:
             read = write_gguf(gguf, shape, qtype)
             written = time.perf_counter() - t
             folder = base / f"{size}-{args.qtype}-hearth"
+            if folder.exists():  # --keep: a conversion of this very file (same seed)
+                shutil.rmtree(folder)
             t = time.perf_counter()
-            if not folder.exists():
-                convert_gguf(gguf, folder)
+            convert_gguf(gguf, folder)
             converted = time.perf_counter() - t
             onnx_bytes = (folder / "model.onnx.data").stat().st_size
             print(f"\n{size} ({shape.layers} layers, hidden {shape.hidden}, ffn {shape.ffn}, "
@@ -248,8 +231,11 @@ def main() -> int:
                   f"(steps as {rows} row(s))  weights read {onnx_bytes / step / 1e9:5.1f} GB/s "
                   f"= {onnx_bytes / step / 1e9 / bandwidth:.0%} of the bound "
                   f"({bandwidth * 1e9 / onnx_bytes:.1f} tok/s)  ({load_average()})", flush=True)
-            if peer:
-                p_ttft, p_rate = time_llama_cpp(gguf, ids, args.decode, args.threads)
+            got = run_llama_cpp(gguf, ids, args.decode, args.threads) if peer else None
+            if isinstance(got, str):
+                print(f"  llama.cpp  no figures: {got}")
+            elif got is not None:
+                p_ttft, p_rate = got
                 print(f"  llama.cpp                TTFT {p_ttft:8.0f} ms  decode {p_rate:6.2f} "
                       f"tok/s                     weights read {read * p_rate / 1e9:5.1f} GB/s "
                       f"= {read * p_rate / 1e9 / bandwidth:.0%} of the bound "
