@@ -65,9 +65,9 @@ def run_hearth(decoder: Decoder, ids: list[int], decode: int) -> tuple[float, fl
     return ttft * 1000, decode / (time.perf_counter() - t1)
 
 
-def profile_shares(engine: Engine, threads: int, ids: list[int],
-                   decode: int) -> list[tuple[str, float, float]]:
-    """(op type, share of decode kernel time, ms per step) for decode steps after ``ids``."""
+def profile_shares(engine: Engine, threads: int, ids: list[int], decode: int):
+    """For decode steps after ``ids``: [(op type, share of decode kernel time, ms per
+    step)], and (ms per step: wall clock, ORT's model_run, the kernels' sum)."""
     opts = session_options(engine.spec, "cpu", threads)
     opts.enable_profiling = True
     opts.profile_file_prefix = str(Path(tempfile.gettempdir()) / "hearth-long-context")
@@ -81,13 +81,16 @@ def profile_shares(engine: Engine, threads: int, ids: list[int],
     cache = decoder.new_cache()
     decoder.choose_rows(pairs=False)
     tok = int(np.argmax(decoder.feed(cache, ids)))
+    t = time.perf_counter()
     for _ in range(decode):
         tok = int(np.argmax(decoder.step(cache, tok)))
+    wall = (time.perf_counter() - t) * 1000 / decode
     path = Path(session.end_profiling())
     events = json.loads(path.read_text())
     path.unlink()
-    runs = sorted(e["ts"] for e in events if e.get("name") == "model_run")
-    cut = runs[-decode]  # the decode steps' runs: the last ``decode``
+    runs = sorted((e["ts"], e["dur"]) for e in events if e.get("name") == "model_run")
+    cut = runs[-decode][0]  # the decode steps' runs: the last ``decode``
+    run_ms = sum(d for _, d in runs[-decode:]) / 1000 / decode
     totals: dict[str, float] = {}
     for e in events:
         if e.get("cat") == "Node" and e["name"].endswith("_kernel_time") and e["ts"] >= cut:
@@ -96,8 +99,9 @@ def profile_shares(engine: Engine, threads: int, ids: list[int],
                 op = "MatMulNBits (lm_head)"
             totals[op] = totals.get(op, 0.0) + e["dur"]
     whole = sum(totals.values())
-    return sorted(((op, d / whole, d / 1000 / decode) for op, d in totals.items()),
-                  key=lambda x: -x[1])
+    shares = sorted(((op, d / whole, d / 1000 / decode) for op, d in totals.items()),
+                    key=lambda x: -x[1])
+    return shares, (wall, run_ms, whole / 1000 / decode)
 
 
 def main() -> int:
@@ -145,7 +149,10 @@ def main() -> int:
             print(f"{'llama.cpp':10s} {len(ids):7d} {got[0]:9.0f} {got[1]:13.1f}   "
                   f"({load_average()})", flush=True)
         if args.profile:
-            shares = profile_shares(engine, args.threads, ids, min(args.decode, 32))
+            shares, (wall, run, kernels) = profile_shares(engine, args.threads, ids,
+                                                          min(args.decode, 32))
+            print(f"   per step (profiled): {wall:.1f} ms wall, {run:.1f} ms in ORT's run, "
+                  f"{kernels:.1f} ms in kernels")
             print("   decode kernel time: " + ", ".join(
                 f"{op} {share:.0%} ({ms:.2f} ms/step)" for op, share, ms in shares
                 if share >= 0.01), flush=True)

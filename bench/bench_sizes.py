@@ -91,8 +91,8 @@ def random_blocks(n: int, k: int, qtype: Q, rng: np.random.Generator) -> np.ndar
     blocks = rng.integers(0, 256, size=(count, size), dtype=np.uint8)
     d = np.full((count, 1), WEIGHT_STD / 4.6, np.float16).view(np.uint8)  # codes: std ~4.6
     blocks[:, 0:2] = d
-    if qtype == Q.Q4_1:  # m = -8 d: codes centred on zero
-        blocks[:, 2:4] = np.full((count, 1), -8 * WEIGHT_STD / 4.6, np.float16).view(np.uint8)
+    if qtype == Q.Q4_1:  # m = -7.5 d: codes centred on zero (Q4_0's centre is -d/2)
+        blocks[:, 2:4] = np.full((count, 1), -7.5 * WEIGHT_STD / 4.6, np.float16).view(np.uint8)
     return blocks.reshape(n, -1)
 
 
