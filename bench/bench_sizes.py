@@ -8,7 +8,8 @@ llama layout, tied embeddings) is written as a GGUF with the ``gguf`` package â€
 Q4_0 (or Q4_1) blocks, so writing 1.5B takes seconds â€”, converted by Hearth
 (``convert_gguf``, precision native: the same 4-bit weights) and timed in both engines on the
 same prompt ids: TTFT for ``--prompt`` tokens, then ``--decode`` greedy steps. Hearth runs as
-the app does (``Engine.load``: exact, calibrated at load, which no TTFT counts). llama.cpp
+the app does (``Engine.load``: exact, calibrated at load, which no TTFT counts), then in the
+opt-in inexact mode (one-row steps wherever they are faster). llama.cpp
 runs when ``llama_cpp`` is importable, in a child process (bench/llama_peer.py); otherwise,
 or when it fails, Hearth's figures are printed with the reason.
 
@@ -171,10 +172,10 @@ def copy_bandwidth(gib: float = 1.0, tries: int = 3) -> float:
     return 2 * src.nbytes / best / 1e9
 
 
-def time_hearth(folder: Path, ids: list[int], decode: int, threads: int):
-    """(load s, TTFT ms, decode tok/s)."""
+def time_hearth(folder: Path, ids: list[int], decode: int, threads: int, exact: bool = True):
+    """(load s, TTFT ms, decode tok/s, rows per one-token step)."""
     t = time.perf_counter()
-    engine = Engine.load(folder, threads=threads)
+    engine = Engine.load(folder, threads=threads, exact=exact)
     load = time.perf_counter() - t
     decoder = engine.decoder
     decoder.choose_rows(pairs=False)
@@ -225,12 +226,16 @@ def main() -> int:
                   f"MiB written in {written:.1f} s; Hearth conversion {converted:.1f} s, "
                   f"model.onnx.data {onnx_bytes / 2**20:.0f} MiB ({load_average()})", flush=True)
             ids = [int(x) for x in np.random.default_rng(1).integers(3, 259, args.prompt)]
-            load, ttft, rate, rows = time_hearth(folder, ids, args.decode, args.threads)
-            step = 1 / rate
-            print(f"  hearth    load {load:5.1f} s  TTFT {ttft:8.0f} ms  decode {rate:6.2f} tok/s "
-                  f"(steps as {rows} row(s))  weights read {onnx_bytes / step / 1e9:5.1f} GB/s "
-                  f"= {onnx_bytes / step / 1e9 / bandwidth:.0%} of the bound "
-                  f"({bandwidth * 1e9 / onnx_bytes:.1f} tok/s)  ({load_average()})", flush=True)
+            for label, exact in (("hearth", True), ("inexact", False)):
+                load, ttft, rate, rows = time_hearth(folder, ids, args.decode, args.threads,
+                                                     exact)
+                if exact:
+                    ours = (ttft, rate)
+                bound = onnx_bytes * rate / 1e9
+                print(f"  {label:9s} load {load:5.1f} s  TTFT {ttft:8.0f} ms  decode {rate:6.2f} "
+                      f"tok/s (steps as {rows} row(s))  weights read {bound:5.1f} GB/s = "
+                      f"{bound / bandwidth:.0%} of the bound ({bandwidth * 1e9 / onnx_bytes:.1f} "
+                      f"tok/s)  ({load_average()})", flush=True)
             got = run_llama_cpp(gguf, ids, args.decode, args.threads) if peer else None
             if isinstance(got, str):
                 print(f"  llama.cpp  no figures: {got}")
@@ -240,7 +245,8 @@ def main() -> int:
                       f"tok/s                     weights read {read * p_rate / 1e9:5.1f} GB/s "
                       f"= {read * p_rate / 1e9 / bandwidth:.0%} of the bound "
                       f"({bandwidth * 1e9 / read:.1f} tok/s)  ({load_average()})", flush=True)
-                print(f"  ratio     TTFT {ttft / p_ttft:.2f}x, decode {rate / p_rate:.2f}x")
+                print(f"  ratio (exact hearth / llama.cpp): TTFT {ours[0] / p_ttft:.2f}x, decode "
+                      f"{ours[1] / p_rate:.2f}x")
     return 0
 
 
