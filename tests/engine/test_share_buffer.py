@@ -42,3 +42,35 @@ def test_share_buffer_false_takes_the_rebind_path_and_decodes_the_same(tmp_path)
     assert shared.decode_path == "shared" and isinstance(shared.new_cache(), SharedBufferCache)
     assert apart.decode_path == "rebind" and isinstance(apart.new_cache(), RebindCache)
     assert greedy(apart, 16) == greedy(shared, 16)
+
+
+def test_a_replys_logits_never_depend_on_the_buffers_capacity_or_what_lies_past_the_cursor(
+        tmp_path):
+    """The shared buffer grows in doubling buckets: GroupQueryAttention reads only the valid
+    length (the mask's sum), never the capacity, so a cache grown bucket by bucket and one
+    allocated to the whole context at once, its spare positions full of NaN, give the same
+    logits bit for bit at every step (bench/bench_long_context.py: no capacity lever)."""
+    from tests.fixtures.quantized import quantize_matmuls
+
+    folder = build_gqa_model(tmp_path / "int4", context_length=2048)
+    assert quantize_matmuls(folder / "model.onnx") > 0  # the 4-bit path, as the starter's
+    engine = Engine.load(folder, provider="cpu", threads=1, huge_pages=False)
+    decoder = engine.decoder
+    context = decoder.context_length
+    assert context == 2048
+    grown = decoder.new_cache()
+    whole = decoder.new_cache()
+    assert isinstance(whole, SharedBufferCache)
+    whole.ensure_capacity(context)
+    for value in whole.tensors:  # what no reply may ever read
+        shape = value.shape()
+        value.update_inplace(np.full(shape, np.nan, dtype=np.float32))
+    prompt = [(7 + 13 * i) % 90 + 3 for i in range(300)]  # crosses the 256-position bucket
+    want, got = decoder.feed(grown, prompt), decoder.feed(whole, prompt)
+    assert grown.capacity == 512 and whole.capacity == context
+    np.testing.assert_array_equal(got, want)
+    for _ in range(12):
+        token = int(np.argmax(want))
+        want, got = decoder.step(grown, token).copy(), decoder.step(whole, token).copy()
+        np.testing.assert_array_equal(got, want)
+        assert np.isfinite(got).all()
