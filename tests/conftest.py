@@ -184,8 +184,9 @@ def starter_model(starter_gguf, tmp_path_factory):
 
 @pytest.fixture
 def avx2_kernel_choice(monkeypatch):
-    """Plan the prompt session as on an AVX2 CPU, where it pays (on AVX-512 VNNI and AMX the
-    int8 kernels are faster and none is opened): its own tests then run on every machine."""
+    """Plan the prompt session as on an AVX2 CPU, where it pays (on AVX-512 VNNI without AMX
+    the int8 kernels are faster and none is opened): its own tests then run on every
+    machine."""
     import app.engine.prompt_session as prompt_session
 
     monkeypatch.setattr(prompt_session, "cpu_kind", lambda: "avx2")

@@ -51,10 +51,12 @@ COST_PER_FILE_BYTE = 1.6
 #: memory left free after the prompt session is opened
 RESERVE_BYTES = 1 << 30
 _X86 = frozenset({"x86_64", "amd64", "x64", "i386", "i686"})
-#: CPU kinds (app/cpu.py) whose int8 dot products (VNNI, AMX) read a 4-bit model's prompt
-#: faster than fp32 SGEMM: 1.73 s against 1.96 s at 1,024 tokens on the starter, AVX-512 VNNI
-#: (FACTS.md); on AVX2 the fp32 kernels are 15-18% faster
-INT8_FASTER = frozenset({"avx512_vnni", "amx"})
+#: CPU kinds (app/cpu.py) whose int8 dot products read a 4-bit model's prompt faster than
+#: fp32 SGEMM: AVX-512 VNNI without AMX (AMD EPYC: 1.73 s against 1.96 s with the prompt
+#: session at 1,024 tokens on the starter, FACTS.md). Not AMX: on an AMX Xeon the prompt
+#: session read 1,024 tokens in 3.17 s against 3.49 s without (bench/bench_gguf.py), as on
+#: AVX2, where the fp32 kernels are 15-18% faster.
+INT8_FASTER = frozenset({"avx512_vnni"})
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ def plan_prompt_session(
     ``available_bytes``: memory free now (None: unknown, then no session is opened: the
     cost cannot be checked). ``machine`` / ``ort_version`` default to this machine's.
     ``cpu``: the CPU kind (default: this machine's, ``app.cpu.cpu_kind``): where int8
-    kernels are the faster ones (VNNI, AMX) there is nothing to gain.
+    kernels are the faster ones (AVX-512 VNNI without AMX) there is nothing to gain.
     ``exact``: replies must not depend on the cache (``Decoder(exact=True)``, the default),
     which rules the prompt session out: its kernels round otherwise than the decode
     session's, and a cached prompt's tail is read on the decode session."""
