@@ -69,57 +69,6 @@ def _partial_suffix(buf: str, marker: str) -> int:
     return 0
 
 
-class HermesParser:
-    """``<tool_call>`` JSON ``</tool_call>`` (Qwen2.5, Qwen3, Hermes 2/3 templates)."""
-
-    def __init__(self) -> None:
-        self._buf = ""
-        self._inside = False
-        self._trim = False  # drop the whitespace between one call and the next
-
-    def feed(self, text: str) -> tuple[str, list[ParsedToolCall]]:
-        self._buf += text
-        answer: list[str] = []
-        calls: list[ParsedToolCall] = []
-        while True:
-            if not self._inside:
-                pos = self._buf.find(HERMES_OPEN)
-                if pos == -1:
-                    keep = _partial_suffix(self._buf, HERMES_OPEN)
-                    answer.append(self._plain(self._buf[: len(self._buf) - keep]))
-                    self._buf = self._buf[len(self._buf) - keep:]
-                    break
-                answer.append(self._plain(self._buf[:pos]))
-                self._buf = self._buf[pos:]  # the call is kept whole until it closes
-                self._inside = True
-            end = self._buf.find(HERMES_CLOSE)
-            if end == -1:
-                break
-            raw = self._buf[: end + len(HERMES_CLOSE)]
-            self._buf = self._buf[end + len(HERMES_CLOSE):]
-            self._inside = False
-            call = _hermes_call(raw[len(HERMES_OPEN): -len(HERMES_CLOSE)])
-            if call is None:
-                answer.append(raw)
-            else:
-                calls.append(call)
-                self._trim = True
-        return "".join(answer), calls
-
-    def _plain(self, text: str) -> str:
-        if self._trim:
-            stripped = text.lstrip()
-            if stripped:
-                self._trim = False
-            return stripped
-        return text
-
-    def finish(self) -> tuple[str, list[ParsedToolCall]]:
-        """What is held back: a marker prefix that was plain text, or a call never closed."""
-        rest, self._buf, self._inside = self._buf, "", False
-        return (rest.lstrip() if self._trim else rest), []
-
-
 def _hermes_call(body: str) -> ParsedToolCall | None:
     try:
         data = json.loads(body)
@@ -194,6 +143,18 @@ class MarkedParser:
             if found is not None:
                 return "", found
         return (rest.lstrip() if self._trim else rest), []
+
+
+class HermesParser(MarkedParser):
+    """``<tool_call>`` JSON ``</tool_call>`` (Qwen2.5, Qwen3, Hermes 2/3 templates)."""
+
+    def __init__(self) -> None:
+        super().__init__(HERMES_OPEN, HERMES_CLOSE, _hermes_calls)
+
+
+def _hermes_calls(body: str) -> list[ParsedToolCall] | None:
+    call = _hermes_call(body)
+    return None if call is None else [call]
 
 
 def _call_of(data: Any) -> ParsedToolCall | None:
