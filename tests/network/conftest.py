@@ -9,6 +9,9 @@ refused first (offline) or let the attempt through (online).
 
 from __future__ import annotations
 
+import socket
+import threading
+
 import pytest
 
 from app.network import NetworkLog, install_guard, set_offline, uninstall_guard
@@ -36,3 +39,26 @@ def offline(guard):
     """The guard with offline mode on (as ``--offline`` / HEARTH_OFFLINE=1 would set it)."""
     set_offline(True)
     return guard
+
+
+@pytest.fixture
+def listener():
+    """A real TCP server on 127.0.0.1 that accepts and answers b"hi"; yields its port."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(b"hi")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    server.close()
+    thread.join(5)

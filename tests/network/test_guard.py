@@ -5,7 +5,6 @@ records."""
 from __future__ import annotations
 
 import socket
-import threading
 
 import pytest
 
@@ -14,28 +13,6 @@ from app.network.guard import LOCAL_ANSWER, is_loopback
 
 DOC_ADDRESS = "192.0.2.1"  # TEST-NET-1: documentation only, never routed
 
-
-@pytest.fixture
-def listener():
-    """A real TCP server on 127.0.0.1 that accepts and answers b"hi"."""
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-
-    def serve():
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            with conn:
-                conn.sendall(b"hi")
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    server.close()
-    thread.join(5)
 
 
 def test_offline_refuses_connect_before_the_real_call(offline, tripwire):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-import threading
 
 import pytest
 
@@ -16,29 +15,6 @@ from app.network import OfflineBlockedError, feature
 from app.network.guard import LOCAL_ANSWER, is_loopback_address
 from app.server.config import ServerConfig
 from app.server.errors import ServerConfigError
-
-
-@pytest.fixture
-def listener():
-    """A TCP server on 127.0.0.1 that answers b"hi"."""
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-
-    def serve():
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            with conn:
-                conn.sendall(b"hi")
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    server.close()
-    thread.join(5)
 
 
 def lookups(guard) -> list[tuple[str, bool, str, str]]:

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QObject
 
+from app.loading import default_loader
 from app.paths import history_db_path, models_dir
+from app.remote.sources import is_remote_target
 from app.settings import Settings
 from app.storage.history import History
 from app.ui.controller import ChatController
@@ -94,6 +96,28 @@ class App:
             assert not self.models.jobs.running
             self.history.close()
             self.closed = True
+
+
+def remote_loader():
+    """A loader that loads remote targets for real and local model folders fake."""
+    fake = FakeLoader()
+
+    def loader(path):
+        return default_loader(path) if is_remote_target(path) else fake(path)
+
+    return loader
+
+
+def app_on_remote(make_app, url: str) -> App:
+    """The window over :func:`remote_loader` with the first model of the OpenAI-style
+    server at ``url`` added as a remote source and picked."""
+    app = make_app(remote_loader())
+    with app.qtbot.waitSignal(app.models.remotes_listed, timeout=5000) as listed:
+        source = app.models.add_remote("Stub", url, "sk-test")
+    (listing,) = [e for e in listed.args[0] if e.source.id == source.id]
+    with app.qtbot.waitSignal(app.controller.model_loaded, timeout=5000):
+        assert app.models.use(listing.models[0].target)
+    return app
 
 
 @pytest.fixture

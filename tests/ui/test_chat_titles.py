@@ -12,9 +12,8 @@ import pytest
 
 from app.chat.title import INSTRUCTION, TITLE_MAX_CHARS, TITLE_MAX_TOKENS
 from app.loading import default_loader
-from app.remote.sources import is_remote_target
 from tests.remote.openai_stub import OpenAIStub, StubConfig
-from tests.ui.conftest import on_ui_thread
+from tests.ui.conftest import app_on_remote, on_ui_thread
 from tests.workers.fake_engine import FakeEngine, FakeLoader, echo_script
 
 TITLE_TOKENS = ["“Fruit", " talk", ".”"]
@@ -144,18 +143,7 @@ def stub():
 
 @pytest.fixture
 def remote_app(make_app, stub):
-    fake = FakeLoader()
-
-    def loader(path):
-        return default_loader(path) if is_remote_target(path) else fake(path)
-
-    app = make_app(loader)
-    with app.qtbot.waitSignal(app.models.remotes_listed, timeout=5000) as listed:
-        source = app.models.add_remote("Stub", stub.url, "sk-test")
-    (listing,) = [e for e in listed.args[0] if e.source.id == source.id]
-    with app.qtbot.waitSignal(app.controller.model_loaded, timeout=5000):
-        assert app.models.use(listing.models[0].target)
-    return app
+    return app_on_remote(make_app, stub.url)
 
 
 def test_a_remote_model_names_the_chat_unless_the_setting_says_not(remote_app, stub):

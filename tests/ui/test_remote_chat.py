@@ -9,12 +9,9 @@ import json
 import pytest
 from PySide6.QtCore import Qt
 
-from app.loading import default_loader
 from app.network import NetworkLog, install_guard, set_offline, uninstall_guard
-from app.remote.sources import is_remote_target
 from tests.remote.openai_stub import OpenAIStub, StubConfig
-from tests.ui.conftest import on_ui_thread
-from tests.workers.fake_engine import FakeLoader
+from tests.ui.conftest import on_ui_thread, remote_loader
 
 
 @pytest.fixture
@@ -27,12 +24,7 @@ def stub():
 @pytest.fixture
 def remote_app(make_app):
     """The window over a loader that loads remote targets for real, local folders fake."""
-    fake = FakeLoader()
-
-    def loader(path):
-        return default_loader(path) if is_remote_target(path) else fake(path)
-
-    return make_app(loader)
+    return make_app(remote_loader())
 
 
 def add_and_list(app, url: str, name: str = "Stub"):

@@ -7,10 +7,8 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-from app.loading import default_loader
-from app.remote.sources import is_remote_target
 from tests.remote.openai_stub import OpenAIStub, StubConfig
-from tests.workers.fake_engine import FakeLoader
+from tests.ui.conftest import app_on_remote
 
 
 @pytest.fixture
@@ -22,18 +20,7 @@ def stub():
 
 @pytest.fixture
 def remote_app(make_app, stub):
-    fake = FakeLoader()
-
-    def loader(path):
-        return default_loader(path) if is_remote_target(path) else fake(path)
-
-    app = make_app(loader)
-    with app.qtbot.waitSignal(app.models.remotes_listed, timeout=5000) as listed:
-        source = app.models.add_remote("Stub", stub.url, "sk-test")
-    (listing,) = [e for e in listed.args[0] if e.source.id == source.id]
-    with app.qtbot.waitSignal(app.controller.model_loaded, timeout=5000):
-        assert app.models.use(listing.models[0].target)
-    return app
+    return app_on_remote(make_app, stub.url)
 
 
 def stored(app) -> list[tuple[str, str, str]]:
