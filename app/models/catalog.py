@@ -98,6 +98,10 @@ class CatalogEntry:
     license_url: str | None = None
     revision_verified: bool = True  # False: the pinned commit was not checked against the Hub
     notes: str = ""  # where the entry's facts come from, what is an estimate
+    #: The facts of this entry checked against public evidence, each naming its source
+    #: ("revision: ...", "sizes: ...", "files: ...", "gated: ..."); what is not listed is an
+    #: estimate or was reconstructed.
+    checked: tuple[str, ...] = ()
 
     def context_for(self, variant: Variant) -> int:
         """The context a variant runs with: its own limit, else the model's."""
@@ -134,6 +138,7 @@ class CatalogEntry:
             "license_url": self.license_url,
             "revision_verified": self.revision_verified,
             "notes": self.notes,
+            "checked": list(self.checked),
             "variants": [v.as_dict() for v in self.variants],
             "draft": self.draft,
         }
@@ -215,6 +220,7 @@ def parse_catalog(data: dict) -> Catalog:
                 license_url=raw.get("license_url"),
                 revision_verified=bool(raw.get("revision_verified", True)),
                 notes=raw.get("notes", ""),
+                checked=tuple(raw.get("checked") or ()),
                 draft=raw.get("draft"),
             )
         )

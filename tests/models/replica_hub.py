@@ -18,8 +18,13 @@ GroupQueryAttention, positions counted from 0 or 1). :func:`replica_repo` turns 
 - tokenizer.json is the tiny byte-level BPE trained with the family's special tokens, and
   tokenizer_config.json names the published bos / eos / pad tokens and carries a short
   template in the family's markup (or ``chat_template.jinja`` does, where the repo has one);
-- every other listed file (other precisions' graphs and data, README.md, tokenizer.model …)
-  is a short placeholder: the tests check that a download never fetches one.
+- every other listed file (other precisions' graphs and data, README.md, tokenizer.model, the
+  GenAI folders an Optimum repo also carries …) is a short placeholder: the tests check that a
+  download never fetches one.
+
+Each replica's ``evidence`` names its sources: a URL, a repo path, or "index file N", a public
+GitHub file found through the code-search index (which names files by id, not by repository);
+what no source backs is marked reconstructed.
 
 Schema of a replica (keys not listed are notes for readers):
 
@@ -248,7 +253,7 @@ def _text_files(replica: Replica, cfg: TinyConfig) -> dict[str, bytes]:
             out[path] = _json(_hf_config(replica, cfg))
         elif name == "generation_config.json" and "generation_config" in data:
             out[path] = _json(_map_ids(replica, data["generation_config"]))
-        elif name == "genai_config.json":
+        elif name == "genai_config.json" and "genai_config" in data:
             out[path] = _json(_genai_config(replica, cfg, folder.rstrip("/")))
     return out
 

@@ -239,11 +239,25 @@ def test_the_catalog_covers_current_models_for_every_size_of_machine():
 
 
 def test_new_fields_survive_as_dict():
-    entry = load_catalog().get("gemma-3-1b-it")
-    data = entry.as_dict()
+    data = load_catalog().get("gemma-3-1b-it").as_dict()
     assert data["gated"] is False and data["license_url"] == "https://ai.google.dev/gemma/terms"
-    assert data["revision_verified"] is False and data["notes"]
-    assert data["variants"][0]["size_estimated"] is True
+    assert data["revision_verified"] is True and data["notes"]
+    assert data["checked"] and all(isinstance(fact, str) for fact in data["checked"])
+    assert data["variants"][0]["size_estimated"] is False
+    main = load_catalog().get("llama-3.2-3b-instruct").as_dict()
+    assert main["revision_verified"] is False and main["variants"][0]["size_estimated"] is True
+
+
+def test_every_entry_says_which_facts_were_checked_and_a_pin_names_its_source():
+    """Issue 27: every entry lists the facts checked against public evidence, each with its
+    source; a pinned entry's list starts with where its commit was seen."""
+    for entry in load_catalog():
+        assert entry.checked, entry.id
+        assert all(":" in fact and "(" in fact for fact in entry.checked), entry.id
+        if entry.revision != "main":
+            revision = next(f for f in entry.checked if f.startswith("revision: "))
+            assert entry.revision[:8] in revision, entry.id
+            assert entry.revision in entry.notes or "tree page" in entry.notes, entry.id
 
 
 def test_onnx_community_mirrors_of_llama_and_gemma_are_not_gated_but_link_their_licence():
@@ -256,8 +270,40 @@ def test_onnx_community_mirrors_of_llama_and_gemma_are_not_gated_but_link_their_
         assert entry.license_url.startswith("https://"), key
 
 
+PINNED_FROM_PUBLIC_EVIDENCE = {
+    # catalog id: the commit public apps pin with the files the catalog downloads (issue 27)
+    "qwen3-0.6b": "1e0a4a196ecabdf9a879664110574563d3f372d3",
+    "qwen3-1.7b": "cc6a06a21d614e9b8e92a6adfab1074d4e7d2438",
+    "qwen3-4b": "98ddba15d05dede4435afb63f13280abcdbc2a48",
+    "gemma-3-1b-it": "a58439f40017d3b99c7d378ff525e54e0ba08ebf",
+    "qwen2.5-0.5b-instruct": "cc5cc01a65cc3ff17bdb73a7de33d879f62599b0",
+    "qwen2.5-1.5b-instruct": "6287331f475a3e20e8c879be8fd4bf3551ad9d34",
+    "smollm2-135m-instruct": "12fd25f77366fa6b3b4b768ec3050bf629380bac",
+    "smollm2-360m-instruct": "a10cc1512eabd3dde888204e902eca88bddb4951",
+    # pinned before, from the Hub's tree pages
+    "llama-3.2-1b-instruct": "c5b77c42b9a13105f54d55be507e1a65b5b8149b",
+    "phi-4": "b18be0d7e6951f64eff0ff4b6b8931158cf1235e",
+    "phi-3-mini-4k-instruct": "761b19434a2b45f8656762414aaa4d39fbe2b5ca",
+}
+
+
+def test_entries_are_pinned_where_public_evidence_shows_the_commit_and_main_elsewhere():
+    catalog = load_catalog()
+    for entry in catalog:
+        assert entry.revision == PINNED_FROM_PUBLIC_EVIDENCE.get(entry.id, "main"), entry.id
+
+
 def test_sizes_corrected_from_public_evidence():
-    qwen = load_catalog().get("qwen3-4b")
+    catalog = load_catalog()
+    gemma = catalog.get("gemma-3-1b-it")  # graph + data at a58439f4, not one 1.65 GB file
+    assert gemma.variant("cpu-q4").size_bytes == 880_000_000
+    assert all(v.size_bytes == 783_000_000 for v in gemma.variants if "q4f16" in v.name)
+    qwen17 = catalog.get("qwen3-1.7b")  # single-file graphs, summed with their JSON files
+    assert qwen17.variant("cpu-q4").size_bytes == 2_159_100_000
+    assert not any(v.size_estimated for v in qwen17.variants)
+    assert catalog.get("phi-3-mini-4k-instruct").variant("cuda-int4").size_bytes == 2_300_000_000
+    assert catalog.get("phi-3.5-mini-instruct").variant("cpu-int4").size_bytes == 2_783_000_000
+    qwen = catalog.get("qwen3-4b")
     for name in ("dml-q4f16", "cuda-q4f16"):
         variant = qwen.variant(name)
         assert variant.size_bytes == 2_840_000_000 and not variant.size_estimated

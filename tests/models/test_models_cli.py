@@ -26,15 +26,16 @@ DATA = "onnx/model_q4.onnx_data"
 
 @pytest.fixture
 def hub(monkeypatch, tmp_path):
-    """The catalog's SmolLM2-135M repo, served with a tiny real model (plus 2 MB of weights
-    data so a transfer can be interrupted)."""
+    """The catalog's SmolLM2-135M repo at the commit the catalog pins, served with a tiny real
+    model (plus 2 MB of weights data so a transfer can be interrupted)."""
     allow_hub_requests(monkeypatch)
     entry = load_catalog().get(MODEL_ID)
     folder = build_plain_kv_model(tmp_path / "tiny", variant_name="model_q4")
+    pinned = {} if entry.revision == "main" else {"commit": entry.revision}
     with FakeHub() as server:
         server.add(
             FakeRepo.from_folder(
-                entry.repo, folder, downloads=50, extra={DATA: random_bytes(2_000_000)}
+                entry.repo, folder, downloads=50, extra={DATA: random_bytes(2_000_000)}, **pinned
             )
         )
         server.add(

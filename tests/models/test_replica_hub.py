@@ -46,6 +46,15 @@ def test_every_catalog_repo_has_a_replica_and_every_replica_an_entry():
         assert replica.data["evidence"], replica.path.name
 
 
+def test_a_pinned_entrys_replica_is_the_listing_public_evidence_shows_at_that_commit():
+    """The catalog pins a commit only where public evidence shows it (issue 27); the replica
+    of that repo says where its listing comes from, naming the same commit."""
+    for entry in CATALOG:
+        evidence = " ".join(REPLICAS[entry.repo].data["evidence"])
+        if entry.revision != "main":
+            assert entry.revision in evidence, entry.id
+
+
 @pytest.mark.parametrize(("entry", "variant"), _downloads())
 def test_a_catalog_entry_plans_downloads_loads_and_chats(monkeypatch, tmp_path, entry, variant):
     allow_hub_requests(monkeypatch)
