@@ -280,6 +280,7 @@ PINNED_FROM_PUBLIC_EVIDENCE = {
     "qwen2.5-1.5b-instruct": "6287331f475a3e20e8c879be8fd4bf3551ad9d34",
     "smollm2-135m-instruct": "12fd25f77366fa6b3b4b768ec3050bf629380bac",
     "smollm2-360m-instruct": "a10cc1512eabd3dde888204e902eca88bddb4951",
+    "phi-4-mini-instruct": "a64b5309e58f6ac22cacdf9d143ab7455d8b9f5b",
     # pinned before, from the Hub's tree pages
     "llama-3.2-1b-instruct": "c5b77c42b9a13105f54d55be507e1a65b5b8149b",
     "phi-4": "b18be0d7e6951f64eff0ff4b6b8931158cf1235e",
