@@ -86,6 +86,8 @@ def compile_grammar(grammar: Grammar) -> str:
             text = llg.LLMatcher.grammar_from_lark(grammar.source)
         else:
             raise ValueError(f"unknown grammar kind {grammar.kind!r}")
+        if grammar.leading_newlines > 0:
+            text = _after_newlines(text, grammar.leading_newlines)
         failed, messages = llg.LLMatcher.validate_grammar_with_warnings(text)
     except (ValueError, TypeError) as exc:
         raise GrammarError(f"The {grammar.kind} grammar cannot be compiled: {exc}") from None
@@ -93,6 +95,18 @@ def compile_grammar(grammar: Grammar) -> str:
         raise GrammarError(f"The {grammar.kind} grammar cannot be compiled: "
                            f"{_first_line(messages)}")
     return text
+
+
+def _after_newlines(text: str, count: int) -> str:
+    """``text`` (a compiled grammar: llguidance's JSON, or Lark source) after up to
+    ``count`` newlines: a Lark start rule that references it as a sub-grammar."""
+    if text.lstrip().startswith("{"):
+        inner = json.loads(text)["grammars"]
+    else:
+        inner = [{"lark_grammar": text}]
+    inner = [dict(inner[0], name="after_newlines"), *inner[1:]]
+    lead = f"start: {'NL? ' * count}@after_newlines\nNL: \"\\n\""
+    return json.dumps({"grammars": [{"lark_grammar": lead}, *inner]})
 
 
 def json_schema_lark(schema: dict[str, Any]) -> str:
