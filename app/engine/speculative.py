@@ -47,6 +47,7 @@ from itertools import pairwise
 import numpy as np
 
 from app.engine.decoder import Decoder
+from app.engine.grammar import GrammarError
 from app.engine.kv_cache import CacheRewindError, KVCache
 from app.engine.sampling import Constraint, Sampler
 from app.engine.types import SamplingSettings
@@ -198,7 +199,10 @@ class DraftProposer:
                     token = int(sampler.rng.choice(q.size, p=q))
                     qs.append(q)
                 if fork is not None:
-                    fork.accept(token)
+                    try:
+                        fork.accept(token)
+                    except GrammarError:  # e.g. text after an auto grammar's marker that
+                        break  # it refuses: the draft stops short, the reply goes on
                 tokens.append(token)
                 trial.append(token)
                 if token in self.model.eos_ids or i == k - 1:
@@ -206,6 +210,8 @@ class DraftProposer:
                 logits = decoder.step(cache, token)
         except ContextOverflowError:
             return NO_PROPOSAL
+        if len(qs) > len(tokens):
+            del qs[len(tokens):]
         spent = (time.perf_counter() - start) / max(1, len(tokens))
         self.seconds_per_token = (spent if self.seconds_per_token is None
                                   else 0.8 * self.seconds_per_token + 0.2 * spent)

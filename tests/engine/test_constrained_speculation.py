@@ -147,3 +147,44 @@ def test_only_log_probabilities_keep_speculation_off_and_the_reply_says_why(engi
                             logprobs=2)
     assert stats.speculation == "off"
     assert stats.speculation_note == "off: log-probabilities were asked for"
+
+
+def test_a_draft_the_grammar_refuses_midway_stops_short_and_the_reply_goes_on(engine):
+    """A draft model drafts on a fork of the grammar; where the fork refuses a token (text
+    after an auto grammar's marker that it does not take), the draft ends there instead of
+    failing the reply."""
+    from app.engine.grammar import GrammarError
+    from app.engine.types import SamplingSettings
+
+    class Refusing:
+        """A grammar whose forks take two tokens, then refuse."""
+
+        def __init__(self) -> None:
+            self.taken = 0
+
+        def fork(self):
+            return Refusing()
+
+        def mask(self, logits):
+            return logits
+
+        def allows(self, token):
+            return True
+
+        def valid_prefix(self, tokens):
+            return len(tokens)
+
+        def accept(self, token):
+            if self.taken == 2:
+                raise GrammarError("The reply could not follow its grammar: refused")
+            self.taken += 1
+
+    draft = DraftModel(_load(engine.spec.root).decoder, eos_ids=engine.eos_token_ids)
+    prompt = engine.tokenizer.encode("the keeper lit the lamp")
+    for sampling in (SamplingSettings(temperature=0.0), SamplingSettings(temperature=1.0,
+                                                                          seed=3)):
+        proposer = draft.proposer(sampling)
+        free = proposer.propose(prompt, 5)
+        proposal = proposer.propose(prompt, 5, constraint=Refusing())
+        assert len(free.tokens) == 5 and len(proposal.tokens) == 2
+        assert proposal.q is None or len(proposal.q) == 2
