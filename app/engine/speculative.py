@@ -496,8 +496,6 @@ class Speculator:
         self.proposer, self.sampler, self.policy = proposer, sampler, policy
         self.name = proposer.name
         self.proposed = self.accepted = self.target_steps = 0
-        #: guesses a grammar forbade, cut off before their verify step (``valid_prefix``)
-        self.cut = 0
         self._greedy = sampler.settings.greedy
         self._constraint = sampler.constraint
 
@@ -538,10 +536,8 @@ class Speculator:
             free_ride = bool(proposal.tokens)
         guesses = proposal.tokens[:k]
         constraint = self._constraint
-        if constraint is not None and guesses:
-            valid = constraint.valid_prefix(guesses)
-            self.cut += len(guesses) - valid
-            guesses = guesses[:valid]
+        if constraint is not None and guesses:  # what the grammar forbids is never accepted
+            guesses = guesses[:constraint.valid_prefix(guesses)]
         if isinstance(self.proposer, DraftProposer):
             self.policy.draft_seconds = self.proposer.seconds_per_token
         pending = history[-1]
