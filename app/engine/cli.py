@@ -192,6 +192,7 @@ def stats_record(stats) -> dict:
         "proposed": stats.proposed,
         "accepted": stats.accepted,
         "target_steps": stats.target_steps,
+        "speculation_note": stats.speculation_note,
     }
 
 

@@ -40,6 +40,10 @@ if TYPE_CHECKING:
     import numpy as np
 
 
+#: Why a reply did not speculate though its settings asked for it (``speculation_note``).
+SPECULATION_OFF_LOGPROBS = "off: log-probabilities were asked for"
+
+
 def reuse_prefix(
     cache: KVCache, prompt_ids: Sequence[int], *, reuse: bool,
     images: Sequence[ImageKey] = (),
@@ -132,7 +136,9 @@ def stream_generate(
     cache (reused ones included) before the prefill and after each chunk.
     ``settings.speculation`` decides whether the decode steps speculate (``draft``: a draft
     model to propose with; ``speculation_policy``: how K is chosen, adaptive by default); the
-    tokens are the same. ``quoting`` (``speculative.likely_quoting``): the reply will
+    tokens are the same, with a grammar too (its drafts are checked against it). A reply
+    that asks for log-probabilities does not speculate (``stats.speculation_note`` says
+    so). ``quoting`` (``speculative.likely_quoting``): the reply will
     probably repeat the prompt; on graphs whose one-row steps round differently from
     verify steps, its steps then run two rows so that "auto" speculates exactly (and "off"
     decides the same tokens). ``images``: the content hashes of the images behind the
@@ -171,11 +177,9 @@ def stream_generate(
     cache.note_images(images)
     bounded = cache.bounded_by_context
     speculation = settings.speculation
-    if speculation != "off" and (constraint is not None or want_logprobs is not None):
-        speculation = "off"
-        stats.speculation_note = ("off: the reply is constrained by a grammar"
-                                  if constraint is not None else
-                                  "off: log-probabilities were asked for")
+    if speculation != "off" and want_logprobs is not None:
+        speculation = "off"  # a verify step's rows would each need their own log-probabilities
+        stats.speculation_note = SPECULATION_OFF_LOGPROBS
     spec = None if logits is None else make_speculator(  # None: a stopped prefill
         speculation, decoder, cache, sampler, draft=draft, policy=speculation_policy
     )
@@ -308,7 +312,7 @@ def _speculative_loop(
     admit, cancelled = gate.admit, gate.cancelled
     if cancelled():
         return "cancelled", None
-    decided = [int(sampler(logits, history))]
+    decided = [spec.decide(logits, history)]
     first_token_at = time.perf_counter()
     while finish is None:
         for token in decided:

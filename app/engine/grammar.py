@@ -6,6 +6,12 @@ A reply asked for structure (``GenerationSettings.grammar``, a ``Grammar``) gets
 advances the matcher with :meth:`GrammarMatcher.accept` once the token is chosen. When the
 grammar is complete only end-of-sequence is allowed, so the reply ends.
 
+With speculation (app/engine/speculative.py) a draft is first cut at the first token the
+grammar forbids (:meth:`GrammarMatcher.valid_prefix`, which does not advance the matcher);
+the verify step then decides each position with the grammar's mask at that position, and
+only the decided tokens are accepted, so nothing is ever rolled back and the reply is the
+one a plain run writes, token for token.
+
 Why llguidance (bench/bench_constrained.py measures it): on SmolLM2's 49k vocabulary a JSON
 Schema compiles in about a millisecond and a mask takes microseconds; it is a Rust wheel
 with no Python dependencies. xgrammar, the other well-kept choice, requires torch,
@@ -25,6 +31,7 @@ follows the marker, constrains the rest.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import threading
@@ -79,6 +86,8 @@ def compile_grammar(grammar: Grammar) -> str:
             text = llg.LLMatcher.grammar_from_lark(grammar.source)
         else:
             raise ValueError(f"unknown grammar kind {grammar.kind!r}")
+        if grammar.leading_newlines > 0:
+            text = _after_newlines(text, grammar.leading_newlines)
         failed, messages = llg.LLMatcher.validate_grammar_with_warnings(text)
     except (ValueError, TypeError) as exc:
         raise GrammarError(f"The {grammar.kind} grammar cannot be compiled: {exc}") from None
@@ -86,6 +95,18 @@ def compile_grammar(grammar: Grammar) -> str:
         raise GrammarError(f"The {grammar.kind} grammar cannot be compiled: "
                            f"{_first_line(messages)}")
     return text
+
+
+def _after_newlines(text: str, count: int) -> str:
+    """``text`` (a compiled grammar: llguidance's JSON, or Lark source) after up to
+    ``count`` newlines: a Lark start rule that references it as a sub-grammar."""
+    if text.lstrip().startswith("{"):
+        inner = json.loads(text)["grammars"]
+    else:
+        inner = [{"lark_grammar": text}]
+    inner = [dict(inner[0], name="after_newlines"), *inner[1:]]
+    lead = f"start: {'NL? ' * count}@after_newlines\nNL: \"\\n\""
+    return json.dumps({"grammars": [{"lark_grammar": lead}, *inner]})
 
 
 def json_schema_lark(schema: dict[str, Any]) -> str:
@@ -285,6 +306,36 @@ class GrammarMatcher:
         np.putmask(out[:n], ~allowed, NEG_INF)
         out[n:] = NEG_INF
         return out
+
+    def fork(self) -> GrammarMatcher:
+        """An independent copy in the same state (a draft model proposes under it without
+        moving this one)."""
+        twin = copy.copy(self)
+        twin._matcher = None if self._matcher is None else self._matcher.deep_copy()
+        twin._words = self._words.copy()
+        twin._bits32 = twin._words.view(np.uint32)
+        twin._text = list(self._text)
+        return twin
+
+    def valid_prefix(self, tokens: Sequence[int]) -> int:
+        """How many of ``tokens``, from the next token on, the grammar allows in a row (the
+        matcher is not advanced: llguidance's ``validate_tokens``). Speculation cuts a draft
+        there, since the verify step could never accept a guess past it. Before an auto
+        grammar's trigger every draft passes whole; in the closing tokens none does (only
+        :meth:`mask` knows which closer comes); an end-of-sequence token the grammar stops
+        at is kept (whether the JSON may end there is the verify step's call)."""
+        if self._matcher is None:
+            return len(tokens)
+        n = len(tokens)
+        if self._close_from is not None:
+            n = min(n, max(0, self._close_from - self._accepted))
+        n = next((i for i, t in enumerate(tokens[:n]) if not 0 <= t < self._vocab), n)
+        if n == 0:
+            return 0
+        valid = int(self._matcher.validate_tokens([int(t) for t in tokens[:n]]))
+        if valid < n and tokens[valid] in self._eos:
+            valid += 1
+        return valid
 
     def accept(self, token: int) -> None:
         """Advance past the chosen token."""

@@ -68,7 +68,8 @@ def grammar_after_reasoning(grammar: Grammar | None, fmt: ReasoningFormat | None
         return grammar
     opened, closed = prompt_tail.rfind(THINK_OPEN), prompt_tail.rfind(THINK_CLOSE)
     if opened > closed or (closed == -1 and thinking != "off"):
-        return replace(grammar, trigger=THINK_CLOSE)
+        # the blank line a thinking model writes after ``</think>`` (Qwen3: "\n\n")
+        return replace(grammar, trigger=THINK_CLOSE, leading_newlines=2)
     return grammar
 
 

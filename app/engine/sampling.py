@@ -37,6 +37,10 @@ class Constraint(Protocol):
 
     def accept(self, token: int) -> None: ...
 
+    def valid_prefix(self, tokens: Sequence[int]) -> int: ...
+
+    def fork(self) -> Constraint: ...
+
 NEG_INF = np.float32(-np.inf)
 
 

@@ -28,6 +28,11 @@ Proposers (one small interface, ``propose(history, k) -> Proposal``):
 measures on this machine (a K-token step costs more than one token on a CPU; FACTS.md), and
 returns 0 — a plain ``Decoder.step`` — when speculation does not pay.
 
+Under a grammar (constrained decoding, app/engine/grammar.py) a draft is cut at the first
+token the grammar forbids before it is verified, and ``verify_constrained`` decides each
+position as a plain step would, under that position's mask; the grammar advances by the
+decided tokens only. Greedy and seeded sampled replies then equal plain ones token for token.
+
 ``Speculator.advance`` runs one target step over the cache it is handed and returns the tokens
 it decided; rejected tokens are dropped from the cache with its own ``trim_to``.
 """
@@ -42,8 +47,9 @@ from itertools import pairwise
 import numpy as np
 
 from app.engine.decoder import Decoder
+from app.engine.grammar import GrammarError
 from app.engine.kv_cache import CacheRewindError, KVCache
-from app.engine.sampling import Sampler
+from app.engine.sampling import Constraint, Sampler
 from app.engine.types import SamplingSettings
 from app.errors import ContextOverflowError
 
@@ -140,6 +146,8 @@ class DraftProposer:
         self.sampler = Sampler(replace(settings, seed=seed))
         self.greedy = settings.greedy
         self.seconds_per_token: float | None = None
+        self._settings = replace(settings, seed=seed)
+        self._constrained: Sampler | None = None  # the sampler under a grammar's fork
 
     def sync(self, history: Sequence[int]) -> np.ndarray | None:
         """Rewind the draft's cache to its longest prefix with ``history`` and feed the rest;
@@ -155,7 +163,21 @@ class DraftProposer:
             common = 0
         return decoder.feed(cache, list(history[common:]))
 
-    def propose(self, history: Sequence[int], k: int) -> Proposal:
+    def _sampler(self, constraint: Constraint | None) -> tuple[Sampler, Constraint | None]:
+        """The sampler to draft with: under a fork of the reply's grammar when it has one (an
+        unconstrained draft rarely writes what the grammar allows)."""
+        if constraint is None:
+            return self.sampler, None
+        fork = constraint.fork()
+        if self._constrained is None:
+            self._constrained = Sampler(self._settings, fork)
+        self._constrained.constraint = fork
+        return self._constrained, fork
+
+    def propose(self, history: Sequence[int], k: int, *,
+                constraint: Constraint | None = None) -> Proposal:
+        """Up to ``k`` tokens the draft writes after ``history`` (``constraint``: the reply's
+        grammar in its present state, which the draft follows on a fork of it)."""
         decoder, cache = self.model.decoder, self.model.cache
         k = min(k, decoder.context_length - len(history))
         if k <= 0:
@@ -168,13 +190,19 @@ class DraftProposer:
             trial = list(history)
             tokens: list[int] = []
             qs: list[np.ndarray] = []
+            sampler, fork = self._sampler(constraint)
             for i in range(k):
                 if self.greedy:
-                    token = self.sampler(logits, trial)
+                    token = sampler(logits, trial)
                 else:
-                    q = dense(*self.sampler.distribution(logits, trial), logits.size)
-                    token = int(self.sampler.rng.choice(q.size, p=q))
+                    q = dense(*sampler.distribution(logits, trial), logits.size)
+                    token = int(sampler.rng.choice(q.size, p=q))
                     qs.append(q)
+                if fork is not None:
+                    try:
+                        fork.accept(token)
+                    except GrammarError:  # e.g. text after an auto grammar's marker that
+                        break  # it refuses: the draft stops short, the reply goes on
                 tokens.append(token)
                 trial.append(token)
                 if token in self.model.eos_ids or i == k - 1:
@@ -182,6 +210,8 @@ class DraftProposer:
                 logits = decoder.step(cache, token)
         except ContextOverflowError:
             return NO_PROPOSAL
+        if len(qs) > len(tokens):
+            del qs[len(tokens):]
         spent = (time.perf_counter() - start) / max(1, len(tokens))
         self.seconds_per_token = (spent if self.seconds_per_token is None
                                   else 0.8 * self.seconds_per_token + 0.2 * spent)
@@ -256,6 +286,44 @@ def verify_sampled(
                 residual, total = p, p.sum()
             return i, int(rng.choice(vocab, p=residual / total))
         return len(proposal.tokens), sampler(rows[len(proposal.tokens)], history)
+    finally:
+        del history[base:]
+
+
+def verify_constrained(
+    rows: np.ndarray,
+    proposed: Sequence[int],
+    sampler: Sampler,
+    history: list[int],
+    *,
+    tie_margin: float = 0.0,
+) -> tuple[int, int | None]:
+    """Verification under a grammar (``sampler.constraint``), greedy or sampled: each row
+    decides its token as a plain step would (the grammar's mask at that position, then the
+    sampler, with one draw of ``sampler.rng`` as a plain step takes), and a guess is accepted
+    while it equals that token. A plain run's random draws are the same, so a seeded
+    sampled reply equals the non-speculated one token for token (on steps that agree bit for
+    bit), as a greedy one does; a point-mass guess is kept with probability ``p(x)``, as in
+    ``verify_sampled``. The accepted guesses are accepted by the constraint here, the
+    returned token is not (the caller does it once it is final). Returns the accepted count
+    and the next token; None instead of the token as in ``verify_greedy`` (greedy with
+    ``tie_margin``). ``history`` is extended and restored."""
+    constraint = sampler.constraint
+    greedy = sampler.settings.greedy and tie_margin > 0.0
+    base = len(history)
+    try:
+        for i in range(len(proposed) + 1):
+            if greedy:
+                token, margin = sampler.greedy_with_margin(rows[i], history)
+                if margin < tie_margin:
+                    return i, None
+            else:
+                token = int(sampler(rows[i], history))
+            if i == len(proposed) or token != proposed[i]:
+                return i, token
+            constraint.accept(token)
+            history.append(token)
+        raise AssertionError("unreachable")
     finally:
         del history[base:]
 
@@ -429,6 +497,14 @@ class Speculator:
         self.name = proposer.name
         self.proposed = self.accepted = self.target_steps = 0
         self._greedy = sampler.settings.greedy
+        self._constraint = sampler.constraint
+
+    def decide(self, logits: np.ndarray, history: list[int]) -> int:
+        """The next token from one position's logits (the grammar, if any, advances)."""
+        token = int(self.sampler(logits, history))
+        if self._constraint is not None:
+            self._constraint.accept(token)
+        return token
 
     def _room(self, history_len: int) -> int:
         """How many proposals the next step may carry without a step past what the cache can
@@ -446,7 +522,12 @@ class Speculator:
     def advance(self, history: list[int], room: int) -> list[int]:
         """One target step; returns 1..K+1 new tokens (at most ``room``, at least one)."""
         k = self.policy.choose(min(room - 1, self._room(len(history))))
-        proposal = self.proposer.propose(history, k) if k > 0 else NO_PROPOSAL
+        if k <= 0:
+            proposal = NO_PROPOSAL
+        elif self._constraint is not None and isinstance(self.proposer, DraftProposer):
+            proposal = self.proposer.propose(history, k, constraint=self._constraint)
+        else:
+            proposal = self.proposer.propose(history, k)
         free_ride = False
         if not proposal.tokens and k > 0 and self.decoder.step_rows > 1 and isinstance(
                 self.proposer, PromptLookup):
@@ -454,6 +535,9 @@ class Speculator:
             proposal = self.proposer.propose(history, self.decoder.step_rows - 1, shortest=1)
             free_ride = bool(proposal.tokens)
         guesses = proposal.tokens[:k]
+        constraint = self._constraint
+        if constraint is not None and guesses:  # what the grammar forbids is never accepted
+            guesses = guesses[:constraint.valid_prefix(guesses)]
         if isinstance(self.proposer, DraftProposer):
             self.policy.draft_seconds = self.proposer.seconds_per_token
         pending = history[-1]
@@ -462,12 +546,22 @@ class Speculator:
             logits = self.decoder.step(self.cache, pending)
             self.policy.record_plain(time.perf_counter() - start)
             self.target_steps += 1
-            return [self.sampler(logits, history)]
+            return [self.decide(logits, history)]
         fed = len(self.cache)
         rows = self.decoder.verify(self.cache, [pending, *guesses])
         self.policy.record_time(len(guesses) + 1, time.perf_counter() - start)
         self.target_steps += 1
-        if self._greedy:
+        if constraint is not None:
+            accepted, token = verify_constrained(rows, guesses, self.sampler, history,
+                                                 tie_margin=self.tie_margin)
+            if token is None:  # too close to call from a K-token step: take a plain one
+                self.cache.trim_to(fed + accepted)
+                logits = self.decoder.step(self.cache, guesses[accepted - 1] if accepted
+                                           else pending)
+                self.target_steps += 1
+                token = self.sampler(logits, [*history, *guesses[:accepted]])
+            constraint.accept(token)
+        elif self._greedy:
             accepted, token = verify_greedy(rows, guesses, self.sampler, history,
                                             tie_margin=self.tie_margin)
             if token is None:  # too close to call from a K-token step: take a plain one

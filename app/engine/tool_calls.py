@@ -14,7 +14,9 @@ Families:
   ``;``-separated), or the same after ``<|python_tag|>``;
 - ``mistral``: ``[TOOL_CALLS][{"name": …, "arguments": {…}}]`` (v3 tokenizers) or
   ``[TOOL_CALLS]NAME[ARGS]{…}`` (v11+);
-- ``phi4``: Phi-4-mini, ``<|tool_call|>[{…}]<|/tool_call|>``;
+- ``phi4``: Phi-4-mini, ``<|tool_call|>[{…}]<|/tool_call|>``, or ``functools[{…}, …]``
+  (what the model writes under templates that list tools in the system message: vLLM's
+  ``phi4_mini_json`` parser and sglang's Phi-4-mini detector read the same form);
 - ``granite``: Granite 3.x, ``<|tool_call|>[{…}]`` to the end of the reply;
 - ``harmony``: gpt-oss, ``<|channel|>commentary to=functions.NAME <|constrain|>json
   <|message|>{…}<|call|>``.
@@ -48,6 +50,7 @@ HERMES_OPEN, HERMES_CLOSE = "<tool_call>", "</tool_call>"
 LLAMA_TAG = "<|python_tag|>"
 MISTRAL_OPEN, MISTRAL_ARGS = "[TOOL_CALLS]", "[ARGS]"
 PHI_OPEN, PHI_CLOSE = "<|tool_call|>", "<|/tool_call|>"
+PHI_FUNCTOOLS = "functools["  # a JSON list follows the word, up to its own closing "]"
 GRANITE_OPEN = "<|tool_call|>"
 HARMONY_START, HARMONY_CHANNEL, HARMONY_CONSTRAIN = "<|start|>", "<|channel|>", "<|constrain|>"
 HARMONY_MESSAGE, HARMONY_CALL, HARMONY_RECIPIENT = "<|message|>", "<|call|>", "to=functions."
@@ -82,14 +85,43 @@ def _hermes_call(body: str) -> ParsedToolCall | None:
     return ParsedToolCall(id="", name=data["name"], arguments=text)
 
 
+def _list_end(buf: str, start: int) -> int:
+    """Where the JSON list whose ``[`` comes just before ``start`` ends in ``buf`` (the
+    index past its ``]``, strings skipped), or -1 while it has not closed yet."""
+    depth, in_string, escaped = 1, False, False
+    for i in range(start, len(buf)):
+        c = buf[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+        elif c in "]}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return -1
+
+
+#: ``close`` as a function: where the call that ``buf`` opens ends (past the close), or -1
+CloseFinder = Callable[[str, int], int]
+
+
 class MarkedParser:
     """Calls after an ``open`` marker, up to ``close`` (or to the end of the reply when the
-    family has none), read by ``read(body)``: the calls, or None when the body is not what
-    the family promises (it then stays in the answer as written). Used by the families whose
-    markup is one marker before JSON: Phi-4-mini, Granite, Mistral, Llama's
-    ``<|python_tag|>``."""
+    family has none; a function when the end is found otherwise, e.g. the ``]`` that closes
+    a list: it is then part of the body), read by ``read(body)``: the calls, or None when
+    the body is not what the family promises (it then stays in the answer as written). Used
+    by the families whose markup is one marker before JSON: Phi-4-mini, Granite, Mistral,
+    Llama's ``<|python_tag|>``."""
 
-    def __init__(self, open_: str, close: str | None,
+    def __init__(self, open_: str, close: str | CloseFinder | None,
                  read: Callable[[str], list[ParsedToolCall] | None]) -> None:
         self._open, self._close, self._read = open_, close, read
         self._buf = ""
@@ -113,13 +145,21 @@ class MarkedParser:
                 self._inside = True
             if self._close is None:
                 break  # the calls run to the end of the reply
-            end = self._buf.find(self._close)
-            if end == -1:
-                break
-            raw = self._buf[: end + len(self._close)]
-            self._buf = self._buf[end + len(self._close):]
+            if isinstance(self._close, str):
+                end = self._buf.find(self._close)
+                if end == -1:
+                    break
+                raw = self._buf[: end + len(self._close)]
+                body = raw[len(self._open): -len(self._close)]
+            else:
+                end = self._close(self._buf, len(self._open))
+                if end == -1:
+                    break
+                raw = self._buf[:end]
+                body = raw[len(self._open):]
+            self._buf = self._buf[len(raw):]
             self._inside = False
-            found = self._read(raw[len(self._open): -len(self._close)])
+            found = self._read(body)
             if found is None:
                 answer.append(raw)
             else:
@@ -178,6 +218,28 @@ def _json_calls(body: str) -> list[ParsedToolCall] | None:
     items = data if isinstance(data, list) else [data]
     calls = [_call_of(item) for item in items]
     return calls if calls and all(c is not None for c in calls) else None  # type: ignore
+
+
+class Phi4Parser:
+    """Phi-4-mini: ``<|tool_call|>[…]<|/tool_call|>``, and ``functools[…]`` (the JSON
+    list's own ``]`` ends it; a list that never closes stays in the answer). The first form
+    is read first; what it leaves as answer text is read for the second."""
+
+    def __init__(self) -> None:
+        self._marked = MarkedParser(PHI_OPEN, PHI_CLOSE, _json_calls)
+        self._functools = MarkedParser(PHI_FUNCTOOLS, _list_end,
+                                       lambda body: _json_calls("[" + body))
+
+    def feed(self, text: str) -> tuple[str, list[ParsedToolCall]]:
+        answer, calls = self._marked.feed(text)
+        answer, more = self._functools.feed(answer)
+        return answer, calls + more
+
+    def finish(self) -> tuple[str, list[ParsedToolCall]]:
+        rest, calls = self._marked.finish()
+        answer, more = self._functools.feed(rest)
+        tail, last = self._functools.finish()
+        return answer + tail, calls + more + last
 
 
 def _mistral_calls(body: str) -> list[ParsedToolCall] | None:
@@ -304,7 +366,7 @@ PARSERS: dict[str, Callable[[], ToolCallParser]] = {
     "hermes": HermesParser,
     "llama3": LlamaParser,
     "mistral": lambda: MarkedParser(MISTRAL_OPEN, None, _mistral_calls),
-    "phi4": lambda: MarkedParser(PHI_OPEN, PHI_CLOSE, _json_calls),
+    "phi4": Phi4Parser,
     "granite": lambda: MarkedParser(GRANITE_OPEN, None, _json_calls),
     "harmony": HarmonyParser,
 }

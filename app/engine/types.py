@@ -74,11 +74,14 @@ class Grammar:
     """What a constrained reply must match (app/engine/grammar.py): ``kind`` is
     "json_schema" (``source``: the schema as JSON text), "json_object" (any object),
     "regex", "choice" (``source``: a JSON list of strings) or "lark". ``trigger``: free text
-    until the reply contains it, then the grammar for what follows (tool_choice "auto")."""
+    until the reply contains it, then the grammar for what follows (tool_choice "auto").
+    ``leading_newlines``: up to this many newlines may come first (a thinking model writes
+    ``</think>`` and a blank line before its answer)."""
 
     kind: Literal["json_schema", "json_object", "regex", "choice", "lark"]
     source: str = ""
     trigger: str | None = None
+    leading_newlines: int = 0
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from app.ui.icons import icon
 from app.ui.markdown_render import Rendered, render_markdown
 from app.ui.message_body import MessageBody
 from app.ui.sources_list import SourcesList
-from app.ui.speculation_text import info_text, speculation_figures
+from app.ui.speculation_text import info_text, off_reason, speculation_figures
 from app.ui.theme import Colors
 from app.ui.thinking_block import ThinkingBlock
 from app.ui.tool_card import ToolCallCard
@@ -359,6 +359,8 @@ class MessageWidget(QWidget):
         figures = speculation_figures(self.message.provenance.get("stats"))
         if figures is not None:
             line = f"{line} · {info_text(figures)}".lstrip(" ·")
+        elif (off := off_reason(self.message.provenance.get("stats"))) is not None:
+            line = f"{line} · {off[0].lower()}{off[1:]}".lstrip(" ·")
         if self.message.provenance.get("error"):
             line = f"{line} · error: {self.message.provenance['error']}".lstrip(" ·")
         info.setVisible(bool(line) and self.message.status != "streaming")

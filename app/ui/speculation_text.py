@@ -65,6 +65,22 @@ def speculation_figures(stats: GenerationStats | Mapping | None) -> SpeculationF
     )
 
 
+def off_reason(stats: GenerationStats | Mapping | None) -> str | None:
+    """Why a reply that could have guessed ahead did not, in words ("Not guessing ahead:
+    log-probabilities were asked for"), from the engine's ``speculation_note``; None when
+    there is no note (it guessed, or speculation was simply set off)."""
+    if isinstance(stats, GenerationStats):
+        note = stats.speculation_note
+    elif isinstance(stats, Mapping):
+        note = stats.get("speculation_note")
+    else:
+        return None
+    if not isinstance(note, str) or not note.strip():
+        return None
+    reason = note.strip().removeprefix("off:").strip()
+    return f"Not guessing ahead: {reason}"
+
+
 def _count(value: object) -> int:
     """A stored count: a whole number of at most 2**53 (else 0: text, inf, NaN, 1e300)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -24,6 +24,7 @@ from app.ui.speculation_text import (
     SpeculationFigures,
     compact_status_text,
     explanation,
+    off_reason,
     speculation_figures,
     status_text,
 )
@@ -91,6 +92,7 @@ class ChatStatusBar(QStatusBar):
         self.speculation_label = self._label("", "Speculative decoding")
         self.speculation_label.hide()  # shown only after a reply that speculated
         self._speculation: SpeculationFigures | None = None
+        self._speculation_off: str | None = None  # why the last reply did not guess ahead
         self.messageChanged.connect(self.on_message_changed)
         self.ttft_label = self._label("", "Time to first token")
         self.context_label = self._label("", "Context used")
@@ -218,7 +220,11 @@ class ChatStatusBar(QStatusBar):
     def set_speculation(self, stats: GenerationStats | None) -> None:
         """Acceptance and steps saved of the last reply; hidden when it did not speculate."""
         self._speculation = figures = speculation_figures(stats)
+        self._speculation_off = None if figures else off_reason(stats)
         tip = f"{status_text(figures)}\n{explanation(figures)}" if figures else ""
+        if self._speculation_off:
+            tip = (f"{self._speculation_off}.\nThis reply was written one token per model "
+                   "pass, as without guessing ahead.")
         self.speculation_label.setToolTip(tip)
         self.speculation_label.setAccessibleDescription(tip)
         self._show_speculation()
@@ -229,9 +235,15 @@ class ChatStatusBar(QStatusBar):
         while a message ("Copied", "Model loaded in 0.8 s") does: it needs the room."""
         figures = self._speculation
         label = self.speculation_label
-        if figures is None or not self.activity_label.isHidden() or self.currentMessage():
+        off = self._speculation_off
+        if ((figures is None and off is None) or not self.activity_label.isHidden()
+                or self.currentMessage()):
             label.setText("")
             label.hide()
+            return
+        if figures is None:
+            label.setText(off)
+            label.show()
             return
         text = status_text(figures)
         others = sum(w.sizeHint().width() + 12 for w in (

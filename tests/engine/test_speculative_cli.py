@@ -24,6 +24,7 @@ def test_speculation_flags_give_the_same_tokens_and_report_stats(plain_model_dir
                       "--draft", str(plain_model_dir))
     assert off["tokens"] == lookup["tokens"] == draft["tokens"]
     assert off["stats"]["speculation"] == "off" and off["stats"]["proposed"] == 0
+    assert off["stats"]["speculation_note"] is None  # off as asked: nothing to explain
     assert lookup["stats"]["speculation"] == "lookup"
     stats = draft["stats"]
     assert stats["speculation"] == "draft" and stats["accepted"] == stats["proposed"] > 0

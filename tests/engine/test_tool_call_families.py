@@ -36,6 +36,18 @@ REAL = [
      '[TOOL_CALLS]get_time[ARGS]{"zone": "UTC"}', "", [PARIS, UTC]),
     ("phi4", 'Checking.<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", '
      '"days": 2}}]<|/tool_call|>', "Checking.", [PARIS]),
+    # Phi-4-mini's other form (vLLM's phi4_mini_json parser, sglang's Phi4MiniDetector)
+    ("phi4", 'functools[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}, '
+     '{"name": "get_time", "arguments": {"zone": "UTC"}}]', "", [PARIS, UTC]),
+    ("phi4", 'Let me check. functools[{"name": "get_weather", "parameters": {"city": '
+     '"Paris", "days": 2}}]', "Let me check. ", [PARIS]),
+    ("phi4", 'functools[{"name": "get_time", "arguments": {"zone": "UTC"}}] Done, see [1].',
+     "Done, see [1].", [UTC]),
+    ("phi4", 'functools[{"name": "get_weather", "arguments": {"city": "Pa]ris [x", '
+     '"days": 2}}]', "", [ParsedToolCall("", "get_weather", json.dumps(
+         {"city": "Pa]ris [x", "days": 2}))]),
+    ("phi4", "I used functools.partial and functools [lru_cache] here.",
+     "I used functools.partial and functools [lru_cache] here.", []),
     ("granite", '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", '
      '"days": 2}}, {"name": "get_time", "arguments": {"zone": "UTC"}}]', "", [PARIS, UTC]),
     ("hermes", '<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n'
@@ -88,6 +100,14 @@ def test_a_body_that_is_not_a_call_stays_in_the_answer(family):
     if family == "phi4":
         raw += "<|/tool_call|>"
     assert run(family, [raw[:7], raw[7:]]) == (raw, [])
+
+
+@pytest.mark.parametrize("raw", ['Here functools[1, 2] is a list.',
+                                 'Here functools[{"name": "get_time", "arguments": {',
+                                 'functools[{"nom": "get_time"}]'])
+def test_a_phi4_functools_list_that_is_not_calls_or_never_closes_stays_in_the_answer(raw):
+    for pieces in splits(raw):
+        assert run("phi4", pieces) == (raw, []), pieces
 
 
 def test_the_registry_reads_each_family_from_its_template():

@@ -122,3 +122,41 @@ def test_at_800_px_the_load_message_fits_beside_a_long_model_name(make_app):
     assert len(permanent) == 5
     room = min(w.geometry().left() for w in permanent)
     assert bar.fontMetrics().horizontalAdvance(message) + 8 <= room
+
+
+def test_a_reply_that_could_not_guess_ahead_says_why(qtbot):
+    from app.engine.generation import SPECULATION_OFF_LOGPROBS
+    from app.ui.speculation_text import off_reason
+
+    bar = ChatStatusBar()
+    qtbot.addWidget(bar)
+    bar.resize(1400, 30)
+    bar.show()
+    bar.set_stats(GenerationStats(decode_tok_s=30.0, generated_tokens=12, target_steps=11,
+                                  speculation_note=SPECULATION_OFF_LOGPROBS))
+    label = bar.speculation_label
+    assert label.isVisible()
+    assert label.text() == "Not guessing ahead: log-probabilities were asked for"
+    assert "one token per model pass" in label.toolTip()
+    assert label.accessibleDescription() == label.toolTip()
+    bar.set_stats(GenerationStats(**SPECULATED))  # the next reply guessed: its figures
+    assert label.text().startswith("Guessed ahead: ")
+    bar.set_stats(GenerationStats(generated_tokens=12, target_steps=11))
+    assert label.isHidden()  # off by the settings: nothing to explain
+    # as stored with a reply (its info line reads it)
+    assert off_reason({"speculation_note": SPECULATION_OFF_LOGPROBS}) == (
+        "Not guessing ahead: log-probabilities were asked for")
+    assert off_reason({"speculation_note": 3}) is None and off_reason(None) is None
+
+
+def test_the_reply_that_could_not_guess_ahead_says_why_in_its_info(app, loader):
+    from app.engine.generation import SPECULATION_OFF_LOGPROBS
+
+    app.window.resize(1400, 700)
+    loader.last.stats_extra = {"speculation_note": SPECULATION_OFF_LOGPROBS}
+    app.send("with log-probabilities")
+    info = app.window.chat_view.message_widget(1).action_buttons["info"]
+    assert "not guessing ahead: log-probabilities were asked for" in info.toolTip()
+    app.window.status.clearMessage()
+    assert app.window.status.speculation_label.text() == (
+        "Not guessing ahead: log-probabilities were asked for")
