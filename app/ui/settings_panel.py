@@ -143,10 +143,16 @@ class SettingsPanel(QWidget):
         layout.addLayout(form)
         layout.addWidget(self.reset_button)
         layout.addStretch(1)
+        self._layout = layout
         self._prompt_timer = QTimer(self)
         self._prompt_timer.setSingleShot(True)
         self._prompt_timer.setInterval(400)
         self._prompt_timer.timeout.connect(self.on_edited)
+
+    def add_section(self, widget: QWidget) -> None:
+        """A section below the settings, e.g. the chat's document libraries (its owner
+        keeps it up to date; ``changed`` does not carry it)."""
+        self._layout.insertWidget(self._layout.count() - 1, widget)
 
     def _make_editor(self, setting: Setting) -> QWidget:
         if setting.key == "system_prompt":

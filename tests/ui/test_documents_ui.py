@@ -122,6 +122,8 @@ def test_an_attached_file_is_a_chip_goes_in_whole_and_comes_back(docs_app, docs,
     assert len(tray.chip_names()) == 2
     tray.remove(docs / "garden.txt")
     app.send("How often do I descale?")
+    app.qtbot.waitUntil(lambda: len(app.rows()) == 2 and not app.controller.generating,
+                        timeout=10000)  # read off the UI thread, then sent
     assert tray.chip_names() == []
     user = app.history.active_path(app.controller.current_id)[0]
     (part,) = [p for p in user.parts if isinstance(p, Attachment)]
@@ -217,7 +219,7 @@ def test_cancel_stops_indexing_between_files(make_app, model_dir, docs, tmp_path
     page.name_edit.setText("Slow")
     page.ask_files = lambda: sorted(docs.iterdir())
     app.qtbot.mouseClick(page.add_files_button, Qt.MouseButton.LeftButton)
-    assert embedder.waiting.wait(10)  # the first file is being embedded
+    app.qtbot.waitUntil(embedder.waiting.is_set, timeout=10000)  # the first file embeds
     app.qtbot.waitUntil(page.cancel_button.isVisible, timeout=5000)
     app.qtbot.waitUntil(lambda: "of 3 files" in page.job_label.text(), timeout=5000)
     app.qtbot.mouseClick(page.cancel_button, Qt.MouseButton.LeftButton)
@@ -227,3 +229,38 @@ def test_cancel_stops_indexing_between_files(make_app, model_dir, docs, tmp_path
     assert not page.cancel_button.isVisible()
     item = page.library_item("Slow")
     assert item is not None and item.text(1) == "1"  # the file done stays, whole
+
+
+def test_the_chat_settings_and_the_composer_toggle_one_choice(docs_app, docs, tmp_path):
+    app = docs_app
+    documents = app.window.documents
+    listing, button = app.window.libraries_list, app.window.libraries_button
+    assert not documents.is_open
+    app.window.settings_panel.show()
+    assert listing.show_button.isVisibleTo(app.window.settings_panel)  # not opened yet
+    documents.index("Home", [docs])
+    app.qtbot.waitUntil(lambda: documents.is_open and documents.indexing is None,
+                        timeout=15000)
+    documents.index("Garden", [docs / "garden.txt"])
+    app.qtbot.waitUntil(lambda: documents.indexing is None and set(listing.boxes) == {
+        "Home", "Garden"}, timeout=15000)
+    assert not listing.show_button.isVisibleTo(app.window.settings_panel)
+    # the chat settings' box → the composer's menu
+    listing.boxes["Home"].click()
+    assert button.text() == "Libraries: 1 ▾" and app.controller.retriever is not None
+    button.rebuild()
+    checked = {a.text().split(" (")[0] for a in button.menu_.actions() if a.isChecked()}
+    assert checked == {"Home"}
+    # the composer's menu → the chat settings' box
+    garden = next(a for a in button.menu_.actions() if a.text().startswith("Garden"))
+    garden.setChecked(True)
+    assert listing.checked() == {"Home", "Garden"} and button.text() == "Libraries: 2 ▾"
+    app.send("How often should the kettle be descaled?")
+    conv = app.controller.current_id
+    assert documents.choices.get(conv) == {"Home", "Garden"}  # one stored fact
+    listing.boxes["Garden"].click()
+    assert documents.choices.get(conv) == {"Home"} and button.text() == "Libraries: 1 ▾"
+    app.controller.new_conversation()
+    assert listing.checked() == set() and button.text() == "Libraries: off ▾"
+    app.controller.open_conversation(conv)
+    assert listing.checked() == {"Home"}
