@@ -112,7 +112,6 @@ class AttachmentTray(QWidget):
                 button.setToolTip(f"{path}\nBeing read for the message; it goes out when "
                                   "its files are read.")
                 button.setAccessibleName(f"Attached file {path.name}, being read")
-                button.setEnabled(False)
             else:
                 button = chip(f"{path.name}  ✕", self)
                 button.setToolTip(f"{path}\nClick to take it off the message.")

@@ -24,6 +24,12 @@ from app.ui.documents_controller import OPENING_TEXT, DocumentsController
 NO_LIBRARIES = "No libraries yet: make one in Settings ▸ Documents"
 
 
+def library_label(row: dict) -> str:
+    """"Manuals (12 files)"; "Notes (1 file)"."""
+    files = int(row["files"])
+    return f"{row['name']} ({files:,} file{'' if files == 1 else 's'})"
+
+
 class ChatLibrariesButton(QToolButton):
     def __init__(self, documents: DocumentsController, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -59,7 +65,7 @@ class ChatLibrariesButton(QToolButton):
             none.setEnabled(False)
             return
         for row in rows:
-            action = menu.addAction(f"{row['name']} ({row['files']:,} files)")
+            action = menu.addAction(library_label(row))
             action.setCheckable(True)
             action.setChecked(row["name"] in chosen)
             action.toggled.connect(
@@ -102,8 +108,7 @@ class ChatLibrariesList(QWidget):
         documents = self.documents
         chosen = documents.choice()
         if documents.is_open:
-            rows = [(r["name"], f"{r['name']} ({r['files']:,} files)")
-                    for r in documents.libraries()]
+            rows = [(r["name"], library_label(r)) for r in documents.libraries()]
         else:  # not opened yet: the chat's own choice, by name
             rows = [(name, name) for name in sorted(chosen)]
         for box in self.boxes.values():

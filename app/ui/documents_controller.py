@@ -55,6 +55,9 @@ OPEN_JOB = "open-library"
 READ_JOB = "read-attachments"
 OPENING_TEXT = "Opening the document library…"
 WAITING_TEXT = "Opening the document library; the reply starts when it is open…"
+#: a quit waits this long for the documents thread: the embedder's one-time conversion
+#: stops at its next step (each takes seconds), an indexing job at its next file
+SHUTDOWN_WAIT_MS = 30_000
 
 
 class OpenedLibrary(Protocol):
@@ -66,13 +69,14 @@ class OpenedLibrary(Protocol):
     def close(self) -> None: ...
 
 
-LibraryFactory = Callable[[], OpenedLibrary]
+#: called on the documents thread with ``checkpoint=`` (the job's flag check, between steps)
+LibraryFactory = Callable[..., OpenedLibrary]
 
 
-def open_default_library() -> OpenedLibrary:
+def open_default_library(*, checkpoint: Callable[[], None] | None = None) -> OpenedLibrary:
     from app.documents.open import OpenLibrary
 
-    return OpenLibrary()
+    return OpenLibrary(checkpoint=checkpoint)
 
 
 @dataclass(frozen=True)
@@ -176,7 +180,7 @@ class DocumentsController(QObject):
 
         def work(report, control):
             report(Progress(None, OPENING_TEXT))
-            opened = factory()
+            opened = factory(checkpoint=control.checkpoint)
             with self._handoff:
                 if control.cancelled:  # the window is closing: nobody will use it
                     opened.close()
@@ -512,7 +516,7 @@ class DocumentsController(QObject):
         self._reading, self._waiting = None, None
         self._when_open.clear()
         read = self.reader.shutdown()
-        done = self.jobs.shutdown()
+        done = self.jobs.shutdown(SHUTDOWN_WAIT_MS)
         with self._handoff:
             late, self._unclaimed = self._unclaimed, None
         opened, self._opened, self._library = self._opened, None, None

@@ -86,8 +86,15 @@ class DocumentsPage(QWidget):
         documents.index_finished.connect(self.job_label.setText)
         documents.activity.connect(self.on_activity)
         self.on_progress(None)
-        self.refresh()
         self.on_activity()
+        if documents.is_open:
+            self.refresh()
+
+    def showEvent(self, event) -> None:
+        """The tab shown: its libraries (the first time, this opens the library; the
+        Settings window opened for another tab does not)."""
+        super().showEvent(event)
+        self.refresh()
 
     def refresh(self) -> None:
         current = self.selected()

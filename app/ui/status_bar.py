@@ -139,7 +139,10 @@ class ChatStatusBar(QStatusBar):
 
     def set_documents(self, text: str) -> None:
         """What runs in the background for documents ("Opening the document library…",
-        "Reading manual.pdf…"; "": nothing)."""
+        "Reading manual.pdf…"; "": nothing). A passing message ("Model loaded in …") makes
+        way: it would be drawn over it."""
+        if text:
+            self.clearMessage()
         self._set_activity(text)
 
     def set_waiting(self, waiting: bool) -> None:

@@ -18,7 +18,13 @@ from PySide6.QtCore import QThread, QTimer
 from app.chat.parts import Attachment
 from app.documents.attach import attachment
 from app.ui.documents_controller import OPENING_TEXT, WAITING_TEXT
-from tests.ui.test_documents_ui import Opened, WordsEmbedder, _open_documents_page
+from tests.ui.test_documents_ui import (
+    Opened,
+    WordsEmbedder,
+    _grab,
+    _open_documents_page,
+    _shots,
+)
 from tests.workers.fake_engine import FakeLoader
 
 pytestmark = [
@@ -85,7 +91,7 @@ def test_the_library_opens_off_the_ui_thread_and_says_so(slow_app, tmp_path, doc
     app = slow_app
     slow = Slow()
 
-    def factory():
+    def factory(**_):
         slow.wait()
         return Opened(tmp_path / "index.sqlite3", WordsEmbedder())
 
@@ -112,7 +118,8 @@ def test_the_library_opens_off_the_ui_thread_and_says_so(slow_app, tmp_path, doc
     ticks.timer.stop()
 
 
-def test_an_attachment_is_read_off_the_ui_thread_while_its_chip_says_reading(slow_app, docs):
+def test_an_attachment_is_read_off_the_ui_thread_while_its_chip_says_reading(slow_app, docs,
+                                                                           tmp_path):
     app = slow_app
     slow = Slow()
 
@@ -131,6 +138,8 @@ def test_an_attachment_is_read_off_the_ui_thread_while_its_chip_says_reading(slo
     app.qtbot.waitUntil(lambda: ticks.count > before + 3, timeout=5000)
     assert tray.chip_names() == ["kettle.md · reading…"]
     assert app.window.status.activity_label.text() == "Reading kettle.md…"
+    app.window.resize(800, 600)
+    _grab(app, app.window, _shots(tmp_path) / "documents-reading-800x600.png")
     assert app.rows() == []  # the message goes once its file is read
     app.send("A second message meanwhile", wait=False)  # waits visibly: a sentence
     assert "kettle.md is still being read" in app.window.banner.text()
@@ -192,7 +201,7 @@ def test_a_message_sent_while_the_library_opens_is_answered_once_it_is_open(
     built.close()
     slow = Slow()
 
-    def factory():
+    def factory(**_):
         slow.wait()
         return Opened(tmp_path / "index.sqlite3", WordsEmbedder())
 
@@ -242,3 +251,29 @@ def test_the_real_library_opens_on_the_documents_thread_its_session_on_its_own(
     app.send("How often should the kettle be descaled?")  # embeds on the engine's turn
     reply = app.window.chat_view.message_widget(1)
     assert reply.sources.buttons[0].text().startswith("[1] kettle.md")
+
+
+def test_quitting_while_the_library_opens_stops_it_by_its_flag(slow_app, tmp_path):
+    app = slow_app
+    slow = Slow()
+    stopped = []
+    made = []
+
+    def factory(*, checkpoint):
+        slow.wait()
+        try:
+            checkpoint()  # as OpenLibrary does between the conversion's steps
+        except BaseException as exc:
+            stopped.append(type(exc).__name__)
+            raise
+        made.append(Opened(tmp_path / "index.sqlite3", WordsEmbedder()))
+        return made[-1]
+
+    documents = app.window.documents
+    documents.library_factory = factory
+    documents.open_library()
+    app.qtbot.waitUntil(slow.started.is_set, timeout=5000)
+    threading.Timer(0.2, slow.gate.set).start()
+    app.close()
+    assert not documents.jobs.running and not documents.is_open
+    assert stopped == ["JobCancelled"] and made == [] and slow.released == [True]

@@ -99,7 +99,7 @@ def docs_app(make_app, model_dir, tmp_path):
     app = make_app(FakeLoader(script=["Monthly", ", with citric acid."]))
     app.window.resize(900, 650)
     app.load(model_dir)
-    app.window.documents.library_factory = lambda: Opened(tmp_path / "index.sqlite3",
+    app.window.documents.library_factory = lambda **_: Opened(tmp_path / "index.sqlite3",
                                                           WordsEmbedder())
     return app
 
@@ -214,7 +214,7 @@ def test_cancel_stops_indexing_between_files(make_app, model_dir, docs, tmp_path
     app.load(model_dir)
     gate = threading.Event()
     embedder = WordsEmbedder(gate)
-    app.window.documents.library_factory = lambda: Opened(tmp_path / "i.sqlite3", embedder)
+    app.window.documents.library_factory = lambda **_: Opened(tmp_path / "i.sqlite3", embedder)
     _prefs, page = _open_documents_page(app)
     page.name_edit.setText("Slow")
     page.ask_files = lambda: sorted(docs.iterdir())
@@ -260,6 +260,18 @@ def test_the_chat_settings_and_the_composer_toggle_one_choice(docs_app, docs, tm
     assert documents.choices.get(conv) == {"Home", "Garden"}  # one stored fact
     listing.boxes["Garden"].click()
     assert documents.choices.get(conv) == {"Home"} and button.text() == "Libraries: 1 ▾"
+    app.window.resize(1200, 800)
+    app.window.panel_action.setChecked(True)
+    app.window.on_toggle_panel(True)
+    _grab(app, app.window, _shots(tmp_path) / "chat-settings-libraries-1200x800.png")
+    app.window.resize(800, 600)
+    app.window.panel_action.setChecked(True)
+    app.window.on_toggle_panel(True)  # View ▸ Chat settings at a narrow width
+    app.window.settings_panel.scroll.ensureWidgetVisible(listing)
+    reply = app.window.chat_view.message_widget(1)
+    app.qtbot.waitUntil(lambda: reply.sources.buttons[0].text().endswith("…"), timeout=3000)
+    assert reply.sources.buttons[0].line.startswith("[1] kettle.md")  # cut, not clipped
+    _grab(app, app.window, _shots(tmp_path) / "chat-settings-libraries-800x600.png")
     app.controller.new_conversation()
     assert listing.checked() == set() and button.text() == "Libraries: off ▾"
     app.controller.open_conversation(conv)
