@@ -208,11 +208,12 @@ class DocumentsController(QObject):
             then(opened.library)
 
     def _on_open_failed(self, sentence: str) -> None:
+        """The banner says why; a message that waited is answered without the libraries
+        (Send keeps working without them)."""
         self.opening = False
         self._when_open.clear()
-        self._waiting = None
-        self._show_activity()
         self.chat.bridge.error(sentence)
+        self._send_waiting()
 
     def libraries(self) -> list[dict]:
         """``{name, files, chunks, roots}`` of each library the user made (not the chats'
@@ -505,7 +506,8 @@ class DocumentsController(QObject):
         self._show_activity()
         if waiting is None or waiting != self.chat.current_id:
             return
-        self.apply_choice()  # the chat's own collection joins its retriever
+        if self._library is not None:
+            self.apply_choice()  # the chat's own collection joins its retriever
         self.chat.reply_to_last()
 
     # quit ----------------------------------------------------------------------------------

