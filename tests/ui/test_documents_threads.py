@@ -97,11 +97,13 @@ def test_the_library_opens_off_the_ui_thread_and_says_so(slow_app, tmp_path, doc
 
     app.window.documents.library_factory = factory
     ticks = Ticks()
-    _prefs, page = _open_documents_page(app)  # the page asks for the libraries
+    prefs, page = _open_documents_page(app)  # the page asks for the libraries
+    prefs.resize(800, 600)
     app.qtbot.waitUntil(slow.started.is_set, timeout=5000)
     before = ticks.count
     app.qtbot.waitUntil(lambda: ticks.count > before + 3, timeout=5000)  # events still run
     assert page.job_label.text() == OPENING_TEXT and page.job_bar.isVisible()
+    _grab(app, prefs, _shots(tmp_path) / "settings-documents-opening-800x600.png")
     assert app.window.status.activity_label.text() == OPENING_TEXT
     listing = app.window.libraries_list
     assert listing.note.text() == OPENING_TEXT

@@ -5,6 +5,7 @@ window responsive, its files fill the list as they come, and closing the dialog 
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -101,6 +102,12 @@ def test_the_scan_runs_off_the_ui_thread_and_the_list_fills_as_files_come(qtbot,
     before = len(ticks)
     qtbot.waitUntil(lambda: len(ticks) > before + 3, timeout=5000)  # the window runs
     assert dialog.summary.text() == "GGUF files found in Jan…" and not dialog.scanned
+    shots = os.environ.get("HEARTH_SCREENSHOTS")
+    if shots:  # to look at: the list while the scan goes on
+        Path(shots).mkdir(parents=True, exist_ok=True)
+        dialog.show()
+        qtbot.waitExposed(dialog)
+        dialog.grab().save(str(Path(shots) / "gguf-finder-scanning.png"))
     assert dialog.next_button.isEnabled() and dialog.list.currentRow() == 0
     assert not scanner.gate.is_set()
     scanner.gate.set()
