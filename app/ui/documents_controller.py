@@ -1,41 +1,63 @@
 """The documents side of the window (UI thread): libraries, the open chat's choice of them,
 attachments on a message, and the retriever the chat controller hands each turn.
 
+Nothing slow runs on the UI thread; each result comes back as a queued signal, and Qt state
+changes only here.
+
 - **Libraries** are the document index's collections (``DocumentLibrary``, opened on first
-  use by ``library_factory``: the starter embedder and onnxruntime are not loaded before
-  then). Indexing runs as a job on the ``hearth-documents`` job thread (files done / total
-  in ``index_progress``; ``cancel_indexing`` stops it between files, what was indexed stays
+  use by ``library_factory`` as the ``open-library`` job on the ``hearth-documents`` job
+  thread: converting the starter embedder the first time, then loading its ORT session,
+  which ``EmbeddingThread``'s ``hearth-embed`` thread builds and owns; every indexing job and
+  every turn's search embeds through that one thread). Until it is open ``libraries()`` is
+  empty, ``activity`` says "Opening the document library…", and what needs it waits
+  (``open_library(then)``). Indexing runs as a job on the same thread (files done / total in
+  ``index_progress``; ``cancel_indexing`` stops it between files, what was indexed stays
   whole).
-- **Per chat** the libraries searched are ``ChatLibrariesStore``'s; the unsent new chat keeps
-  its choice here until its first message creates the conversation.
-- **Attachments**: ``send(text, paths)`` reads each file (``app/documents/attach.py``): a
-  file that fits half the context left goes into the prompt whole; a larger one is indexed
-  into the chat's own collection first (a job), then the message goes out and passages are
-  picked per question.
+- **Per chat** the libraries searched are ``ChatLibrariesStore``'s; this controller is the
+  one owner of that choice (the composer's Libraries menu and the chat settings' list both
+  read ``choice()`` and write ``set_library_on``); the unsent new chat keeps its choice here
+  until its first message creates the conversation.
+- **Attachments**: ``send(text, paths)`` reads the files on the ``hearth-attachments`` job
+  thread (``read_attachments``; ``reading_changed`` names them meanwhile, so their chips say
+  "reading…"). Then a file that fits half the context left goes into the prompt whole; a
+  larger one is indexed into the chat's own collection first (a job), then the reply starts
+  and passages are picked per question. ``attachments_sent`` names the files that went;
+  ``send_refused`` gives back a message none of whose files could be read.
 - **The retriever**: ``ChatController.retriever`` is a ``LibraryRetriever`` over the chat's
-  libraries (and its own collection, when it has one), or None.
+  libraries (and its own collection, when it has one), or None. A message sent while the
+  library opens is stored at once and answered when it is open.
+- **Quit** (``shutdown``): flags stop both threads between files; a library opened too late
+  to be used is closed.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
-from app.documents.attach import chat_collection
+from app.documents.attach import AttachmentsRead, Reader, attachment, chat_collection
 from app.documents.selection import ChatLibrariesStore
 from app.errors import HearthError
-from app.jobs import Job, Progress
+from app.jobs import Job, JobCancelled, Progress
 from app.workers.job_worker import JobRunner
 
 if TYPE_CHECKING:
-    from app.chat.parts import Attachment
     from app.documents.library import DocumentLibrary
     from app.ui.controller import ChatController
 
 INDEX_JOB = "index-library"
+OPEN_JOB = "open-library"
+READ_JOB = "read-attachments"
+OPENING_TEXT = "Opening the document library…"
+WAITING_TEXT = "Opening the document library; the reply starts when it is open…"
+#: a quit waits this long for the documents thread: the embedder's one-time conversion
+#: stops at its next step (each takes seconds), an indexing job at its next file
+SHUTDOWN_WAIT_MS = 30_000
 
 
 class OpenedLibrary(Protocol):
@@ -47,27 +69,52 @@ class OpenedLibrary(Protocol):
     def close(self) -> None: ...
 
 
-LibraryFactory = Callable[[], OpenedLibrary]
+#: called on the documents thread with ``checkpoint=`` (the job's flag check, between steps)
+LibraryFactory = Callable[..., OpenedLibrary]
 
 
-def open_default_library() -> OpenedLibrary:
+def open_default_library(*, checkpoint: Callable[[], None] | None = None) -> OpenedLibrary:
     from app.documents.open import OpenLibrary
 
-    return OpenLibrary()
+    return OpenLibrary(checkpoint=checkpoint)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """A message whose files are being read: where it goes, and what it says."""
+
+    conversation: str | None
+    text: str
+    paths: tuple[Path, ...]
+
+
+def names_of(paths: Sequence[Path]) -> str:
+    return ", ".join(Path(p).name for p in paths)
 
 
 class DocumentsController(QObject):
     """Signals:
-    libraries_changed(): a library was made, indexed or removed.
+    libraries_changed(): the library opened, or a library was made, indexed or removed.
     index_progress(object Progress | None): the indexing job's progress; None: it ended.
     index_finished(str sentence): what the indexing did (files indexed, problems).
     choice_changed(object frozenset[str]): the open chat's libraries changed.
+    activity(str text): what runs in the background for documents now ("": nothing), e.g.
+        "Opening the document library…", "Reading manual.pdf…".
+    reading_changed(object tuple[Path, ...]): the files being read for the message going
+        out (empty: none).
+    attachments_sent(object tuple[Path, ...]): the message went out with these files.
+    send_refused(str text, object tuple[Path, ...]): none of the message's files could be
+        read (the sentences are in the banner): the message and its files go back.
     """
 
     libraries_changed = Signal()
     index_progress = Signal(object)
     index_finished = Signal(str)
     choice_changed = Signal(object)
+    activity = Signal(str)
+    reading_changed = Signal(object)
+    attachments_sent = Signal(object)
+    send_refused = Signal(str, object)
 
     def __init__(self, chat: ChatController, *, library_factory: LibraryFactory | None = None,
                  choices: ChatLibrariesStore | None = None,
@@ -76,38 +123,101 @@ class DocumentsController(QObject):
         self.chat = chat
         self.library_factory = library_factory or open_default_library
         self.choices = choices or ChatLibrariesStore()
+        #: reads one attached file on the attachments thread (tests give a slow one)
+        self.read_file: Reader = attachment
         self._library: DocumentLibrary | None = None
         self._opened: OpenedLibrary | None = None
+        self.opening = False  # the open-library job is queued or running
+        self._when_open: list[Callable[[DocumentLibrary], None]] = []
+        self._handoff = threading.Lock()  # the job thread → shutdown, for a late library
+        self._unclaimed: OpenedLibrary | None = None
+        self._closing = False
         self._pending: frozenset[str] = frozenset()
-        self._waiting: tuple[str, tuple] | None = None  # a message waiting for its files
+        self._waiting: str | None = None  # the chat whose message waits for the library
+        self._reading: _Reading | None = None
         self.indexing: str | None = None  # the library being indexed
-        self.jobs = JobRunner("hearth-documents", self)
+        self.jobs = JobRunner("hearth-documents", self)  # opening the library, indexing
         w = self.jobs.worker
         w.progress.connect(self.on_progress)
         w.finished.connect(self.on_finished)
         w.failed.connect(self.on_failed)
         w.cancelled.connect(self.on_cancelled)
         w.crashed.connect(chat.bridge.crash)
+        self.reader = JobRunner("hearth-attachments", self)  # reading attached files
+        r = self.reader.worker
+        r.finished.connect(self.on_read)
+        r.failed.connect(self.on_read_failed)
+        r.cancelled.connect(self.on_read_cancelled)
+        r.crashed.connect(chat.bridge.crash)
         chat.conversation_opened.connect(self.on_conversation_opened)
         chat.generating_changed.connect(self.on_generating_changed)
 
     # the library ---------------------------------------------------------------------------
 
+    @property
+    def is_open(self) -> bool:
+        return self._library is not None
+
     def library(self) -> DocumentLibrary | None:
-        """The document library, opened on first use (None: it cannot be; the banner says
-        why)."""
+        """The document library when it is open; None while it is not (this starts opening
+        it: ``libraries_changed`` says when it is, the banner says why it cannot be)."""
         if self._library is None:
-            try:
-                self._opened = self.library_factory()
-                self._library = self._opened.library
-            except HearthError as exc:
-                self.chat.bridge.report(exc)
-                return None
+            self.open_library()
         return self._library
+
+    def open_library(self, then: Callable[[DocumentLibrary], None] | None = None) -> None:
+        """Open the library off the UI thread (once); ``then(library)`` runs on this thread
+        when it is open (at once when it is already)."""
+        if self._library is not None:
+            if then is not None:
+                then(self._library)
+            return
+        if then is not None:
+            self._when_open.append(then)
+        if self.opening or self._closing:
+            return
+        factory = self.library_factory
+
+        def work(report, control):
+            report(Progress(None, OPENING_TEXT))
+            opened = factory(checkpoint=control.checkpoint)
+            with self._handoff:
+                if control.cancelled:  # the window is closing: nobody will use it
+                    opened.close()
+                    raise JobCancelled
+                self._unclaimed = opened
+            return opened
+
+        if self.jobs.submit(Job(OPEN_JOB, "Opening the document library", work)):
+            self.opening = True
+            self._show_activity()
+
+    def _on_opened(self, opened: OpenedLibrary) -> None:
+        self.opening = False
+        with self._handoff:
+            self._unclaimed = None
+        if self._closing:
+            opened.close()
+            return
+        self._opened, self._library = opened, opened.library
+        self._show_activity()
+        self.libraries_changed.emit()
+        self.apply_choice()
+        callbacks, self._when_open = self._when_open, []
+        for then in callbacks:
+            then(opened.library)
+
+    def _on_open_failed(self, sentence: str) -> None:
+        """The banner says why; a message that waited is answered without the libraries
+        (Send keeps working without them)."""
+        self.opening = False
+        self._when_open.clear()
+        self.chat.bridge.error(sentence)
+        self._send_waiting()
 
     def libraries(self) -> list[dict]:
         """``{name, files, chunks, roots}`` of each library the user made (not the chats'
-        own collections)."""
+        own collections); none while the library opens."""
         library = self.library()
         if library is None:
             return []
@@ -126,13 +236,14 @@ class DocumentsController(QObject):
         return self._submit(name, None)
 
     def _submit(self, name: str, paths: list[Path] | None) -> bool:
-        library = self.library()
-        if library is None:
-            return False
         if self.indexing is not None:
             self.chat.bridge.info(f"The library “{self.indexing}” is being indexed: wait "
                                   "for it, or cancel it.")
             return False
+        library = self._library
+        if library is None:  # indexed once it is open
+            self.open_library(lambda _library: self._submit(name, paths))
+            return not self._closing
 
         def work(report, control):
             if paths is None:
@@ -149,7 +260,7 @@ class DocumentsController(QObject):
         self.jobs.cancel(INDEX_JOB)
 
     def remove(self, name: str) -> bool:
-        library = self.library()
+        library = self._library
         if library is None or self.indexing == name:
             return False
         try:
@@ -163,11 +274,16 @@ class DocumentsController(QObject):
         self.apply_choice()
         return True
 
-    def on_progress(self, _job_id: str, progress: Progress) -> None:
-        self.index_progress.emit(progress)
+    def on_progress(self, job_id: str, progress: Progress) -> None:
+        if job_id != OPEN_JOB:
+            self.index_progress.emit(progress)
 
-    def on_finished(self, _job_id: str, report: Any) -> None:
+    def on_finished(self, job_id: str, result: Any) -> None:
+        if job_id == OPEN_JOB:
+            self._on_opened(result)
+            return
         self._end_job()
+        report = result
         files = len(report.indexed)
         sentence = (f"{report.collection}: {files:,} files indexed, "
                     f"{len(report.unchanged):,} unchanged, {len(report.removed):,} removed.")
@@ -176,12 +292,18 @@ class DocumentsController(QObject):
         self.index_finished.emit(sentence)
         self._send_waiting()
 
-    def on_failed(self, _job_id: str, sentence: str) -> None:
+    def on_failed(self, job_id: str, sentence: str) -> None:
+        if job_id == OPEN_JOB:
+            self._on_open_failed(sentence)
+            return
         self._end_job()
         self._waiting = None
         self.chat.bridge.error(sentence)
 
-    def on_cancelled(self, _job_id: str) -> None:
+    def on_cancelled(self, job_id: str) -> None:
+        if job_id == OPEN_JOB:
+            self.opening = False
+            return
         name = self._end_job()
         self._waiting = None
         self.index_finished.emit(f"Indexing {name} was cancelled; the files done so far "
@@ -193,6 +315,15 @@ class DocumentsController(QObject):
         self.libraries_changed.emit()
         return name
 
+    def _show_activity(self) -> None:
+        if self._reading is not None:
+            text = f"Reading {names_of(self._reading.paths)}…"
+        elif self.opening:
+            text = WAITING_TEXT if self._waiting is not None else OPENING_TEXT
+        else:
+            text = ""
+        self.activity.emit(text)
+
     # per chat ------------------------------------------------------------------------------
 
     def choice(self) -> frozenset[str]:
@@ -200,6 +331,8 @@ class DocumentsController(QObject):
         return self.choices.get(cid) if cid is not None else self._pending
 
     def set_library_on(self, name: str, on: bool) -> None:
+        if (name in self.choice()) == on:
+            return
         names = self.choice() | {name} if on else self.choice() - {name}
         cid = self.chat.current_id
         if cid is None:
@@ -216,13 +349,22 @@ class DocumentsController(QObject):
         self.choice_changed.emit(self.choice())
 
     def on_generating_changed(self, generating: bool) -> None:
+        if generating:
+            self._claim_pending()
+
+    def _claim_pending(self) -> None:
+        """The new chat's first message made the conversation: its choice goes with it."""
         cid = self.chat.current_id
-        if generating and cid is not None and self._pending and not self.choices.get(cid):
-            self.choices.set(cid, self._pending)  # the new chat's first message
+        if cid is not None and self._pending and not self.choices.get(cid):
+            self.choices.set(cid, self._pending)
             self._pending = frozenset()
 
+    def _needs_library(self) -> bool:
+        return bool(self.choice()) or self._has_large_attachments()
+
     def apply_choice(self) -> None:
-        """Point ``ChatController.retriever`` at the open chat's libraries (None: none)."""
+        """Point ``ChatController.retriever`` at the open chat's libraries (None: none, or
+        not yet: the library is opening, and this runs again when it is open)."""
         names = set(self.choice())
         cid = self.chat.current_id
         if names or self._has_large_attachments():
@@ -246,75 +388,141 @@ class DocumentsController(QObject):
         return any(isinstance(p, Attachment) and not p.text
                    for m in self.chat.chat_model.messages() for p in m.parts)
 
-    # attachments ---------------------------------------------------------------------------
+    # sending, with attachments -------------------------------------------------------------
 
-    def read_attachments(self, paths: Sequence[Path]) -> tuple[list[Attachment], list[Path]]:
-        """The parts for ``paths`` (and which of them must be indexed first); a file that
-        cannot be read is left out, with its sentence in the banner."""
-        from app.documents.attach import attachment
-        from app.documents.sections import DocumentError
+    @property
+    def reading(self) -> tuple[Path, ...]:
+        """The files being read for the message going out (empty: none)."""
+        return self._reading.paths if self._reading is not None else ()
 
+    def send(self, text: str, paths: Sequence[Path] = ()) -> bool:
+        """Send ``text`` with the files at ``paths`` attached (see the module's docstring).
+        True: it went out, or it goes once its files are read / the library is open."""
+        if self._reading is not None:
+            self.chat.bridge.info(f"{names_of(self._reading.paths)} is still being read; "
+                                  "send again when it is.")
+            return False
+        if paths:
+            return self._read(text, tuple(Path(p) for p in paths))
+        if self._needs_library() and self._library is None:
+            return self._send_when_open(text, AttachmentsRead())
+        return self.chat.send(text)
+
+    def _read(self, text: str, paths: tuple[Path, ...]) -> bool:
+        if self._closing:
+            return False
         info = self.chat.model_info
         context = info.context_length if info else 0
         used = sum(len(m.content) for m in self.chat.chat_model.messages()) // 4
-        parts: list[Attachment] = []
-        large: list[Path] = []
-        problems: list[str] = []
-        for path in paths:
-            try:
-                part = attachment(Path(path), context, used)
-            except (DocumentError, OSError) as exc:
-                problems.append(str(exc))
-                continue
-            parts.append(part)
-            if not part.text:
-                large.append(Path(path))
-        if problems:
-            self.chat.bridge.warning(" ".join(problems))
-        return parts, large
+        read = self.read_file
 
-    def send(self, text: str, paths: Sequence[Path] = ()) -> bool:
-        """Send ``text`` with the files at ``paths`` attached (see the module's docstring)."""
-        if not paths:
-            return self.chat.send(text)
-        parts, large = self.read_attachments(paths)
-        if not parts:
+        def work(_report, control):
+            from app.documents.attach import read_attachments
+
+            return read_attachments(paths, context, used, read=read,
+                                    checkpoint=control.checkpoint)
+
+        if not self.reader.submit(Job(READ_JOB, f"Reading {names_of(paths)}", work)):
             return False
-        if not large:
-            return self.chat.send(text, parts=tuple(parts))
-        if not self.chat.send(text, parts=tuple(parts), start=False):
+        self._reading = _Reading(self.chat.current_id, text, paths)
+        self.reading_changed.emit(paths)
+        self._show_activity()
+        return True
+
+    def _end_reading(self) -> _Reading | None:
+        reading, self._reading = self._reading, None
+        self.reading_changed.emit(())
+        self._show_activity()
+        return reading
+
+    def on_read(self, _job_id: str, found: AttachmentsRead) -> None:
+        reading = self._end_reading()
+        if reading is None or self._closing:
+            return
+        if found.problems:
+            self.chat.bridge.warning(" ".join(found.problems))
+        if not found.parts:
+            self.send_refused.emit(reading.text, reading.paths)
+            return
+        if reading.conversation != self.chat.current_id:
+            self.chat.bridge.info(f"The message with {names_of(reading.paths)} was not sent: "
+                                  "another chat was opened while its files were read.")
+            self.send_refused.emit(reading.text, reading.paths)
+            return
+        if self._send_parts(reading.text, found):
+            self.attachments_sent.emit(reading.paths)
+        else:
+            self.send_refused.emit(reading.text, reading.paths)
+
+    def on_read_failed(self, _job_id: str, sentence: str) -> None:
+        reading = self._end_reading()
+        self.chat.bridge.error(sentence)
+        if reading is not None and not self._closing:
+            self.send_refused.emit(reading.text, reading.paths)
+
+    def on_read_cancelled(self, _job_id: str) -> None:
+        self._end_reading()
+
+    def _send_parts(self, text: str, found: AttachmentsRead) -> bool:
+        parts = tuple(found.parts)
+        if not found.large and not (self._needs_library() and self._library is None):
+            return self.chat.send(text, parts=parts)
+        return self._send_when_open(text, found)
+
+    def _send_when_open(self, text: str, found: AttachmentsRead) -> bool:
+        """The message is stored now; its reply starts once the library is open (and the
+        large files are indexed into the chat's own collection)."""
+        if not self.chat.send(text, parts=tuple(found.parts), start=False):
             return False
+        self._claim_pending()
         cid = self.chat.current_id
         assert cid is not None
-        self._waiting = (cid, ())
-        library = self.library()
-        if library is None:
-            return False
+        self._waiting = cid
+        large = list(found.large)
+        self.open_library(lambda library: self._index_then_reply(library, cid, large))
+        self._show_activity()
+        return True
+
+    def _index_then_reply(self, library: DocumentLibrary, cid: str, large: list[Path]) -> None:
+        if not large:
+            self._send_waiting()
+            return
         name = chat_collection(cid)
 
         def work(report, control):
             return library.add(large, name, report=report, control=control)
 
-        if not self.jobs.submit(Job(INDEX_JOB, f"Reading {large[0].name}", work)):
+        if self.indexing is not None or not self.jobs.submit(
+                Job(INDEX_JOB, f"Reading {large[0].name}", work)):
             self._waiting = None
-            return False
+            self.chat.bridge.info(f"{names_of(large)} can be searched once the library "
+                                  f"“{self.indexing}” is indexed; then ask again.")
+            return
         self.indexing = name
-        self.index_progress.emit(Progress(None, f"Reading {', '.join(p.name for p in large)}…"))
-        return True
+        self.index_progress.emit(Progress(None, f"Reading {names_of(large)}…"))
 
     def _send_waiting(self) -> None:
         waiting, self._waiting = self._waiting, None
-        if waiting is None or waiting[0] != self.chat.current_id:
+        self._show_activity()
+        if waiting is None or waiting != self.chat.current_id:
             return
-        self.apply_choice()  # the chat's own collection joins its retriever
+        if self._library is not None:
+            self.apply_choice()  # the chat's own collection joins its retriever
         self.chat.reply_to_last()
 
     # quit ----------------------------------------------------------------------------------
 
     def shutdown(self) -> bool:
-        done = self.jobs.shutdown()
+        """Stop both threads (flags: they stop between files), then close the library."""
+        self._closing = True
+        self._reading, self._waiting = None, None
+        self._when_open.clear()
+        read = self.reader.shutdown()
+        done = self.jobs.shutdown(SHUTDOWN_WAIT_MS)
+        with self._handoff:
+            late, self._unclaimed = self._unclaimed, None
         opened, self._opened, self._library = self._opened, None, None
         self.chat.retriever = None
-        if opened is not None:
-            opened.close()
-        return done
+        for resources in {id(x): x for x in (opened, late) if x is not None}.values():
+            resources.close()
+        return done and read

@@ -1,6 +1,8 @@
 """Settings ▸ Documents: the libraries (named collections of files and folders), each with
 its files and chunks; make one from files or a folder, add more, re-index, remove. Indexing
-runs as a job: its row shows files done / total, and Cancel stops it."""
+runs as a job: its row shows files done / total, and Cancel stops it. The first time, the
+library opens in the background ("Opening the document library…"); the list fills when
+it is open."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from PySide6.QtWidgets import (
 
 from app.jobs import Progress
 from app.ui.attachment_tray import DOCUMENT_FILTER
-from app.ui.documents_controller import DocumentsController
+from app.ui.documents_controller import OPENING_TEXT, DocumentsController
 
 ROLE_NAME = Qt.ItemDataRole.UserRole + 1
 
@@ -49,8 +51,8 @@ class DocumentsPage(QWidget):
         self.cancel_button = QPushButton("Cancel", self)
         self.cancel_button.setAccessibleName("Cancel indexing")
         self.note = QLabel("A chat searches the libraries switched on in the composer's "
-                           "Libraries menu; the passages it used are listed under the reply.",
-                           self)
+                           "Libraries menu or in its chat settings; the passages it used are "
+                           "listed under the reply.", self)
         self.note.setWordWrap(True)
         self.note.setEnabled(False)
 
@@ -82,7 +84,16 @@ class DocumentsPage(QWidget):
         documents.libraries_changed.connect(self.refresh)
         documents.index_progress.connect(self.on_progress)
         documents.index_finished.connect(self.job_label.setText)
+        documents.activity.connect(self.on_activity)
         self.on_progress(None)
+        self.on_activity()
+        if documents.is_open:
+            self.refresh()
+
+    def showEvent(self, event) -> None:
+        """The tab shown: its libraries (the first time, this opens the library; the
+        Settings window opened for another tab does not)."""
+        super().showEvent(event)
         self.refresh()
 
     def refresh(self) -> None:
@@ -136,6 +147,17 @@ class DocumentsPage(QWidget):
         name = self.selected()
         if name:
             self.documents.remove(name)
+
+    def on_activity(self, *_: object) -> None:
+        """"Opening the document library…" while it opens (the buttons wait for it)."""
+        opening = self.documents.opening
+        if opening:
+            self.job_label.setText(OPENING_TEXT)
+        elif self.job_label.text() == OPENING_TEXT:
+            self.job_label.setText("")
+        self.job_bar.setVisible(opening or self.documents.indexing is not None)
+        if opening:
+            self.job_bar.setRange(0, 0)
 
     def on_progress(self, progress: Progress | None) -> None:
         running = progress is not None

@@ -2,8 +2,10 @@
 will get, and the precision to convert at, each with a sentence and the size it would take.
 
 ``GGUFFinderDialog`` comes first: it lists the GGUFs that LM Studio, Ollama, GPT4All and Jan
-keep (``app.models.gguf.locations``, a bounded scan) and its Browse… opens the file picker in
-the first of those apps' folders that exists, not in the working folder.
+keep (``app.models.gguf.locations``, a bounded scan run off the UI thread by
+``app.workers.gguf_scan``: the list fills as files are found, and closing the dialog stops
+the scan) and its Browse… opens the file picker in the first of those apps' folders that
+exists, not in the working folder.
 
 The import dialog reads only the header (``preview_gguf``, ~50 ms even for a 150k-token
 vocabulary) and converts nothing: Import emits ``import_requested`` and the
@@ -13,6 +15,7 @@ A file the converter would refuse shows the converter's sentence here and cannot
 
 from __future__ import annotations
 
+import bisect
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -32,13 +35,15 @@ from PySide6.QtWidgets import (
 )
 
 from app.errors import HearthError
-from app.models.gguf.locations import FoundGGUF, existing_folders, scan
+from app.models.gguf.locations import FoundGGUF, sort_key
 from app.models.gguf.preview import PRECISION_HELP, GGUFPreview, preview_gguf
 from app.models.gguf.weights import PRECISIONS
 from app.settings import Settings
 from app.ui.file_folders import remember, start_folder
 from app.units import format_bytes, format_parameters
+from app.workers.gguf_scan import GGUFScan, Scanner
 
+SCANNING_TEXT = "Looking for GGUF files in the folders of LM Studio, Ollama, GPT4All and Jan…"
 PRECISION_LABELS = {"native": "Native", "int4": "int4", "fp16": "fp16", "fp32": "fp32"}
 
 
@@ -160,40 +165,30 @@ class GGUFImportDialog(QDialog):
 class GGUFFinderDialog(QDialog):
     """The GGUFs other apps keep, to pick one from, and Browse… for any other file.
 
-    ``chosen`` is the picked path ("" until one is picked)."""
+    ``chosen`` is the picked path ("" until one is picked); ``scanned`` turns True when the
+    scan has ended. ``scanner`` (tests) replaces ``locations.scan_iter``."""
 
     def __init__(self, parent: QWidget | None = None, *, home: Path | None = None,
-                 settings: Settings | None = None) -> None:
+                 settings: Settings | None = None, scanner: Scanner | None = None) -> None:
         super().__init__(parent)
         self.settings = settings
         self.setWindowTitle("Import a GGUF file")
         self.setAccessibleName("Import a GGUF file")
         self.home = home
         self.chosen = ""
-        self.found: list[FoundGGUF] = scan(home)
-        folders = existing_folders(home)
-        app_folder = str(folders[0][1]) if folders else ""
-        # the last GGUF's folder, else the first app folder, else Downloads
-        self.start_folder = (start_folder(settings, "gguf", app_folder) if settings is not None
-                             else app_folder)
+        self.found: list[FoundGGUF] = []
+        self.folders: list[tuple[str, Path]] = []
+        self.scanned = False
+        # the last GGUF's folder, else (once the scan says) the first app folder, else
+        # Downloads
+        self.start_folder = start_folder(settings, "gguf", "") if settings is not None else ""
         layout = QVBoxLayout(self)
-        apps = sorted({app for app, _ in folders})
-        if self.found:
-            text = f"GGUF files found in {', '.join(sorted({f.app for f in self.found}))}:"
-        elif apps:
-            text = f"No GGUF files found in the folders of {', '.join(apps)}."
-        else:
-            text = "No LM Studio, Ollama, GPT4All or Jan models folder was found."
-        self.summary = QLabel(text, self)
+        self.summary = QLabel(SCANNING_TEXT, self)
         self.summary.setWordWrap(True)
         layout.addWidget(self.summary)
         self.list = QListWidget(self)
         self.list.setAccessibleName("GGUF files found")
-        for f in self.found:
-            item = QListWidgetItem(f"{f.name} · {f.app} · {format_bytes(f.size)}", self.list)
-            item.setData(Qt.ItemDataRole.UserRole, str(f.path))
-            item.setToolTip(str(f.path))
-        self.list.setVisible(bool(self.found))
+        self.list.hide()
         self.list.itemDoubleClicked.connect(lambda _item: self.on_next())
         layout.addWidget(self.list)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel, self)
@@ -201,14 +196,61 @@ class GGUFFinderDialog(QDialog):
             "Browse…", QDialogButtonBox.ButtonRole.ActionRole)
         self.next_button = self.buttons.addButton(
             "Next", QDialogButtonBox.ButtonRole.AcceptRole)
-        self.next_button.setEnabled(bool(self.found))
-        if self.found:
-            self.list.setCurrentRow(0)
+        self.next_button.setEnabled(False)
         self.browse_button.clicked.connect(self.on_browse)
         self.next_button.clicked.connect(self.on_next)
         self.buttons.rejected.connect(self.reject)
         layout.addWidget(self.buttons)
         self.setMinimumWidth(520)
+        self.scan = GGUFScan(home, scanner=scanner)
+        self.scan.folders.connect(self.on_folders)
+        self.scan.found.connect(self.on_found)
+        self.scan.finished.connect(self.on_scanned)
+        self.scan.start()
+
+    # the scan's results (queued to this thread) -------------------------------------------
+
+    def on_folders(self, folders: object) -> None:
+        self.folders = list(folders)  # type: ignore[call-overload]
+        app_folder = str(self.folders[0][1]) if self.folders else ""
+        if self.settings is not None:
+            self.start_folder = start_folder(self.settings, "gguf", app_folder)
+        else:
+            self.start_folder = app_folder
+
+    def on_found(self, item: FoundGGUF) -> None:
+        """One more file: in its place (by app and name), the first one selected."""
+        row = bisect.bisect([sort_key(f) for f in self.found], sort_key(item))
+        self.found.insert(row, item)
+        entry = QListWidgetItem(f"{item.name} · {item.app} · {format_bytes(item.size)}")
+        entry.setData(Qt.ItemDataRole.UserRole, str(item.path))
+        entry.setToolTip(str(item.path))
+        self.list.insertItem(row, entry)
+        self.list.show()
+        if self.list.currentItem() is None:
+            self.list.setCurrentRow(0)
+        self.next_button.setEnabled(True)
+        apps = ", ".join(sorted({f.app for f in self.found}))
+        self.summary.setText(f"GGUF files found in {apps}" + (":" if self.scanned else "…"))
+
+    def on_scanned(self, _stopped: bool) -> None:
+        self.scanned = True
+        apps = sorted({app for app, _ in self.folders})
+        if self.found:
+            text = f"GGUF files found in {', '.join(sorted({f.app for f in self.found}))}:"
+        elif apps:
+            text = f"No GGUF files found in the folders of {', '.join(apps)}."
+        else:
+            text = "No LM Studio, Ollama, GPT4All or Jan models folder was found."
+        self.summary.setText(text)
+
+    def done(self, result: int) -> None:
+        self.scan.stop()  # a flag: the scan ends at its next entry
+        super().done(result)
+
+    def closeEvent(self, event) -> None:
+        self.scan.stop()
+        super().closeEvent(event)
 
     def on_next(self) -> None:
         item = self.list.currentItem()

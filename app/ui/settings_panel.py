@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
+    QFrame,
     QLabel,
     QPlainTextEdit,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -137,16 +139,43 @@ class SettingsPanel(QWidget):
             "Set this chat's sampling settings back to what the model suggests."
         )
         self.reset_button.clicked.connect(self.on_reset)
+        # the settings and the sections below them scroll: at 800x600 they are taller than
+        # the window
+        content = QWidget(self)
+        content.setObjectName("chatSettingsContent")
+        inner = QVBoxLayout(content)
+        inner.setContentsMargins(0, 0, 0, 0)
+        inner.addLayout(form)
+        inner.addWidget(self.reset_button)
+        inner.addStretch(1)
+        self._layout = inner
+        self.scroll = QScrollArea(self)
+        self.scroll.setObjectName("chatSettingsScroll")
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(content)
+        self.content = content
         layout = QVBoxLayout(self)
         title = QLabel("<b>Chat settings</b>", self)
         layout.addWidget(title)
-        layout.addLayout(form)
-        layout.addWidget(self.reset_button)
-        layout.addStretch(1)
+        layout.addWidget(self.scroll, 1)
+        self._fit_width()
         self._prompt_timer = QTimer(self)
         self._prompt_timer.setSingleShot(True)
         self._prompt_timer.setInterval(400)
         self._prompt_timer.timeout.connect(self.on_edited)
+
+    def add_section(self, widget: QWidget) -> None:
+        """A section below the settings, e.g. the chat's document libraries (its owner
+        keeps it up to date; ``changed`` does not carry it)."""
+        self._layout.insertWidget(self._layout.count() - 1, widget)
+        self._fit_width()
+
+    def _fit_width(self) -> None:
+        """The panel is never narrower than its content (it scrolls only up and down)."""
+        bar = self.scroll.verticalScrollBar().sizeHint().width()
+        self.scroll.setMinimumWidth(self.content.minimumSizeHint().width() + bar)
 
     def _make_editor(self, setting: Setting) -> QWidget:
         if setting.key == "system_prompt":

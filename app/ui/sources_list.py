@@ -3,14 +3,15 @@ one shows the whole passage with "Open file"."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QUrl, Signal
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtCore import QSize, Qt, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QResizeEvent
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QLabel,
     QPlainTextEdit,
     QPushButton,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -28,6 +29,27 @@ def source_line(number: int, source: Source) -> str:
     return f"[{number}] {source.document}{where} — {snippet}"
 
 
+class SourceButton(QPushButton):
+    """A source's line, cut with "…" to the reply's width (a narrow window never clips
+    it; the whole line is ``line`` and in the tooltip)."""
+
+    PADDING_PX = 8
+
+    def __init__(self, line: str, parent: QWidget | None = None) -> None:
+        super().__init__(line, parent)
+        self.line = line
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(0, super().minimumSizeHint().height())
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        width = max(0, event.size().width() - self.PADDING_PX)
+        self.setText(self.fontMetrics().elidedText(self.line, Qt.TextElideMode.ElideRight,
+                                                   width))
+
+
 class SourcesList(QWidget):
     """Signals: source_clicked(Source)."""
 
@@ -37,7 +59,7 @@ class SourcesList(QWidget):
         super().__init__(parent)
         self.setObjectName("sourcesList")
         self.sources: tuple[Source, ...] = ()
-        self.buttons: list[QPushButton] = []
+        self.buttons: list[SourceButton] = []
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(0, 4, 0, 0)
         self._layout.setSpacing(0)
@@ -55,18 +77,20 @@ class SourcesList(QWidget):
             button.deleteLater()
         self.buttons = []
         for number, source in enumerate(sources, 1):
-            button = QPushButton(source_line(number, source), self)
+            line = source_line(number, source)
+            button = SourceButton(line, self)
             button.setObjectName("sourceButton")
             button.setFlat(True)
             button.setStyleSheet("text-align: left; padding: 1px 2px;")
-            button.setToolTip(source.path or source.document)
+            button.setToolTip(f"{line}\n{source.path or source.document}")
+            button.setAccessibleName(line)
             button.clicked.connect(lambda _=False, s=source: self.source_clicked.emit(s))
             self._layout.addWidget(button)
             self.buttons.append(button)
         self.setVisible(bool(sources))
 
     def plain_text(self) -> str:
-        return "\n".join(["Sources", *(b.text() for b in self.buttons)]) if self.sources else ""
+        return "\n".join(["Sources", *(b.line for b in self.buttons)]) if self.sources else ""
 
 
 class PassageDialog(QDialog):

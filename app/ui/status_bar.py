@@ -1,7 +1,8 @@
 """Status bar: model, execution provider (why, on hover), speed, TTFT, context used / max,
 and after a reply that speculated, how many guesses were accepted and how many model steps
 that saved (what it means, on hover); while a long prompt is read, how far; while the model
-loads, that a message waits for it; while chats are imported, how far, with a Cancel
+loads, that a message waits for it; while the document library opens or attached files are
+read, that; while chats are imported, how far, with a Cancel
 button; while the Local server runs, its address and how many requests it is serving (a
 click opens its settings)."""
 
@@ -137,6 +138,14 @@ class ChatStatusBar(QStatusBar):
     def set_prefill(self, done: int, total: int) -> None:
         """Show how much of a long prompt the model has read; (0, 0) hides it."""
         self._set_activity(reading_text(done, total) if total else "")
+
+    def set_documents(self, text: str) -> None:
+        """What runs in the background for documents ("Opening the document library…",
+        "Reading manual.pdf…"; "": nothing). A passing message ("Model loaded in …") makes
+        way: it would be drawn over it."""
+        if text:
+            self.clearMessage()
+        self._set_activity(text)
 
     def set_waiting(self, waiting: bool) -> None:
         """A message waits for the model to finish loading."""

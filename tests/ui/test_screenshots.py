@@ -132,8 +132,8 @@ def test_screenshots_reply_with_thinking_light_and_dark(make_app, model_dir, tmp
 
 def test_the_chat_settings_panel_fits_an_800x600_window(app, tmp_path):
     """Opened beside a chat, the panel wraps its rows (each field under its label) instead
-    of widening the window past an 800 px screen; the chat's Send button and the panel's
-    last button stay inside the window."""
+    of widening the window past an 800 px screen; the chat's Send button stays inside the
+    window, and each of the panel's parts comes into it when scrolled to."""
     window = app.window
     window.resize(800, 600)
     if not window.panel_action.isChecked():
@@ -143,11 +143,17 @@ def test_the_chat_settings_panel_fits_an_800x600_window(app, tmp_path):
     assert (image.width(), image.height()) == (800, 600)
     assert window.minimumSizeHint().width() <= 800
     panel = window.settings_panel
+    # the panel scrolls up and down (its settings and the Libraries list are taller than
+    # 600 px): each of its parts comes into the window when scrolled to, never sideways
     for widget in (window.composer.button, panel.reset_button,
-                   panel.editors["system_prompt"]):
+                   panel.editors["system_prompt"], window.libraries_list):
         assert widget.isVisible()
+        if widget is not window.composer.button:
+            panel.scroll.ensureWidgetVisible(widget)
+            app.qtbot.wait(20)
         box = widget.rect().translated(widget.mapTo(window, widget.rect().topLeft()))
         assert window.rect().contains(box), widget.accessibleName()
+    assert panel.scroll.horizontalScrollBar().maximum() == 0
     # the system prompt box spans the panel (it is not squeezed beside its label)
     assert panel.editors["system_prompt"].width() > panel.width() * 0.8
 

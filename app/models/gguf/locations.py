@@ -4,7 +4,9 @@ LM Studio (``~/.lmstudio/models``, older ``~/.cache/lm-studio/models``), Ollama
 (``~/.ollama/models``: content-addressed blobs named by its manifests), GPT4All (its data
 folder ``nomic.ai/GPT4All``) and Jan (``~/jan/models``, or ``data/models`` in its data or
 config folder). The scan is bounded in depth, in files and in time, and never follows a
-folder link, so a huge or looping tree cannot hang the import dialog.
+folder link, so a huge or looping tree cannot run for ever. ``scan_iter`` yields each file
+as it is found and checks ``stop`` between entries (the import dialog runs it off the UI
+thread: app/workers/gguf_scan.py); ``scan`` is the sorted list.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,28 +65,51 @@ def scan(
     time_budget_s: float = TIME_BUDGET_S,
 ) -> list[FoundGGUF]:
     """The GGUF files in the apps' folders, sorted by app and name (bounded: see module)."""
+    found = scan_iter(home, max_depth=max_depth, max_files=max_files,
+                      time_budget_s=time_budget_s)
+    return sorted(found, key=sort_key)
+
+
+def sort_key(found: FoundGGUF) -> tuple[str, str]:
+    return (found.app, found.name.lower())
+
+
+def scan_iter(
+    home: Path | None = None,
+    *,
+    max_depth: int = MAX_DEPTH,
+    max_files: int = MAX_FILES,
+    time_budget_s: float = TIME_BUDGET_S,
+    stop: Callable[[], bool] | None = None,
+) -> Iterator[FoundGGUF]:
+    """Each GGUF file in the apps' folders as it is found (once, by its real path)."""
     deadline = time.monotonic() + time_budget_s
-    found: list[FoundGGUF] = []
+    stopped = stop or (lambda: False)
+
+    def over() -> bool:
+        return time.monotonic() > deadline or stopped()
+
+    count = 0
     seen: set[Path] = set()
     for app, folder in existing_folders(home):
         walk = app != "Ollama"
-        items = _walk(app, folder, max_depth, deadline) if walk else _ollama(folder)
+        items = _walk(app, folder, max_depth, over) if walk else _ollama(folder, over)
         for item in items:
             key = item.path.resolve()
             if key not in seen:
                 seen.add(key)
-                found.append(item)
-            if len(found) >= max_files or time.monotonic() > deadline:
-                break
-        if len(found) >= max_files or time.monotonic() > deadline:
-            break
-    return sorted(found, key=lambda f: (f.app, f.name.lower()))
+                count += 1
+                yield item
+            if count >= max_files or over():
+                return
+        if over():
+            return
 
 
-def _walk(app: str, root: Path, max_depth: int, deadline: float) -> list[FoundGGUF]:
-    out: list[FoundGGUF] = []
+def _walk(app: str, root: Path, max_depth: int, over: Callable[[], bool],
+          ) -> Iterator[FoundGGUF]:
     stack = [(root, 0)]
-    while stack and time.monotonic() <= deadline:
+    while stack and not over():
         folder, depth = stack.pop()
         try:
             entries = list(os.scandir(folder))
@@ -96,10 +122,9 @@ def _walk(app: str, root: Path, max_depth: int, deadline: float) -> list[FoundGG
                         stack.append((Path(entry.path), depth + 1))
                 elif _is_chat_gguf(entry.name) and entry.is_file():
                     size = entry.stat().st_size
-                    out.append(FoundGGUF(app, entry.name, Path(entry.path), size))
+                    yield FoundGGUF(app, entry.name, Path(entry.path), size)
             except OSError:
                 continue
-    return out
 
 
 def _is_chat_gguf(name: str) -> bool:
@@ -108,14 +133,15 @@ def _is_chat_gguf(name: str) -> bool:
     return lower.endswith(".gguf") and not lower.startswith("mmproj")
 
 
-def _ollama(root: Path) -> list[FoundGGUF]:
+def _ollama(root: Path, over: Callable[[], bool]) -> Iterator[FoundGGUF]:
     """Ollama's models: each manifest (``manifests/<registry>/<ns>/<model>/<tag>``) names
     its weights layer by digest; the blob ``blobs/sha256-<hex>`` is the GGUF itself."""
-    out: list[FoundGGUF] = []
     manifests = root / "manifests"
     if not manifests.is_dir():
-        return out
+        return
     for manifest in manifests.glob("*/*/*/*"):
+        if over():
+            return
         try:
             doc = json.loads(manifest.read_text(encoding="utf-8"))
             layers = doc.get("layers", []) if isinstance(doc, dict) else []
@@ -131,7 +157,7 @@ def _ollama(root: Path) -> list[FoundGGUF]:
                 if fh.read(4) != GGUF_MAGIC:
                     continue
             model, tag = manifest.parent.name, manifest.name
-            out.append(FoundGGUF("Ollama", f"{model}:{tag}", blob, blob.stat().st_size))
+            found = FoundGGUF("Ollama", f"{model}:{tag}", blob, blob.stat().st_size)
         except (OSError, ValueError):
             continue
-    return out
+        yield found
