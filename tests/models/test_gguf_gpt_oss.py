@@ -71,6 +71,21 @@ def test_mxfp4_blocks_carry_over_bit_for_bit():
     assert np.array_equal(experts.float32(), want.reshape(4, n // 4, k))
 
 
+def test_mxfp4_check_runs_by_rows_and_catches_a_wrong_code(monkeypatch):
+    """The bit-for-bit check walks a tensor of all experts a slice of rows at a time (no
+    float32 copy of the whole tensor) and still flags a block that does not give back the
+    file's values."""
+    rng = np.random.default_rng(1)
+    n, k = 50, 128
+    raw = random_mxfp4(rng, n, k)
+    monkeypatch.setattr(quant, "CHECK_ROWS", 7)
+    assert quant.to_nbits(raw, Q.MXFP4, n, k).exact
+    wrong = quant._MXFP4_CODES.copy()
+    wrong[7] += 1  # code 7 (+6.0) read as 13 instead of 12
+    monkeypatch.setattr(quant, "_MXFP4_CODES", wrong)
+    assert not quant.to_nbits(raw, Q.MXFP4, n, k).exact
+
+
 def test_reads_the_params(tmp_path):
     write_tiny_gpt_oss(tmp_path / "m.gguf")
     p = GGUFFile(tmp_path / "m.gguf").params
@@ -194,3 +209,42 @@ def test_harmony_package(tmp_path):
     # o200k's splits (llama.cpp's "gpt-4o"): digits in threes, contractions of any case
     pieces = [p for p, _ in tok.pre_tokenizer.pre_tokenize_str("12345 HELLOworld it'S")]
     assert pieces == ["123", "45", "ĠHELLOworld", "Ġit'S"]
+
+
+def test_engine_chats_with_the_converted_model(tmp_path):
+    """Hearth's engine loads the converted folder and its greedy reply to a chat, rendered
+    through the GGUF's template in the sandbox, is the reference's greedy continuation of the
+    same prompt."""
+    from app.engine.engine import Engine
+    from app.engine.types import GenerationSettings, Message, SamplingSettings
+
+    src = tmp_path / "m.gguf"
+    weights = write_tiny_gpt_oss(src, qtype=Q.F32, seed=4)
+    dest = convert_gguf(src, tmp_path / "model", precision="fp32")
+    engine = Engine.load(dest, provider="cpu", threads=1, huge_pages=False)
+    settings = GenerationSettings(sampling=SamplingSettings(temperature=0.0), max_new_tokens=10)
+    history = [Message("user", "the cat sat")]
+    got = [c.token_id for c in engine.chat(history, settings) if c.token_id is not None]
+    tokens = GGUFFile(src).get("tokenizer.ggml.tokens")
+    prompt = engine.tokenizer.encode(
+        "<|start|>user<|message|>the cat sat<|end|><|start|>assistant", add_special_tokens=False
+    )
+    assert prompt[0] == tokens.index("<|start|>")
+    want = ref.greedy(weights, CONFIG, prompt, 10)
+    assert not {tokens.index("<|return|>"), tokens.index("<|call|>")} & set(want)
+    assert got == want
+
+
+def test_the_engine_knows_qmoe_rounds_its_activations(tmp_path):
+    """A graph whose only quantized weights are QMoE experts (int8 activations) counts as
+    quantized, so greedy speculation verifies with zero tolerance, as for MatMulNBits."""
+    from app.engine.engine import Engine
+
+    src = tmp_path / "m.gguf"
+    write_tiny_gpt_oss(src, qtype=Q.F32)
+    dest = convert_gguf(src, tmp_path / "model")
+    ops = {n.op_type for n in onnx.load(str(dest / "model.onnx"), load_external_data=False)
+           .graph.node}
+    assert "QMoE" in ops and "MatMulNBits" not in ops
+    engine = Engine.load(dest, provider="cpu", threads=1, huge_pages=False)
+    assert engine.decoder.graph.quantized_matmuls

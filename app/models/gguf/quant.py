@@ -92,6 +92,9 @@ GATHER_TYPES = (Q.Q4_0, Q.Q5_0, Q.Q8_0, Q.Q6_K, *SIGNED_TYPES)
 QK_K = 256
 # e2m1 values doubled, by 4-bit code (ggml's ``kvalues_mxfp4``): sign, 2-bit exponent, mantissa
 MXFP4_DOUBLED = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], np.int16)
+_MXFP4_CODES = (MXFP4_DOUBLED + 128).astype(np.uint8)  # as 8-bit codes, zero point 128
+# rows per slice when a whole expert tensor is checked (gpt-oss-20b: 92,160 rows of 2,880)
+CHECK_ROWS = 4096
 # (bits of the MatMulNBits form, its block size) of each symmetric type
 _SIGNED_FORM = {
     Q.Q3_K: (4, 16), Q.IQ4_NL: (8, 32), Q.IQ4_XS: (8, 32), Q.IQ2_XXS: (8, 32),
@@ -330,12 +333,10 @@ def to_nbits(
     if qtype == Q.MXFP4:  # the codes straight from the nibbles (no w/s: the scale may be huge)
         qs = blocks[:, 1:]
         nibbles = np.concatenate([qs & 0x0F, qs >> 4], axis=1)  # element j and j+16
-        q8 = (MXFP4_DOUBLED[nibbles] + 128).astype(np.uint8)
+        q8 = _MXFP4_CODES[nibbles]
         d = _e8m0_half(blocks[:, 0])
-        return _checked(
-            NBitsWeight(8, 32, n, k, q8.reshape(n, k // 32, 32), d.reshape(n, -1), None),
-            dequantize(raw, qtype, n, k),
-        )
+        w = NBitsWeight(8, 32, n, k, q8.reshape(n, k // 32, 32), d.reshape(n, -1), None)
+        return _checked_by_rows(w, raw, qtype)
     if qtype == Q.Q4_0:
         d = _fp16(blocks[:, :2])
         qs = blocks[:, 2:]
@@ -396,6 +397,22 @@ def to_nbits(
 def _checked(w: NBitsWeight, want: np.ndarray) -> NBitsWeight:
     """``w`` marked inexact unless it gives back ``want`` (the GGUF's values) bit for bit."""
     w.exact = bool(np.array_equal(w.dequantize().reshape(want.shape), want))
+    return w
+
+
+def _checked_by_rows(w: NBitsWeight, raw: np.ndarray, qtype: Q) -> NBitsWeight:
+    """``_checked`` a slice of rows at a time, against the gguf package's dequantization of
+    the same rows: a tensor of all experts would otherwise need several float32 copies."""
+    rows = np.ascontiguousarray(raw).view(np.uint8).reshape(w.n, -1)
+    kb = w.k // w.block_size
+    w.exact = True
+    for r0 in range(0, w.n, CHECK_ROWS):
+        r1 = min(w.n, r0 + CHECK_ROWS)
+        part = NBitsWeight(w.bits, w.block_size, r1 - r0, w.k, w.packed[r0:r1],
+                           w.scales[r0:r1].reshape(-1, kb), None)
+        if not np.array_equal(part.dequantize(), dequantize(rows[r0:r1], qtype, r1 - r0, w.k)):
+            w.exact = False
+            break
     return w
 
 
