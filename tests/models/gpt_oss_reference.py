@@ -2,7 +2,8 @@
 
 Per layer: RMSNorm (``attn_norm``) → q/k/v with biases → NeoX rotary with YaRN (ggml's
 ``rope_yarn``: per-dimension angles blended between extrapolated and interpolated ones over
-the correction range, cos/sin times ``1 + 0.1·ln(factor)``) → attention with one learned sink
+the correction range, not rounded as gpt-oss's config says, cos/sin times
+``1 + 0.1·ln(factor)``) → attention with one learned sink
 logit per head in each softmax's denominator, a sliding window on even layers → ``o`` with
 bias → residual → RMSNorm (``attn_post_norm``) → router (``ffn_gate_inp`` with bias), the
 top-k experts by logit weighted by the softmax over just those, each expert
@@ -15,7 +16,7 @@ name as ``gguf.quants.dequantize`` gives them (experts [E, N, K]).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,12 +37,12 @@ class GptOssConfig:
     yarn_original_context: int = 0
     beta_fast: float = 32.0
     beta_slow: float = 1.0
+    yarn_truncate: bool = False  # gpt-oss's config: the correction range is not rounded
     sinks: bool = True
     swiglu_limit: float = 7.0
     swiglu_alpha: float = 1.702
     up_offset: float = 1.0  # the "+1" on the clamped up projection
     local_layers: tuple[int, ...] | None = None  # None: the even layers
-    extra: dict = field(default_factory=dict)
 
     def is_local(self, i: int) -> bool:
         return i % 2 == 0 if self.local_layers is None else i in self.local_layers
@@ -59,8 +60,10 @@ def yarn_rope(x: np.ndarray, positions: np.ndarray, cfg: GptOssConfig) -> np.nda
             n = cfg.yarn_original_context / (rot * 2 * np.pi)
             return d * np.log(n) / (2 * np.log(cfg.rope_base))
 
-        lo = max(0.0, np.floor(corr(cfg.beta_fast)))
-        hi = min(d - 1.0, np.ceil(corr(cfg.beta_slow)))
+        lo, hi = corr(cfg.beta_fast), corr(cfg.beta_slow)
+        if cfg.yarn_truncate:  # llama.cpp's ggml_rope_yarn_corr_dims
+            lo, hi = np.floor(lo), np.ceil(hi)
+        lo, hi = max(0.0, lo), min(d - 1.0, hi)
         y = (i - lo) / max(0.001, hi - lo)
         ramp = 1 - np.minimum(1, np.maximum(0, y))
         theta_interp = theta_extrap / cfg.yarn_factor

@@ -113,8 +113,9 @@ def rope_caches(
 def yarn_frequencies(p: ModelParams, inv_freq: np.ndarray) -> tuple[np.ndarray, float]:
     """YaRN as ggml's ``rope_yarn`` computes it (ext_factor 1): frequency i keeps its own
     value below the correction range [low, high] (dimensions from ``ggml_rope_yarn_corr_dims``,
-    floored and ceiled), is divided by the factor above it and blends linearly between; cos
-    and sin are multiplied by ``1 + 0.1·ln(factor)``. Returns (frequencies, that multiplier)."""
+    floored and ceiled unless ``p.yarn_truncate`` is false), is divided by the factor above
+    it and blends linearly between; cos and sin are multiplied by ``1 + 0.1·ln(factor)``.
+    Returns (frequencies, that multiplier)."""
     dim = p.rotary_dim
 
     def corr_dim(rotations: float) -> float:
@@ -122,8 +123,10 @@ def yarn_frequencies(p: ModelParams, inv_freq: np.ndarray) -> tuple[np.ndarray, 
             2 * np.log(p.rope_base)
         )
 
-    low = max(0.0, float(np.floor(corr_dim(p.yarn_beta_fast))))
-    high = min(dim - 1.0, float(np.ceil(corr_dim(p.yarn_beta_slow))))
+    low, high = corr_dim(p.yarn_beta_fast), corr_dim(p.yarn_beta_slow)
+    if p.yarn_truncate:
+        low, high = np.floor(low), np.ceil(high)
+    low, high = max(0.0, float(low)), min(dim - 1.0, float(high))
     i = np.arange(len(inv_freq), dtype=np.float64)
     keep = 1.0 - np.clip((i - low) / max(0.001, high - low), 0.0, 1.0)
     blended = inv_freq / p.yarn_factor * (1.0 - keep) + inv_freq * keep

@@ -110,6 +110,9 @@ class ModelParams:
     yarn_original_context: int = 0
     yarn_beta_fast: float = YARN_BETA_FAST
     yarn_beta_slow: float = YARN_BETA_SLOW
+    # whether the correction range's ends are rounded outward (ggml's corr_dims); gpt-oss's
+    # own config says not ("truncate": false, as OpenAI's reference and transformers compute)
+    yarn_truncate: bool = True
 
     @property
     def rotary_dim(self) -> int:
@@ -282,7 +285,13 @@ class _GGUFModel:
     def _gpt_oss_params(self, a: str, n_layers: int) -> dict:
         """gpt-oss's mixture of experts, attention sinks, alternating window and YaRN, read as
         llama.cpp reads them (``expert_count``, ``expert_used_count``,
-        ``expert_feed_forward_length``, ``attention.sliding_window``, ``rope.scaling.*``)."""
+        ``expert_feed_forward_length``, ``attention.sliding_window``, ``rope.scaling.*``).
+
+        One departure from llama.cpp: its YaRN rounds the correction range outward (ggml's
+        ``ggml_rope_yarn_corr_dims``: 8 and 18 for gpt-oss), but gpt-oss's config.json sets
+        ``"truncate": false`` and its trainers' code (OpenAI's reference, transformers; vLLM
+        #28244 and SGLang #14270 fixed the same) keeps 8.09 and 17.40. No GGUF key carries
+        it, so it is the model's definition that Hearth follows."""
         n_experts = self._bounded(a + "expert_count", MAX_EXPERTS)
         used = self._bounded(a + "expert_used_count", n_experts)
         window = self._bounded(a + "attention.sliding_window", MAX_CONTEXT_TOKENS)
@@ -304,6 +313,7 @@ class _GGUFModel:
                 out.update(
                     yarn_factor=factor,
                     yarn_original_context=original,
+                    yarn_truncate=False,
                     yarn_beta_fast=float(
                         self.get(a + "rope.scaling.yarn_beta_fast", YARN_BETA_FAST)
                         or YARN_BETA_FAST
