@@ -71,18 +71,18 @@ def test_mxfp4_blocks_carry_over_bit_for_bit():
     assert np.array_equal(experts.float32(), want.reshape(4, n // 4, k))
 
 
-def test_mxfp4_check_runs_by_rows_and_catches_a_wrong_code(monkeypatch):
-    """The bit-for-bit check walks a tensor of all experts a slice of rows at a time (no
-    float32 copy of the whole tensor) and still flags a block that does not give back the
-    file's values."""
+def test_mxfp4_check_reads_both_ends_and_catches_a_wrong_code(monkeypatch):
+    """The conversion's bit-for-bit check reads a slice of rows at each end of a tensor of
+    experts (the whole would take the gguf dequantizer minutes per model) and still flags a
+    mapping that does not give back the file's values."""
     rng = np.random.default_rng(1)
     n, k = 50, 128
     raw = random_mxfp4(rng, n, k)
     monkeypatch.setattr(quant, "CHECK_ROWS", 7)
     assert quant.to_nbits(raw, Q.MXFP4, n, k).exact
-    wrong = quant._MXFP4_CODES.copy()
-    wrong[7] += 1  # code 7 (+6.0) read as 13 instead of 12
-    monkeypatch.setattr(quant, "_MXFP4_CODES", wrong)
+    wrong = bytearray(quant._MXFP4_HIGH)
+    wrong[0x70:0x80] = bytes([128 + 13]) * 16  # a high nibble 7 (+6.0) read as 13, not 12
+    monkeypatch.setattr(quant, "_MXFP4_HIGH", bytes(wrong))
     assert not quant.to_nbits(raw, Q.MXFP4, n, k).exact
 
 
