@@ -224,10 +224,14 @@ def test_engine_chats_with_the_converted_model(tmp_path):
     weights = write_tiny_gpt_oss(src, qtype=Q.F32, seed=4)
     dest = convert_gguf(src, tmp_path / "model", precision="fp32")
     engine = Engine.load(dest, provider="cpu", threads=1, huge_pages=False)
+    tokens = GGUFFile(src).get("tokenizer.ggml.tokens")
+    # Harmony's channels are reasoning markers, its special tokens kept out of the answer
+    assert engine.reasoning.style == "harmony"
+    assert engine.reasoning.hidden_markers[tokens.index("<|channel|>")] == "<|channel|>"
+    assert set(engine.eos_token_ids) == {tokens.index("<|return|>"), tokens.index("<|call|>")}
     settings = GenerationSettings(sampling=SamplingSettings(temperature=0.0), max_new_tokens=10)
     history = [Message("user", "the cat sat")]
     got = [c.token_id for c in engine.chat(history, settings) if c.token_id is not None]
-    tokens = GGUFFile(src).get("tokenizer.ggml.tokens")
     prompt = engine.tokenizer.encode(
         "<|start|>user<|message|>the cat sat<|end|><|start|>assistant", add_special_tokens=False
     )
