@@ -54,9 +54,10 @@ _STATE_NAME_PATTERNS = (
 _KNOWN_INPUTS = {"input_ids", "attention_mask", "position_ids"}
 # Inputs some exports carry that we can feed with a constant.
 _OPTIONAL_INPUTS = {"num_logits_to_keep", "logits_to_keep", "use_cache_branch"}
-#: Operators that multiply by quantized weights (op types, any domain).
+#: Operators that multiply by quantized weights (op types, any domain). QMoE: mixture-of-experts
+#: layers (Hearth's gpt-oss conversion), int8 activations on CPU for 8-bit experts.
 QUANTIZED_MATMULS = frozenset({"MatMulNBits", "MatMulInteger", "DynamicQuantizeMatMul",
-                               "MatMulIntegerToFloat", "QLinearMatMul"})
+                               "MatMulIntegerToFloat", "QLinearMatMul", "QMoE"})
 
 
 class IOSpec:

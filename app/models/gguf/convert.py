@@ -43,6 +43,10 @@ GEMMA3_CHAT_TEMPLATE = (
 # the token a chat turn ends with, where the GGUF's eos is another (Phi-3 GGUFs name
 # <|endoftext|> as eos; llama.cpp stops at <|end|> too)
 END_OF_TURN = {"gemma3": "<end_of_turn>", "phi3": "<|end|>"}
+# gpt-oss (Harmony) ends a reply with <|return|> (an answer) or <|call|> (a tool call); its
+# <|end|> only closes one message (the analysis before the answer), so it must not stop the
+# reply: llama.cpp takes <|end|> off its end-of-generation list for o200k_harmony too
+REPLY_ENDS = {"gpt-oss": ("<|return|>", "<|call|>")}
 DISK_MARGIN = 32 << 20  # tokenizer files, graph proto, file system slack
 
 
@@ -235,6 +239,8 @@ def _write_folder(
     eos: int | list[int] | None = token_id("tokenizer.ggml.eos_token_id")
     if p.arch in END_OF_TURN:  # a chat reply ends with the end-of-turn token, not <eos>
         eos = _eos_ids_with_end_of_turn(g, eos, END_OF_TURN[p.arch])
+    if p.arch in REPLY_ENDS:
+        eos = _eos_ids_with_tokens(g, eos, REPLY_ENDS[p.arch])
     write_json(
         folder / "genai_config.json",
         genai_config(
@@ -244,6 +250,17 @@ def _write_folder(
             pad_id=token_id("tokenizer.ggml.padding_token_id"),
         ),
     )
+
+
+def _eos_ids_with_tokens(g: GGUFFile, eos: int | None, texts: tuple[str, ...]) -> list[int]:
+    """<eos> plus the ids of the tokens ``texts`` that the vocabulary has."""
+    ids = [] if eos is None else [eos]
+    tokens = g.get("tokenizer.ggml.tokens") or []
+    for text in texts:
+        tid = next((j for j, t in enumerate(tokens) if t == text), None)
+        if tid is not None and tid not in ids:
+            ids.append(tid)
+    return ids
 
 
 def _eos_ids_with_end_of_turn(g: GGUFFile, eos: int | None, text: str) -> list[int]:

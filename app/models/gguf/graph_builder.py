@@ -1,5 +1,5 @@
-"""The ONNX decoder graph of a Llama-family model (llama, Mistral, SmolLM2, Qwen 2/3, Phi-3,
-Gemma 3); the decoder blocks themselves are built in ``layers``.
+"""The ONNX decoder graph of a Llama-family model (llama, Mistral, SmolLM2/3, Qwen 2/3, Phi-3,
+Gemma 3, Granite, gpt-oss); the decoder blocks themselves are built in ``layers``.
 
 Contract (the engine relies on it; it matches onnxruntime-genai's builder):
 
@@ -99,12 +99,38 @@ def rope_caches(
     inv_freq = 1.0 / (p.rope_base ** (np.arange(0, half, dtype=np.float64) * 2 / dim))
     if freq_factors is not None:
         inv_freq = inv_freq / freq_factors[:half].astype(np.float64)
+    if p.yarn_factor:
+        inv_freq, mscale = yarn_frequencies(p, inv_freq)
+        attn_factor = attn_factor * mscale
     pos = np.arange(p.context_length, dtype=np.float64) / p.rope_scale_linear
     angles = np.outer(pos, inv_freq)
     return (
         (np.cos(angles) * attn_factor).astype(np.float32),
         (np.sin(angles) * attn_factor).astype(np.float32),
     )
+
+
+def yarn_frequencies(p: ModelParams, inv_freq: np.ndarray) -> tuple[np.ndarray, float]:
+    """YaRN as ggml's ``rope_yarn`` computes it (ext_factor 1): frequency i keeps its own
+    value below the correction range [low, high] (dimensions from ``ggml_rope_yarn_corr_dims``,
+    floored and ceiled unless ``p.yarn_truncate`` is false), is divided by the factor above
+    it and blends linearly between; cos and sin are multiplied by ``1 + 0.1·ln(factor)``.
+    Returns (frequencies, that multiplier)."""
+    dim = p.rotary_dim
+
+    def corr_dim(rotations: float) -> float:
+        return dim * np.log(p.yarn_original_context / (rotations * 2 * np.pi)) / (
+            2 * np.log(p.rope_base)
+        )
+
+    low, high = corr_dim(p.yarn_beta_fast), corr_dim(p.yarn_beta_slow)
+    if p.yarn_truncate:
+        low, high = np.floor(low), np.ceil(high)
+    low, high = max(0.0, float(low)), min(dim - 1.0, float(high))
+    i = np.arange(len(inv_freq), dtype=np.float64)
+    keep = 1.0 - np.clip((i - low) / max(0.001, high - low), 0.0, 1.0)
+    blended = inv_freq / p.yarn_factor * (1.0 - keep) + inv_freq * keep
+    return blended, 1.0 + 0.1 * float(np.log(p.yarn_factor))
 
 
 class GraphBuilder(LayerBuilder):

@@ -3,7 +3,8 @@
 They differ in a few switches (see ``ModelParams``): per-head q/k RMSNorm before rotary
 (Qwen 3, Gemma 3), Gemma 3's sandwich norms and GELU, a sliding window on some or all
 layers (Gemma 3's local layers, Mistral, Phi-3), and the fused ``attn_qkv`` / ``ffn_up``
-matrices of Phi-3, which arrive stacked exactly as the builder stacks separate ones.
+matrices of Phi-3, which arrive stacked exactly as the builder stacks separate ones, and
+gpt-oss's attention sinks, q/k/v/o biases and mixture of experts (``_experts``).
 
 ``LayerBuilder`` is the per-layer half of ``GraphBuilder`` (which supplies ``_norm``,
 ``_linear``, ``_fused_linear``, ``_split`` and the reshape helpers).
@@ -13,7 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.models.gguf.experts import QMOE_BLOCK, interleave
+
 MS = "com.microsoft"
+# gpt-oss's SwiGLU (llama.cpp's ``swiglu_oai``): the gate clamped at 7, up at ±7, σ(1.702·g)
+GPT_OSS_SWIGLU_LIMIT = 7.0
+GPT_OSS_SWIGLU_ALPHA = 1.702
 
 
 class LayerBuilder:
@@ -35,7 +41,9 @@ class LayerBuilder:
         attn = self._group_query_attention(
             self._attention_inputs_of(h, pre, name), i, name,
             rope_suffix="_local" if local and p.rope_base_local else "",
-            scale=p.attn_scale, rotary=i not in p.nope_layers, **window,
+            scale=p.attn_scale, rotary=i not in p.nope_layers,
+            sinks=self.w.vector(f"{pre}.attn_sinks.weight") if p.attn_sinks else None,
+            **window,
         )  # fmt: skip
         if i == p.n_layers - 1:  # only the last position is needed from here on
             attn = self._last_position(attn, f"{name}.attn/last")
@@ -54,9 +62,13 @@ class LayerBuilder:
                 o, None, self.w.vector(f"{pre}.post_attention_norm.weight"),
                 f"{name}.attn_post_norm",
             )  # fmt: skip
+        # gpt-oss names the norm before its experts ``attn_post_norm``
+        ffn_norm = f"{pre}.attn_post_norm.weight" if p.n_experts else f"{pre}.ffn_norm.weight"
         h2, residual = self._norm(
-            residual, o, self.w.vector(f"{pre}.ffn_norm.weight"), f"{name}.post_attention_norm"
+            residual, o, self.w.vector(ffn_norm), f"{name}.post_attention_norm"
         )
+        if p.n_experts:
+            return residual, self._experts(h2, pre, name)
         gate, up = self._gate_up(h2, pre, name)
         if sandwich:  # com.microsoft FastGelu is GELU's tanh approximation (gelu_pytorch_tanh)
             act = f"{name}.mlp/gelu"
@@ -73,6 +85,60 @@ class LayerBuilder:
                 down, None, self.w.vector(f"{pre}.post_ffw_norm.weight"), f"{name}.ffn_post_norm"
             )
         return residual, down
+
+    def _experts(self, h: str, pre: str, name: str) -> str:
+        """gpt-oss's mixture of experts on rows [M, hidden], as llama.cpp's
+        ``LLM_FFN_SWIGLU_OAI_MOE`` with softmax-weight gating computes it: router logits
+        ``ffn_gate_inp`` (with bias), the top ``n_experts_used`` by logit weighted by the
+        softmax over just those, each expert ``down((up + 1) · g · σ(1.702·g))`` with
+        ``g = min(gate, 7)`` and ``up`` clamped to ±7, biases on gate, up and down.
+
+        ORT's MoE / QMoE take the router logits, softmax them over all experts, keep the top
+        k and renormalize those (``normalize_routing_weights``): the same weights. Only the
+        chosen experts run."""
+        p, out = self.p, f"{name}.moe/out"
+        router = self._linear(h, f"{pre}.ffn_gate_inp", f"{name}.moe.router")
+        mats = [self.w.experts(f"{pre}.ffn_{t}_exps.weight") for t in ("gate", "up", "down")]
+        biases = []
+        for t, m in zip(("gate", "up", "down"), mats, strict=True):
+            b = self.w.optional_vector(f"{pre}.ffn_{t}_exps.bias")
+            biases.append(np.zeros((m.n_experts, m.n), np.float32) if b is None
+                          else b.reshape(m.n_experts, m.n))
+        gate, up, down = mats
+        fc1_bias = self._init(f"{name}.moe.fc1_bias", interleave(biases[0], biases[1]))
+        fc2_bias = self._init(f"{name}.moe.fc2_bias", biases[2])
+        attrs = {
+            "k": p.n_experts_used,
+            "activation_type": "swiglu",
+            "swiglu_fusion": 1,
+            "swiglu_limit": GPT_OSS_SWIGLU_LIMIT,
+            "activation_alpha": GPT_OSS_SWIGLU_ALPHA,
+            "activation_beta": 1.0,
+            "normalize_routing_weights": 1,
+        }
+        if gate.bits and gate.bits == up.bits == down.bits:
+            inputs = [
+                h, router,
+                self._init(f"{name}.moe.fc1_qweight", interleave(gate.codes, up.codes)),
+                self._init(f"{name}.moe.fc1_scales", interleave(gate.scales, up.scales)),
+                fc1_bias,
+                self._init(f"{name}.moe.fc2_qweight", down.codes),
+                self._init(f"{name}.moe.fc2_scales", down.scales),
+                fc2_bias,
+            ]  # fmt: skip
+            self._node(
+                "QMoE", inputs, [out], f"{name}.moe", MS, **attrs,
+                expert_weight_bits=gate.bits, block_size=QMOE_BLOCK,
+                accuracy_level=self.accuracy_level,
+            )  # fmt: skip
+            return out
+        fc1 = interleave(gate.float32(), up.float32())
+        inputs = [
+            h, router, self._init(f"{name}.moe.fc1_weight", fc1), fc1_bias,
+            self._init(f"{name}.moe.fc2_weight", down.float32()), fc2_bias,
+        ]  # fmt: skip
+        self._node("MoE", inputs, [out], f"{name}.moe", MS, **attrs)
+        return out
 
     def _residual_scaled(self, x: str) -> str:
         """A block output times Granite's ``residual_scale`` (unchanged when it is 1)."""
@@ -133,15 +199,20 @@ class LayerBuilder:
         rope_suffix: str = "",
         scale: float = 0.0,
         rotary: bool = True,
+        sinks: np.ndarray | None = None,
         **attributes,
     ) -> str:
         """Layer ``i``'s GroupQueryAttention over the shared KV buffers; returns its output.
 
         ``q_k_v`` is [q, k, v] or a packed [qkv, "", ""]; ``scale`` 0 means 1/sqrt(head_dim);
-        ``rotary`` False: no rotation at all (SmolLM3's NoPE layers)."""
+        ``rotary`` False: no rotation at all (SmolLM3's NoPE layers); ``sinks`` (gpt-oss):
+        one logit per head added to its softmax's denominator (GroupQueryAttention's
+        ``head_sink``, checked against the reference on CPU)."""
         p = self.p
         out = f"{name}.attn/out"
         caches = [f"cos_cache{rope_suffix}", f"sin_cache{rope_suffix}"] if rotary else []
+        if sinks is not None:  # after cos/sin, position_ids and attention_bias
+            caches = (caches or ["", ""]) + ["", "", self._init(f"{name}.attn.sinks", sinks)]
         self._node(
             "GroupQueryAttention",
             [

@@ -53,6 +53,10 @@ The low-bit types people download for 7–14B models map the same way, all exact
 * IQ1_S / IQ1_M (``w = dl·(g ± 1/8)``, g in −1…1) → 8-bit codes ``8g ± 1`` with scale
   ``dl/8`` (a power-of-two step: exact).
 * TQ1_0 / TQ2_0 (ternary, one scale per 256) → 4-bit block 256, codes ``q + 8``.
+* MXFP4 (gpt-oss experts: 32 e2m1 values and one e8m0 exponent ``e`` per block) → 8-bit
+  block 32, default zero point 128: an e2m1 value doubled is an integer in −12…12 (ggml's
+  ``kvalues_mxfp4``), the scale ``2**(e − 128)`` a power of two, so the codes are exact.
+  4 bits cannot hold the 15 values −12…12 on a uniform grid.
 
 The scales are read from the blocks by hand (``_affine_params``); the codes are the GGUF's
 values divided by them, and ``to_nbits`` checks that they give back those values bit for
@@ -74,7 +78,7 @@ FLOAT_TYPES = (Q.F32, Q.F16, Q.BF16)
 # symmetric types with their own scales: w = s · signed code (see the module docstring)
 SIGNED_TYPES = (
     Q.Q3_K, Q.IQ4_NL, Q.IQ4_XS, Q.IQ2_XXS, Q.IQ2_XS, Q.IQ2_S, Q.IQ3_XXS, Q.IQ3_S,
-    Q.IQ1_S, Q.IQ1_M, Q.TQ1_0, Q.TQ2_0,
+    Q.IQ1_S, Q.IQ1_M, Q.TQ1_0, Q.TQ2_0, Q.MXFP4,
 )
 # types carried over as MatMulNBits blocks; everything else is dequantized to float
 NBITS_TYPES = (
@@ -86,11 +90,22 @@ NBITS_TYPES = (
 # 2**(bits−1), as in MatMulNBits). Other types keep a float lookup table.
 GATHER_TYPES = (Q.Q4_0, Q.Q5_0, Q.Q8_0, Q.Q6_K, *SIGNED_TYPES)
 QK_K = 256
+# e2m1 values doubled, by 4-bit code (ggml's ``kvalues_mxfp4``): sign, 2-bit exponent, mantissa
+MXFP4_DOUBLED = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], np.int16)
+_MXFP4_CODES = (MXFP4_DOUBLED + 128).astype(np.uint8)  # as 8-bit codes, zero point 128
+_BYTES = np.arange(256)
+# byte → the code of its low / high nibble, as translation tables
+_MXFP4_LOW = _MXFP4_CODES[_BYTES & 0x0F].tobytes()
+_MXFP4_HIGH = _MXFP4_CODES[_BYTES >> 4].tobytes()
+# rows of an MXFP4 tensor checked against the gguf package at each end (gpt-oss-20b's expert
+# tensors have 92,160 rows of 2,880; its dequantizer takes ~22 s for all of one)
+CHECK_ROWS = 4096
 # (bits of the MatMulNBits form, its block size) of each symmetric type
 _SIGNED_FORM = {
     Q.Q3_K: (4, 16), Q.IQ4_NL: (8, 32), Q.IQ4_XS: (8, 32), Q.IQ2_XXS: (8, 32),
     Q.IQ2_XS: (8, 16), Q.IQ2_S: (8, 16), Q.IQ3_XXS: (8, 32), Q.IQ3_S: (8, 32),
     Q.IQ1_S: (8, 32), Q.IQ1_M: (8, 16), Q.TQ1_0: (4, 256), Q.TQ2_0: (4, 256),
+    Q.MXFP4: (8, 32),
 }
 
 
@@ -287,11 +302,21 @@ def _signed_scales(blocks: np.ndarray, qtype: Q) -> np.ndarray:
         d = d16.view(np.float16).astype(f32)[:, None]
         ls = np.stack([(sc >> sh) & 7 for sh in (0, 3, 6, 9)], axis=-1).reshape(-1, 16)
         return d * (2 * ls + 1) / f32(8)
+    if qtype == Q.MXFP4:  # e8m0 exponent byte, then 16 bytes of e2m1 nibbles
+        return _e8m0_half(blocks[:, 0])[:, None]
     if qtype == Q.TQ1_0:
         return _fp16(blocks[:, 52:54])[:, None]
     if qtype == Q.TQ2_0:
         return _fp16(blocks[:, 64:66])[:, None]
     raise ValueError(f"no symmetric form for {qtype.name}")
+
+
+def _e8m0_half(e: np.ndarray) -> np.ndarray:
+    """An e8m0 exponent byte as the float32 ``2**(e − 128)``: half the MX block scale, since
+    the e2m1 values are read doubled (integers −12…12), as ggml's ``kvalues_mxfp4`` are."""
+    e = e.astype(np.uint32)
+    bits = np.where(e < 2, np.uint32(0x00200000) << e, (e - 1) << np.uint32(23))
+    return bits.astype(np.uint32).view(np.float32)
 
 
 def _pack4(codes: np.ndarray) -> np.ndarray:
@@ -310,6 +335,17 @@ def to_nbits(
         d = _fp16(blocks[:, :2])
         q8 = (blocks[:, 2:].view(np.int8).astype(np.int16) + 128).astype(np.uint8)
         return NBitsWeight(8, 32, n, k, q8.reshape(n, k // 32, 32), d.reshape(n, -1), None)
+    if qtype == Q.MXFP4:  # the codes straight from the nibbles (no w/s: the scale may be huge)
+        # element j in the low nibble of byte j, j+16 in the high; bytes.translate maps a
+        # byte through a 256-entry table 2-3x faster than numpy's indexing does
+        qs = np.ascontiguousarray(blocks[:, 1:]).tobytes()
+        q8 = np.empty((len(blocks), 32), np.uint8)
+        q8[:, :16] = np.frombuffer(qs.translate(_MXFP4_LOW), np.uint8).reshape(-1, 16)
+        q8[:, 16:] = np.frombuffer(qs.translate(_MXFP4_HIGH), np.uint8).reshape(-1, 16)
+        del qs
+        d = _e8m0_half(blocks[:, 0])
+        w = NBitsWeight(8, 32, n, k, q8.reshape(n, k // 32, 32), d.reshape(n, -1), None)
+        return _checked_by_rows(w, raw, qtype)
     if qtype == Q.Q4_0:
         d = _fp16(blocks[:, :2])
         qs = blocks[:, 2:]
@@ -370,6 +406,26 @@ def to_nbits(
 def _checked(w: NBitsWeight, want: np.ndarray) -> NBitsWeight:
     """``w`` marked inexact unless it gives back ``want`` (the GGUF's values) bit for bit."""
     w.exact = bool(np.array_equal(w.dequantize().reshape(want.shape), want))
+    return w
+
+
+def _checked_by_rows(w: NBitsWeight, raw: np.ndarray, qtype: Q) -> NBitsWeight:
+    """``_checked`` on the first and last ``CHECK_ROWS`` rows, against the gguf package's
+    dequantization of the same rows. MXFP4's codes come from a fixed 16-entry table and its
+    scale from the exponent byte alone, so every block maps alike: the tests prove the table
+    and every exponent bit for bit, and this catches a mapping changed since. Checking all
+    of a tensor of experts would take the gguf dequantizer minutes per model (and several
+    float32 copies of the tensor)."""
+    rows = np.ascontiguousarray(raw).view(np.uint8).reshape(w.n, -1)
+    kb = w.k // w.block_size
+    w.exact = True
+    for r0 in sorted({0, max(0, w.n - CHECK_ROWS)}):
+        r1 = min(w.n, r0 + CHECK_ROWS)
+        part = NBitsWeight(w.bits, w.block_size, r1 - r0, w.k, w.packed[r0:r1],
+                           w.scales[r0:r1].reshape(-1, kb), None)
+        if not np.array_equal(part.dequantize(), dequantize(rows[r0:r1], qtype, r1 - r0, w.k)):
+            w.exact = False
+            break
     return w
 
 

@@ -16,13 +16,10 @@ from app.models.gguf.header import HeaderError, read_header
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_ARCHITECTURES = (
-    "llama", "qwen2", "gemma3", "qwen3", "phi3", "mistral", "smollm3", "granite",
+    "llama", "qwen2", "gemma3", "qwen3", "phi3", "mistral", "smollm3", "granite", "gpt-oss",
 )
 # architectures refused with a sentence that names what the converter would need
-MISSING_FOR = {
-    "gpt-oss": "mixture-of-experts layers (a router choosing 4 of 32 experts per token), "
-    "attention sinks and MXFP4 expert weights",
-}
+MISSING_FOR: dict[str, str] = {}
 # llama.cpp rotates adjacent pairs for llama-layout files (its converter permutes their Q/K
 # rows: llama, mistral, smollm3, granite; ``llama_model_rope_type``'s NORM group) and halves
 # (NeoX style) for the others.
@@ -35,6 +32,7 @@ INTERLEAVED_ROPE = {
     "qwen3": False,
     "phi3": False,
     "gemma3": False,
+    "gpt-oss": False,
 }
 # per-head RMSNorm of q and k before rotary (``attn_q_norm`` / ``attn_k_norm``)
 QK_NORM_ARCHITECTURES = ("qwen3", "gemma3")
@@ -48,6 +46,12 @@ GEMMA3_LOCAL_ROPE_BASE = 10000.0
 # SmolLM3, as llama.cpp runs it: every 4th layer (3, 7, …) skips rotary ("NoPE"); the step is
 # a literal in llama.cpp (``n_no_rope_layer_step = 4``), no GGUF key carries it
 SMOLLM3_NOPE_STEP = 4
+# gpt-oss, as llama.cpp runs it (``set_swa_pattern(2)``): even layers (0, 2, …) attend within
+# ``attention.sliding_window``, odd ones to everything; YaRN's betas default to llama.cpp's
+GPT_OSS_SWA_PATTERN = 2
+YARN_BETA_FAST = 32.0
+YARN_BETA_SLOW = 1.0
+MAX_EXPERTS = 2**12
 # Bounds on hyper-parameters, far above any real model's (Llama 3.1 405B: 126 layers, 16384
 # wide, 128 heads; contexts reach 10M); anything beyond is broken or hostile metadata.
 MAX_LAYERS = 4096
@@ -94,6 +98,21 @@ class ModelParams:
     # before they join the residual stream; the logits are divided by logit_scale
     residual_scale: float = 1.0
     logit_scale: float = 1.0
+    # mixture of experts (gpt-oss): a router picks ``n_experts_used`` of ``n_experts`` SwiGLU
+    # experts of width ``expert_ffn`` per token; 0: a dense MLP
+    n_experts: int = 0
+    n_experts_used: int = 0
+    expert_ffn: int = 0
+    attn_sinks: bool = False  # a learned logit per head joins each softmax's denominator
+    # YaRN (rope.scaling.type "yarn"): frequencies blend between extrapolated and divided by
+    # ``yarn_factor`` across the dimensions the betas bound; 0: none
+    yarn_factor: float = 0.0
+    yarn_original_context: int = 0
+    yarn_beta_fast: float = YARN_BETA_FAST
+    yarn_beta_slow: float = YARN_BETA_SLOW
+    # whether the correction range's ends are rounded outward (ggml's corr_dims); gpt-oss's
+    # own config says not ("truncate": false, as OpenAI's reference and transformers compute)
+    yarn_truncate: bool = True
 
     @property
     def rotary_dim(self) -> int:
@@ -220,12 +239,15 @@ class _GGUFModel:
             )
         if arch == "granite":
             extra.update(self._granite_params(a))
+        if arch == "gpt-oss":
+            extra.update(self._gpt_oss_params(a, n_layers))
         extra.update(self._longrope_params(a, rope_dim // 2))
         return ModelParams(
             arch=arch,
             n_layers=n_layers,
             hidden=hidden,
-            ffn=self._bounded(a + "feed_forward_length", MAX_FFN),
+            ffn=self._bounded(a + "feed_forward_length", MAX_FFN,
+                              default=extra.get("expert_ffn") or None),
             n_heads=n_heads,
             n_kv_heads=n_kv,
             head_dim=head_dim,
@@ -259,6 +281,49 @@ class _GGUFModel:
             "embed_scale": float(np.sqrt(np.float32(hidden))),
             "final_logit_softcap": float(self.get(a + "final_logit_softcapping", 0.0) or 0.0),
         }
+
+    def _gpt_oss_params(self, a: str, n_layers: int) -> dict:
+        """gpt-oss's mixture of experts, attention sinks, alternating window and YaRN, read as
+        llama.cpp reads them (``expert_count``, ``expert_used_count``,
+        ``expert_feed_forward_length``, ``attention.sliding_window``, ``rope.scaling.*``).
+
+        One departure from llama.cpp: its YaRN rounds the correction range outward (ggml's
+        ``ggml_rope_yarn_corr_dims``: 8 and 18 for gpt-oss), but gpt-oss's config.json sets
+        ``"truncate": false`` and its trainers' code (OpenAI's reference, transformers; vLLM
+        #28244 and SGLang #14270 fixed the same) keeps 8.09 and 17.40. No GGUF key carries
+        it, so it is the model's definition that Hearth follows."""
+        n_experts = self._bounded(a + "expert_count", MAX_EXPERTS)
+        used = self._bounded(a + "expert_used_count", n_experts)
+        window = self._bounded(a + "attention.sliding_window", MAX_CONTEXT_TOKENS)
+        out = {
+            "n_experts": n_experts,
+            "n_experts_used": used,
+            "expert_ffn": self._bounded(a + "expert_feed_forward_length", MAX_FFN),
+            "attn_sinks": "blk.0.attn_sinks.weight" in self.tensors,
+            "sliding_window": window,
+            "local_layers": tuple(
+                i for i in range(n_layers)
+                if i % GPT_OSS_SWA_PATTERN < GPT_OSS_SWA_PATTERN - 1
+            ),
+        }
+        if str(self.get(a + "rope.scaling.type", "none")) == "yarn":
+            factor = float(self.get(a + "rope.scaling.factor", 0.0) or 0.0)
+            original = int(self.get(a + "rope.scaling.original_context_length", 0) or 0)
+            if factor > 1.0 and original > 0:
+                out.update(
+                    yarn_factor=factor,
+                    yarn_original_context=original,
+                    yarn_truncate=False,
+                    yarn_beta_fast=float(
+                        self.get(a + "rope.scaling.yarn_beta_fast", YARN_BETA_FAST)
+                        or YARN_BETA_FAST
+                    ),
+                    yarn_beta_slow=float(
+                        self.get(a + "rope.scaling.yarn_beta_slow", YARN_BETA_SLOW)
+                        or YARN_BETA_SLOW
+                    ),
+                )
+        return out
 
     def _granite_params(self, a: str) -> dict:
         """Granite's multipliers, read as llama.cpp reads them: ``embedding_scale`` (token
@@ -317,6 +382,8 @@ class _GGUFModel:
         missing ``rope.scaling.type`` means linear, the factor may sit under the old key
         ``rope.scale_linear``, and a missing or zero factor means no scaling."""
         kind = str(self.get(a + "rope.scaling.type", "linear"))
+        if kind == "yarn" and a == "gpt-oss.":  # read by ``_gpt_oss_params``
+            return 1.0
         if kind == "none" or (kind in ("su", "longrope") and self.longrope_factors()):
             return 1.0
         if kind != "linear":  # YaRN, LongRoPE…: converting as if unscaled would be wrong

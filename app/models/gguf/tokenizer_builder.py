@@ -39,6 +39,15 @@ _QWEN2 = (
     r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
 )
 _SMOLLM = (r"\p{N}", _GPT2[0])
+# o200k (gpt-oss, GPT-4o): llama.cpp's GPT4O pre-tokenizer, the regex of its tokenizer.json
+_UPPER = r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"
+_LOWER = r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"
+_CONTRACTION = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+_O200K = (
+    rf"[^\r\n\p{{L}}\p{{N}}]?{_UPPER}*{_LOWER}+{_CONTRACTION}"
+    rf"|[^\r\n\p{{L}}\p{{N}}]?{_UPPER}+{_LOWER}*{_CONTRACTION}"
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+)
 PRE_TOKENIZER_REGEXES: dict[str, tuple[str, ...]] = {
     "default": _GPT2,
     "gpt2": _GPT2,
@@ -50,6 +59,7 @@ PRE_TOKENIZER_REGEXES: dict[str, tuple[str, ...]] = {
     "smollm": _SMOLLM,
     "starcoder": _SMOLLM,
     "refact": _SMOLLM,
+    "gpt-4o": _O200K,
 }
 
 

@@ -15,7 +15,8 @@ from gguf import GGML_QUANT_SIZES, ReaderTensor
 from gguf import GGMLQuantizationType as Q
 
 from app.errors import ConversionError
-from app.models.gguf import quant
+from app.models.gguf import experts, quant
+from app.models.gguf.experts import ExpertMatrix
 from app.models.gguf.quant import NBitsWeight
 from app.models.gguf.reader import GGUFFile, matrix_shape
 
@@ -86,6 +87,26 @@ class WeightSource:
         self.stats.count(f"{qtype.name}->fp32")
         return dense
 
+    def experts(self, name: str) -> ExpertMatrix:
+        """A 3-D expert tensor [K, N, E]: exact QMoE blocks where its type has them (any
+        precision but fp32), else float32 (see ``experts``)."""
+        self._check()
+        t = self.g.tensor(name)
+        if len(t.shape) != 3:
+            raise ConversionError(
+                f"{self.g.path.name}: tensor {name} has the shape {list(t.shape)}; a tensor "
+                "of experts has three dimensions."
+            )
+        k, n, e = (int(d) for d in t.shape)
+        qtype = t.tensor_type
+        if self.precision != "fp32":
+            form = experts.qmoe_form(t.data, qtype, e, n, k)
+            if form is not None:
+                self.stats.count(f"{qtype.name}->qmoe{form.bits}")
+                return form
+        self.stats.count(f"{qtype.name}->fp32")
+        return experts.dense_form(t.data, qtype, e, n, k)
+
     def vector(self, name: str) -> np.ndarray:
         t = self.g.tensor(name)
         return quant.dequantize(t.data, t.tensor_type, 1, int(t.n_elements)).reshape(-1)
@@ -125,6 +146,9 @@ class WeightSource:
         """Output bytes of ``linear(name)`` without converting it."""
         t = self.g.tensor(name)
         n, k = matrix_shape(t)
+        n *= int(np.prod([int(d) for d in t.shape[2:]], dtype=np.int64))  # experts: E·N rows
+        if len(t.shape) == 3 and self.precision != "fp32" and t.tensor_type in quant.NBITS_TYPES:
+            return quant.nbits_size(t.tensor_type, n, k)
         if self.precision == "native" and t.tensor_type in quant.NBITS_TYPES:
             return quant.nbits_size(t.tensor_type, n, k, exact_offsets=self.exact_offsets)
         if self.precision == "int4":
