@@ -28,7 +28,8 @@ def test_add_search_list_and_rm(installed_embedder, tmp_path, capsys):
 
     assert main(["docs", "list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == [
-        {"name": "kitchen", "files": 1, "chunks": 1, "roots": [str(folder)]}]
+        {"name": "kitchen", "files": 1, "chunks": 1, "embedder": "all-minilm-l6-v2",
+         "roots": [str(folder)]}]
     assert main(["docs", "rm", "kitchen"]) == 0
     assert capsys.readouterr().out == "kitchen: 1 files removed\n"
     assert main(["docs", "search", "tea", "--collection", "kitchen"]) == 2
