@@ -224,3 +224,57 @@ def test_a_cut_download_resumes_and_a_cancelled_one_installs_nothing(monkeypatch
         store.download(store.plan(entry.id))
         assert hub.served(entry.graph) < size * 1.6  # resumed from the cut, not restarted
     assert (store.folder(entry.id) / entry.graph).read_bytes() == repo.files[entry.graph]
+
+
+def _download_all(tmp_path, hub, ids: list[str]) -> EmbedderStore:
+    store = _store(tmp_path, hub)
+    for embedder_id in ids:
+        entry = CATALOG.get(embedder_id)
+        hub.add(replica_repo(REPLICAS[entry.repo], entry.dims))
+        store.download(store.plan(embedder_id))
+    return store
+
+
+def test_changing_a_librarys_embedder_indexes_it_again_with_the_new_one(monkeypatch, tmp_path):
+    allow_hub_requests(monkeypatch)
+    with FakeHub() as hub:
+        store = _download_all(tmp_path, hub, ["bge-small-en-v1.5", "multilingual-e5-small"])
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, text in enumerate(TEXTS):
+        (docs / f"note{i}.txt").write_text(text + "\n")
+    e5 = CATALOG.get("multilingual-e5-small")
+    opened = {}
+
+    def open_embedder(embedder_id: str) -> EmbeddingThread:  # as OpenLibrary: once per id
+        if embedder_id not in opened:
+            opened[embedder_id] = EmbeddingThread(store.folder(embedder_id), threads=1)
+        return opened[embedder_id]
+
+    with EmbeddingThread(store.folder("bge-small-en-v1.5"), threads=1) as bge:
+        index = DocumentIndex(tmp_path / "index.sqlite3", embedder_id=bge.id, dims=bge.dims)
+        library = DocumentLibrary(index, bge, embedders=open_embedder)
+        library.add([docs], "notes")
+        library.add([docs], "other", embedder=e5.id)
+        assert library.embedder_of("notes") == "bge-small-en-v1.5"
+        assert library.embedder_of("other") == e5.id
+        with pytest.raises(HearthError, match="uses the embedder bge-small-en-v1.5, not"):
+            library.add([docs], "notes", embedder=e5.id)
+        mixed = library.search("kettle", ["notes", "other"], top=6, mode="vector")
+        assert len(mixed) == 6 and set(opened) == {e5.id}  # a query vector per embedder
+        report = library.set_embedder("notes", e5.id)
+        assert len(report.indexed) == 3 and report.unchanged == []  # all indexed again
+        cid = index.collection_id("notes")
+        assert index.collection_embedder(cid) == (e5.id, e5.dims)
+        folder = store.folder(e5.id)
+        found = library.search("what does the kettle do", ["notes", "other"], top=6,
+                               mode="vector")
+        ids, matrix = index.matrix([cid])
+        for passage in (p for p in found if p.chunk_id in set(ids.tolist())):
+            text = (docs / passage.file.rsplit("/", 1)[1]).read_text().strip()
+            np.testing.assert_allclose(matrix[list(ids).index(passage.chunk_id)], _reference(
+                folder, e5, [e5.document_prefix + text])[0], atol=2e-5)
+        assert len(found) == 6
+        index.close()
+    for thread in opened.values():
+        thread.close()
