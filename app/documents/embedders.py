@@ -152,7 +152,7 @@ class EmbedderStore:
         from app.models.hub import HubClient
 
         entry = self.catalog.get(key)
-        hub = HubClient(self.endpoint, self.token)
+        hub = HubClient(self.endpoint, self._token())
         commit = RevisionRecord(self._root).get(entry.repo) or hub.resolve_revision(
             entry.repo, entry.revision)
         files = hub.list_files(entry.repo, commit)
@@ -186,9 +186,17 @@ class EmbedderStore:
         """Fetch, verify and install ``plan`` (resumes what an earlier run left)."""
         from app.models.downloader import Downloader
 
-        downloader = Downloader(self, endpoint=self.endpoint, token=self.token,
+        downloader = Downloader(self, endpoint=self.endpoint, token=self._token(),
                                 staging_root=self.staging_root, **self.downloader_options)
         return downloader.download(plan, progress=progress, control=control)
+
+    def _token(self) -> str | None:
+        """The Hub token given, else the one saved in the keyring (found when needed)."""
+        if self.token is None:
+            from app.secrets import hub_token
+
+            self.token = hub_token() or ""
+        return self.token or None
 
     def ensure(self, embedder_id: str, *, progress: ProgressCallback | None = None,
                control: JobControl | None = None) -> Path:

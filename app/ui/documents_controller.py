@@ -12,6 +12,10 @@ attachments on a message, and the retriever the chat controller hands each turn.
   file that fits half the context left goes into the prompt whole; a larger one is indexed
   into the chat's own collection first (a job), then the message goes out and passages are
   picked per question.
+- **Embedders**: each library keeps the embedder it was made with (``embedders()`` lists
+  the starter and the embedder catalog's, ``embedder_store`` downloads a catalog one);
+  ``set_embedder`` gives a library another (the page asks first): one job downloads it when
+  needed, with its progress in the same row and Cancel, then indexes the library again.
 - **The retriever**: ``ChatController.retriever`` is a ``LibraryRetriever`` over the chat's
   libraries (and its own collection, when it has one), or None.
 """
@@ -32,6 +36,7 @@ from app.workers.job_worker import JobRunner
 
 if TYPE_CHECKING:
     from app.chat.parts import Attachment
+    from app.documents.embedders import EmbedderChoice, EmbedderStore
     from app.documents.library import DocumentLibrary
     from app.ui.controller import ChatController
 
@@ -53,7 +58,18 @@ LibraryFactory = Callable[[], OpenedLibrary]
 def open_default_library() -> OpenedLibrary:
     from app.documents.open import OpenLibrary
 
-    return OpenLibrary()
+    return OpenLibrary(store=default_embedder_store())
+
+
+def default_embedder_store() -> EmbedderStore:
+    """The embedders folder, downloading from the "Model download server" setting."""
+    import os
+
+    from app.documents.embedders import EmbedderStore
+    from app.settings import Settings
+
+    endpoint = Settings().get("hub_endpoint") or os.environ.get("HF_ENDPOINT") or None
+    return EmbedderStore(endpoint=endpoint)
 
 
 class DocumentsController(QObject):
@@ -78,6 +94,7 @@ class DocumentsController(QObject):
         self.choices = choices or ChatLibrariesStore()
         self._library: DocumentLibrary | None = None
         self._opened: OpenedLibrary | None = None
+        self._store: EmbedderStore | None = None
         self._pending: frozenset[str] = frozenset()
         self._waiting: tuple[str, tuple] | None = None  # a message waiting for its files
         self.indexing: str | None = None  # the library being indexed
@@ -113,19 +130,62 @@ class DocumentsController(QObject):
             return []
         return [c for c in library.index.collections() if not c["name"].startswith("chat-")]
 
-    def index(self, name: str, paths: Sequence[Path]) -> bool:
-        """Add files / folders to library ``name`` (made when new) and index them (a job)."""
+    @property
+    def embedder_store(self) -> EmbedderStore:
+        if self._store is None:
+            self._store = getattr(self._opened, "store", None) or default_embedder_store()
+        return self._store
+
+    @embedder_store.setter
+    def embedder_store(self, store: EmbedderStore) -> None:
+        self._store = store
+
+    def embedders(self) -> list[EmbedderChoice]:
+        """The embedders a library can use (downloaded or not)."""
+        try:
+            return self.embedder_store.choices()
+        except HearthError as exc:
+            self.chat.bridge.report(exc)
+            return []
+
+    def embedder_of(self, name: str) -> str | None:
+        library = self.library()
+        if library is None or library.index.collection_id(name) is None:
+            return None
+        return library.embedder_of(name)
+
+    def index(self, name: str, paths: Sequence[Path], embedder: str | None = None) -> bool:
+        """Add files / folders to library ``name`` (made when new, with ``embedder``) and
+        index them (a job)."""
         name = name.strip()
         if not name or name.startswith("chat-"):
             self.chat.bridge.info("Give the library a name (not starting with “chat-”).")
             return False
-        return self._submit(name, list(paths))
+        return self._submit(name, list(paths), embedder)
 
     def refresh(self, name: str) -> bool:
         """Re-index library ``name``: changed files again, deleted ones drop out."""
         return self._submit(name, None)
 
-    def _submit(self, name: str, paths: list[Path] | None) -> bool:
+    def set_embedder(self, name: str, embedder: str) -> bool:
+        """Give library ``name`` another embedder and index it again (a job; the page has
+        asked the user first)."""
+        return self._submit(name, None, embedder, change=True)
+
+    def _fetch(self, embedder: str | None, report, control) -> None:
+        """Download ``embedder`` on the job thread when it is not here yet."""
+        store = self.embedder_store
+        if embedder is None or store.is_available(embedder):
+            return
+
+        def progress(p) -> None:
+            report(Progress(p.fraction if p.bytes_total else None,
+                            f"Downloading the embedder {p.model_id}: {p.state}"))
+
+        store.ensure(embedder, progress=progress, control=control)
+
+    def _submit(self, name: str, paths: list[Path] | None, embedder: str | None = None, *,
+                change: bool = False) -> bool:
         library = self.library()
         if library is None:
             return False
@@ -135,9 +195,12 @@ class DocumentsController(QObject):
             return False
 
         def work(report, control):
+            self._fetch(embedder, report, control)
+            if change:
+                return library.set_embedder(name, embedder, report=report, control=control)
             if paths is None:
                 return library.refresh(name, report=report, control=control)
-            return library.add(paths, name, report=report, control=control)
+            return library.add(paths, name, embedder=embedder, report=report, control=control)
 
         if not self.jobs.submit(Job(INDEX_JOB, f"Indexing {name}", work)):
             return False

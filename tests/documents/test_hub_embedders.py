@@ -258,7 +258,7 @@ def test_changing_a_librarys_embedder_indexes_it_again_with_the_new_one(monkeypa
         library.add([docs], "other", embedder=e5.id)
         assert library.embedder_of("notes") == "bge-small-en-v1.5"
         assert library.embedder_of("other") == e5.id
-        with pytest.raises(HearthError, match="uses the embedder bge-small-en-v1.5, not"):
+        with pytest.raises(HearthError, match=r"uses the embedder bge-small-en-v1\.5, not"):
             library.add([docs], "notes", embedder=e5.id)
         mixed = library.search("kettle", ["notes", "other"], top=6, mode="vector")
         assert len(mixed) == 6 and set(opened) == {e5.id}  # a query vector per embedder
