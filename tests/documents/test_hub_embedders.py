@@ -278,3 +278,31 @@ def test_changing_a_librarys_embedder_indexes_it_again_with_the_new_one(monkeypa
         index.close()
     for thread in opened.values():
         thread.close()
+
+
+def test_a_library_of_a_hub_embedder_needs_no_starter_wheel(monkeypatch, tmp_path):
+    from app.documents import embedders, starter_embedder
+    from app.documents.open import OpenLibrary
+
+    allow_hub_requests(monkeypatch)
+    monkeypatch.setattr(embedders, "find_embedder_wheel", lambda: None)
+    monkeypatch.setattr(starter_embedder, "find_embedder_wheel", lambda: None)
+    with FakeHub() as hub:
+        store = _download_all(tmp_path, hub, ["nomic-embed-text-v1.5"])
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "tea.txt").write_text("Brew green tea at 80 degrees.\n")
+    opened = OpenLibrary(tmp_path / "index.sqlite3", store=store, threads=1)
+    try:
+        library = opened.library
+        report = library.add([docs], "tea", embedder="nomic-embed-text-v1.5")
+        assert len(report.indexed) == 1
+        assert library.search("green tea", ["tea"], top=1)[0].file == str(docs / "tea.txt")
+        with pytest.raises(HearthError, match="starter embedder is not installed"):
+            library.add([docs], "other")  # the default needs the wheel, and says so
+        with pytest.raises(HearthError, match=r"multilingual-E5 small is not downloaded"):
+            library.set_embedder("tea", "multilingual-e5-small")
+        assert library.embedder_of("tea") == "nomic-embed-text-v1.5"  # nothing dropped
+        assert len(library.index.files(library.index.collection_id("tea"))) == 1
+    finally:
+        opened.close()
