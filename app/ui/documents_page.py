@@ -108,6 +108,13 @@ class DocumentsPage(QWidget):
             if not choice.installed and choice.entry is not None:
                 label += f" (downloads {choice.entry.variant.size_bytes / 1e6:,.0f} MB)"
             self.embedder_box.addItem(label, choice.id)
+            if choice.entry is not None:
+                entry = choice.entry
+                terms = f" ({entry.license_url})" if entry.license_url else ""
+                self.embedder_box.setItemData(
+                    self.embedder_box.count() - 1,
+                    f"{entry.description}\nFrom {entry.repo}; licence {entry.license}{terms}.",
+                    Qt.ItemDataRole.ToolTipRole)
             self._names[choice.id] = choice.name
         self.embedder_box.setEnabled(self.embedder_box.count() > 0)
 

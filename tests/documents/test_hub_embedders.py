@@ -306,3 +306,32 @@ def test_a_library_of_a_hub_embedder_needs_no_starter_wheel(monkeypatch, tmp_pat
         assert len(library.index.files(library.index.collection_id("tea"))) == 1
     finally:
         opened.close()
+
+
+def test_a_text_past_the_window_is_cut_at_the_entrys_max_tokens(monkeypatch, tmp_path):
+    allow_hub_requests(monkeypatch)
+    entry = CATALOG.get("bge-small-en-v1.5")
+    with FakeHub() as hub:
+        store = _download_all(tmp_path, hub, [entry.id])
+    folder = store.folder(entry.id)
+    long_text = " ".join(["the kettle sings on the hearth"] * 90  # the window ends in here
+                         + ["good software explains what went wrong"] * 60)
+    embedder = TextEmbedder(folder, threads=1)
+    vector, tokens = embedder.embed_counted([long_text])
+    assert tokens == entry.max_tokens == 512
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    full = tokenizer.encode(long_text).ids
+    assert len(full) > 800
+    tokenizer.enable_truncation(entry.max_tokens)
+    cut = np.array([tokenizer.encode(long_text).ids], np.int64)
+    session = ort.InferenceSession(str(folder / entry.graph), providers=["CPUExecutionProvider"])
+    hidden = session.run(["last_hidden_state"], {
+        "input_ids": cut, "attention_mask": np.ones_like(cut),
+        "token_type_ids": np.zeros_like(cut)})[0]
+    expected = hidden[0, 0] / np.linalg.norm(hidden[0, 0])  # CLS of the cut text
+    np.testing.assert_allclose(vector[0], expected, atol=2e-5)
+    uncut = np.array([full], np.int64)
+    whole = session.run(["last_hidden_state"], {
+        "input_ids": uncut, "attention_mask": np.ones_like(uncut),
+        "token_type_ids": np.zeros_like(uncut)})[0][0, 0]
+    assert np.linalg.norm(vector[0] - whole / np.linalg.norm(whole)) > 1e-3

@@ -301,3 +301,17 @@ def test_a_librarys_embedder_is_shown_and_changing_it_asks_then_indexes_again(
     assert page.library_item("Home").text(1) == "3"  # indexed again with the new one
     assert "3 files indexed" in page.job_label.text()
     prefs.close()
+
+
+def test_the_embedder_box_offers_the_catalogs_embedders_with_size_and_licence(docs_app):
+    prefs, page = _open_documents_page(docs_app)
+    box = page.embedder_box
+    labels = [box.itemText(i) for i in range(box.count())]
+    assert [box.itemData(i) for i in range(box.count())][1:] == [
+        "bge-small-en-v1.5", "multilingual-e5-small", "embeddinggemma-300m",
+        "nomic-embed-text-v1.5"]
+    assert labels[3] == "EmbeddingGemma 300M (downloads 1,240 MB)"
+    tip = box.itemData(3, Qt.ItemDataRole.ToolTipRole)
+    assert "onnx-community/embeddinggemma-300m-ONNX" in tip
+    assert "https://ai.google.dev/gemma/terms" in tip
+    prefs.close()
