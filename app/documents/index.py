@@ -131,7 +131,9 @@ class DocumentIndex:
         except sqlite3.DatabaseError as exc:
             raise HearthError(f"The document index {path} cannot be opened ({exc}).") from exc
         self._lock = threading.RLock()
-        self._matrices: dict[tuple[int, ...], tuple[int, np.ndarray, np.ndarray]] = {}
+        # embedder ids -> (generation, collections, chunk ids, vectors)
+        self._matrices: dict[tuple[str, ...], tuple[int, tuple[int, ...], np.ndarray,
+                                                    np.ndarray]] = {}
         self._df: dict[str, int] = {}  # a query term's chunk count (capped), per generation
         self._df_generation = -1
         self._check_meta(embedder_id, dims)
@@ -402,27 +404,31 @@ class DocumentIndex:
         return [int(ids[i]) for i in top[np.argsort(-sims[top], kind="stable")]]
 
     def matrix(self, collections: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """The chunk ids and their vectors ([n, dims]) of ``collections`` (of one embedder:
-        BM25's filter reads the ids of any), cached."""
+        """The chunk ids and their vectors ([n, dims]) of ``collections``, cached: one set per
+        embedder (memory stays bounded by one copy of each embedder's vectors). Collections
+        of several embedders give their ids only (BM25's filter), with no vectors."""
         key = tuple(sorted(collections))
-        dims = {self.collection_embedder(c)[1] for c in key} or {self.dims}
+        embedders = {self.collection_embedder(c) for c in key}
+        slot = tuple(sorted(e for e, _ in embedders))
         generation = self.generation()
-        cached = self._matrices.get(key)
-        if cached is not None and cached[0] == generation:
-            return cached[1], cached[2]
+        cached = self._matrices.get(slot)
+        if cached is not None and cached[0] == generation and cached[1] == key:
+            return cached[2], cached[3]
         marks = ",".join("?" * len(key))
         with self._lock:
             rows = self._db.execute(
                 f"SELECT ch.id, ch.vector FROM chunks ch JOIN files f ON f.id = ch.file_id "
                 f"WHERE f.collection_id IN ({marks}) ORDER BY ch.id", key).fetchall()
         ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        if len(dims) > 1:  # ids only (BM25's membership filter); no matrix to stack
-            matrix = np.zeros((len(rows), 0), np.float32)
-        else:
+        dims = {d for _, d in embedders} or {self.dims}
+        if len(dims) == 1 and len(slot) <= 1:
             width = dims.pop()
             matrix = np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(
                 len(rows), width) if rows else np.zeros((0, width), np.float32)
-        self._matrices = {key: (generation, ids, matrix)}  # one cached set: bounded memory
+        else:  # several embedders: ids only, no matrix to stack
+            matrix = np.zeros((len(rows), 0), np.float32)
+        self._matrices = {s: v for s, v in self._matrices.items() if v[0] == generation}
+        self._matrices[slot] = (generation, key, ids, matrix)
         return ids, matrix
 
     def _passages(self, ids: list[int], scores: dict[int, float]) -> list[Passage]:

@@ -159,6 +159,10 @@ def test_libraries_of_two_embedders_are_searched_each_with_its_own_query(tmp_pat
     found = index.search("nothing", queries, [first, second], top=2, mode="vector")
     assert [p.text for p in found] == ["alpha 1", "beta 0"] or \
         [p.text for p in found] == ["beta 0", "alpha 1"]
+    hybrid = index.search("alpha beta", queries, [first, second], top=4)
+    assert {p.text for p in hybrid} == {"alpha 0", "alpha 1", "beta 0", "beta 1"}
+    # kept between searches: each embedder's vectors, and the ids BM25's filter reads
+    assert set(index._matrices) == {("a",), ("b",), ("a", "b")}
     with pytest.raises(ValueError, match="query vector per embedder"):
         index.search("x", queries["a"], [first, second], mode="vector")
     index.set_embedder(second, "a", 4)  # its vectors go with the old embedder
