@@ -108,6 +108,10 @@ class TextEmbedder:
             raise HearthError(f"The embedder graph {model} has no output '{output}' "
                               f"(it has {', '.join(outputs)}).")
         self.output = output
+        width = outputs[output].shape[-1] if outputs[output].shape else None
+        if isinstance(width, int) and width != self.dims:
+            raise HearthError(f"The embedder graph {model} makes {width}-dimensional vectors, "
+                              f"not the {self.dims} its embedder.json says.")
         rank = len(outputs[output].shape)
         self.pooled_in_graph = rank == 2
         if rank not in (2, 3) or (rank == 3 and self.pooling not in ("cls", "mean")):

@@ -335,3 +335,19 @@ def test_a_text_past_the_window_is_cut_at_the_entrys_max_tokens(monkeypatch, tmp
         "input_ids": uncut, "attention_mask": np.ones_like(uncut),
         "token_type_ids": np.zeros_like(uncut)})[0][0, 0]
     assert np.linalg.norm(vector[0] - whole / np.linalg.norm(whole)) > 1e-3
+
+
+def test_a_graph_whose_signature_is_not_the_entrys_gets_a_sentence(monkeypatch, tmp_path):
+    allow_hub_requests(monkeypatch)
+    with FakeHub() as hub:
+        store = _download_all(tmp_path, hub, ["embeddinggemma-300m"])
+    folder = store.folder("embeddinggemma-300m")
+    meta_path = folder / "embedder.json"
+    meta = json.loads(meta_path.read_text())
+    for change, sentence in (({"dims": 384}, "makes 768-dimensional vectors, not the 384"),
+                             ({"output": "pooler_output"}, "has no output 'pooler_output'"),
+                             ({"output": "last_hidden_state", "pooling": "pooled"},
+                              "has 3 axes, which pooling 'pooled' cannot use")):
+        meta_path.write_text(json.dumps({**meta, **change}))
+        with pytest.raises(HearthError, match=sentence):
+            TextEmbedder(folder, threads=1)
