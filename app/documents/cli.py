@@ -1,10 +1,13 @@
 """``hearth docs add|list|rm|search``: document libraries from the command line.
 
-``docs add PATH... [--collection NAME] [--json]`` indexes files and folders (a changed file
-re-indexes, a deleted one drops out); ``docs list``; ``docs rm NAME [PATH...]``; ``docs search
-QUERY [--collection NAME] [--top K] [--json]`` prints passages ``{file, page, heading, text,
-score}``. Problems with single files are sentences on stderr (and in ``--json``); the rest
-still indexes.
+``docs add PATH... [--collection NAME] [--embedder ID] [--json]`` indexes files and folders
+(a changed file re-indexes, a deleted one drops out; ``--embedder`` chooses a new library's
+embedder, downloading a catalog one first); ``docs list`` (with each library's embedder);
+``docs rm NAME [PATH...]``; ``docs search QUERY [--collection NAME] [--top K] [--json]``
+prints passages ``{file, page, heading, text, score}``; ``docs embedders`` lists the
+embedders a library can use; ``docs embedder NAME ID`` gives a library another embedder and
+indexes its files again. Problems with single files are sentences on stderr (and in
+``--json``); the rest still indexes.
 
 ``chat`` and ``generate`` gain ``--docs NAME`` (repeatable): the engine's CLI sits below the
 turn layer, so this module takes those commands over when the flag is given, as
@@ -33,8 +36,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("add", help="index files and folders into a collection")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     p.add_argument("--collection", default=DEFAULT_COLLECTION, help="collection name")
+    p.add_argument("--embedder", metavar="ID",
+                   help="a new collection's embedder (hearth docs embedders; default the "
+                        "starter embedder)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_add)
+
+    p = sub.add_parser("embedders", help="the embedders a collection can use")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_embedders)
+
+    p = sub.add_parser("embedder", help="give a collection another embedder (re-indexes it)")
+    p.add_argument("collection")
+    p.add_argument("embedder", metavar="ID")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_embedder)
 
     p = sub.add_parser("list", help="collections with their files and chunks")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -95,12 +111,30 @@ def run_with_docs(args: argparse.Namespace) -> int:
 def _open():
     from app.documents.open import OpenLibrary
 
-    return OpenLibrary()
+    return OpenLibrary(store=_store())
+
+
+def _store():
+    from app.documents.embedders import EmbedderStore
+    from app.models.cli import _endpoint, _token
+
+    return EmbedderStore(endpoint=_endpoint(None), token=_token(None))
+
+
+def _fetch_embedder(embedder_id: str | None) -> None:
+    """Download ``embedder_id`` first when it is a catalog embedder not downloaded yet."""
+    from app.models.cli import ProgressBar
+
+    store = _store()
+    if embedder_id is None or store.is_available(embedder_id):
+        return
+    store.ensure(embedder_id, progress=ProgressBar())
 
 
 def cmd_add(args: argparse.Namespace) -> int:
+    _fetch_embedder(args.embedder)
     with _open() as library:
-        report = library.add(args.paths, args.collection)
+        report = library.add(args.paths, args.collection, embedder=args.embedder)
     for problem in report.problems:
         print(f"hearth: {problem}", file=sys.stderr)
     if args.json:
@@ -122,7 +156,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     elif not rows:
         print("No document collections yet (hearth docs add PATH...).")
     for row in rows if not args.json else ():
-        print(f"{row['name']}: {row['files']} files, {row['chunks']} chunks")
+        print(f"{row['name']}: {row['files']} files, {row['chunks']} chunks "
+              f"(embedder {row['embedder']})")
         for root in row["roots"]:
             print(f"  {root}")
     return 0
@@ -152,4 +187,29 @@ def cmd_search(args: argparse.Namespace) -> int:
     for p in passages:
         where = f" ({p.location()})" if p.location() else ""
         print(f"[{p.score:.4f}] {p.file}{where}\n{p.text}\n")
+    return 0
+
+
+def cmd_embedders(args: argparse.Namespace) -> int:
+    choices = _store().choices()
+    if args.json:
+        print(json.dumps([c.as_dict() for c in choices], indent=2))
+        return 0
+    for c in choices:
+        state = "downloaded" if c.installed else "not downloaded"
+        print(f"{c.id}: {c.name}, {c.dims} dimensions, {state}")
+    return 0
+
+
+def cmd_embedder(args: argparse.Namespace) -> int:
+    _fetch_embedder(args.embedder)
+    with _open() as library:
+        report = library.set_embedder(args.collection, args.embedder)
+    for problem in report.problems:
+        print(f"hearth: {problem}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({**report.to_dict(), "embedder": args.embedder}, indent=2))
+    else:
+        print(f"{args.collection}: now embedded by {args.embedder}; {len(report.indexed)} "
+              f"files indexed again ({report.chunks} chunks), {len(report.failed)} failed")
     return 0

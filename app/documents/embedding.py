@@ -1,5 +1,14 @@
 """Text embeddings through ONNX Runtime: a tokenizer, one session, batches sorted by length.
 
+An embedder folder holds a graph, tokenizer.json and ``embedder.json`` (the starter's, or a
+Hub embedder's written from the embedder catalog): ``output`` (the graph output to read),
+``pooling`` (``cls``: token 0; ``mean``: the mean over the attention mask; ``pooled``: the
+output is already the sentence vector; a 2-D output always is), ``normalized``, the window
+``max_tokens`` (longer texts are cut there) and the query / document prefixes. The graph's
+own inputs decide the feed: ``attention_mask`` and ``token_type_ids`` (zeros: one segment)
+only when it declares them. ``prefixed`` is the one place that decides the prefix: queries
+at search time, documents at index time; the API embeds texts as given.
+
 ``TextEmbedder`` is not thread-safe: it belongs to one thread. ``EmbeddingThread`` is that
 thread: it builds the embedder on its own thread and runs every call there, so indexing jobs
 and chat turns on other threads share one session without a lock (STYLE item 6).
@@ -12,17 +21,35 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
-from app.documents.bert_graph import INPUTS, OUTPUT
+from app.documents.bert_graph import OUTPUT
 from app.documents.starter_embedder import CONFIG_NAME
 from app.errors import HearthError
 from app.machine import physical_cores
 
 DEFAULT_BATCH = 32
+FEEDS = ("input_ids", "attention_mask", "token_type_ids")
+Role = Literal["query", "document", "raw"]
+
+
+def prefixed(texts: Sequence[str], role: Role, *, query_prefix: str,
+             document_prefix: str) -> list[str]:
+    """``texts`` as the embedder expects them for ``role`` (``raw``: as given)."""
+    prefix = {"query": query_prefix, "document": document_prefix, "raw": ""}[role]
+    return [prefix + t for t in texts]
+
+
+def pool(hidden: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
+    """[batch, seq, dims] hidden states to [batch, dims]: ``cls`` (token 0) or ``mean``."""
+    if pooling == "cls":
+        return hidden[:, 0]
+    weights = mask.astype(np.float32)[:, :, None]
+    return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
 
 
 class TextEmbedder:
@@ -42,6 +69,10 @@ class TextEmbedder:
         self.max_tokens: int = int(meta["max_tokens"])
         self.query_prefix: str = meta.get("query_prefix", "")
         self.document_prefix: str = meta.get("document_prefix", "")
+        self.pooling: str = meta.get("pooling", "mean")
+        self.normalized: bool = bool(meta.get("normalized", True))
+        padding = self.tokenizer.padding
+        self.pad_id: int = int(meta.get("pad_id", padding["pad_id"] if padding else 0))
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(self.max_tokens)
         options = ort.SessionOptions()
@@ -57,9 +88,35 @@ class TextEmbedder:
             raise HearthError(f"The embedder in {folder} has no {graph} graph.")
         if not model.is_file():  # the int8 graph was lost: the reference still runs
             self.graph, model = "fp32", folder / "model.onnx"
-        self.session = ort.InferenceSession(str(model), options,
-                                            providers=["CPUExecutionProvider"])
+        try:
+            self.session = ort.InferenceSession(str(model), options,
+                                                providers=["CPUExecutionProvider"])
+        except Exception as exc:  # ORT raises its own kinds for a missing or corrupt graph
+            raise HearthError(f"The embedder graph {model} cannot be loaded ({exc}).") from exc
+        self._read_signature(model, meta.get("output", OUTPUT))
         self._owner = threading.get_ident()
+
+    def _read_signature(self, model: Path, output: str) -> None:
+        """The feeds the graph declares, and the output to read (pooled or not)."""
+        self.inputs = [i.name for i in self.session.get_inputs()]
+        unknown = [n for n in self.inputs if n not in FEEDS]
+        if "input_ids" not in self.inputs or unknown:
+            raise HearthError(f"The embedder graph {model} takes inputs Hearth does not "
+                              f"feed ({', '.join(unknown) or 'no input_ids'}).")
+        outputs = {o.name: o for o in self.session.get_outputs()}
+        if output not in outputs:
+            raise HearthError(f"The embedder graph {model} has no output '{output}' "
+                              f"(it has {', '.join(outputs)}).")
+        self.output = output
+        width = outputs[output].shape[-1] if outputs[output].shape else None
+        if isinstance(width, int) and width != self.dims:
+            raise HearthError(f"The embedder graph {model} makes {width}-dimensional vectors, "
+                              f"not the {self.dims} its embedder.json says.")
+        rank = len(outputs[output].shape)
+        self.pooled_in_graph = rank == 2
+        if rank not in (2, 3) or (rank == 3 and self.pooling not in ("cls", "mean")):
+            raise HearthError(f"The embedder graph {model}'s output '{output}' has "
+                              f"{rank} axes, which pooling '{self.pooling}' cannot use.")
 
     def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
         return [e.ids for e in self.tokenizer.encode_batch(list(texts))]
@@ -84,20 +141,33 @@ class TextEmbedder:
         return out, sum(len(r) for r in ids)
 
     def run_ids(self, batch: Sequence[Sequence[int]]) -> np.ndarray:
-        """One session run over token id lists, right-padded with 0 ([PAD])."""
+        """One session run over token id lists, right-padded with the pad id; pooled and
+        normalised as embedder.json says."""
         width = max(len(r) for r in batch)
-        input_ids = np.zeros((len(batch), width), np.int64)
+        input_ids = np.full((len(batch), width), self.pad_id, np.int64)
         mask = np.zeros((len(batch), width), np.int64)
         for i, row in enumerate(batch):
             input_ids[i, :len(row)] = row
             mask[i, :len(row)] = 1
-        return self.session.run([OUTPUT], dict(zip(INPUTS, (input_ids, mask), strict=True)))[0]
+        feed = {"input_ids": input_ids, "attention_mask": mask,
+                "token_type_ids": np.zeros_like(input_ids)}
+        out = self.session.run([self.output], {n: feed[n] for n in self.inputs})[0]
+        vectors = np.asarray(out if self.pooled_in_graph else pool(out, mask, self.pooling),
+                             np.float32)
+        if self.normalized:
+            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True),
+                                           1e-12)
+        return vectors
+
+    def prefixed(self, texts: Sequence[str], role: Role) -> list[str]:
+        return prefixed(texts, role, query_prefix=self.query_prefix,
+                        document_prefix=self.document_prefix)
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed([self.query_prefix + t for t in texts])
+        return self.embed(self.prefixed(texts, "query"))
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed([self.document_prefix + t for t in texts])
+        return self.embed(self.prefixed(texts, "document"))
 
 
 class EmbeddingThread:

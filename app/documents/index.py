@@ -6,6 +6,11 @@ the chunks (BM25) and each chunk's vector beside it (float32 blob).
 - Vector search reads a collection's vectors into one numpy matrix, kept until the index
   changes (``generation`` counts commits), then ranks by dot product (the vectors are unit).
 - ``search`` fuses the BM25 ranks and the vector ranks by reciprocal rank fusion.
+- Each collection (a library) records its embedder and dims: its vectors are only ever
+  compared with a query embedded by the same embedder. Collections of different embedders
+  searched together give one vector ranking each (``search`` takes a query vector per
+  embedder id). Changing a collection's embedder (``set_embedder``) drops its vectors in
+  the same transaction; its files are indexed again from its folders.
 
 sqlite-vec was the other option; this Python's sqlite3 cannot load extensions, and a numpy
 matrix scan stays well under the latency goal at 100k chunks of 384 dims (bench_docs.py).
@@ -17,7 +22,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +31,7 @@ import numpy as np
 from app.documents.chunking import Chunk
 from app.errors import HearthError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: collections.embedder / dims
 MODES = ("hybrid", "bm25", "vector")
 #: a query term in more chunks than this is left out of BM25 when rarer terms remain
 COMMON_TERM_CHUNKS = 5000
@@ -52,7 +57,8 @@ FUSION = Fusion(k=5.0, bm25_weight=0.7)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS collections(
-    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, created REAL NOT NULL);
+    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, created REAL NOT NULL,
+    embedder TEXT, dims INTEGER);
 CREATE TABLE IF NOT EXISTS roots(
     collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
     path TEXT NOT NULL, PRIMARY KEY(collection_id, path));
@@ -112,7 +118,9 @@ class DocumentIndex:
     """The index file. One connection, used from one thread at a time (a lock guards it)."""
 
     def __init__(self, path: Path, *, embedder_id: str, dims: int) -> None:
+        """``embedder_id`` / ``dims``: the embedder of collections made without one named."""
         self.path = path
+        self.embedder_id = embedder_id
         self.dims = dims
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -123,7 +131,9 @@ class DocumentIndex:
         except sqlite3.DatabaseError as exc:
             raise HearthError(f"The document index {path} cannot be opened ({exc}).") from exc
         self._lock = threading.RLock()
-        self._matrices: dict[tuple[int, ...], tuple[int, np.ndarray, np.ndarray]] = {}
+        # embedder ids -> (generation, collections, chunk ids, vectors)
+        self._matrices: dict[tuple[str, ...], tuple[int, tuple[int, ...], np.ndarray,
+                                                    np.ndarray]] = {}
         self._df: dict[str, int] = {}  # a query term's chunk count (capped), per generation
         self._df_generation = -1
         self._check_meta(embedder_id, dims)
@@ -138,11 +148,15 @@ class DocumentIndex:
             return
         if int(meta.get("schema", "0")) > SCHEMA_VERSION:
             raise HearthError(f"The document index {self.path} is from a newer Hearth.")
-        if meta.get("embedder") != embedder_id or int(meta.get("dims", "0")) != dims:
-            raise HearthError(
-                f"The document index {self.path} was built with the embedder "
-                f"{meta.get('embedder')}, not {embedder_id}.",
-                hint="Remove the collections and add their files again.")
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(collections)")}
+        if "embedder" not in columns:  # schema 1: one embedder for the whole index
+            with self._transaction() as db:
+                db.execute("ALTER TABLE collections ADD COLUMN embedder TEXT")
+                db.execute("ALTER TABLE collections ADD COLUMN dims INTEGER")
+                db.execute("UPDATE collections SET embedder = ?, dims = ?",
+                           (meta.get("embedder"), int(meta.get("dims", "0"))))
+                db.execute("UPDATE meta SET value = ? WHERE key = 'schema'",
+                           (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         self._db.close()
@@ -173,15 +187,37 @@ class DocumentIndex:
     def _transaction(self) -> DocumentIndex._Tx:
         return DocumentIndex._Tx(self)
 
-    def collection_id(self, name: str, *, create: bool = False) -> int | None:
+    def collection_id(self, name: str, *, create: bool = False, embedder_id: str | None = None,
+                      dims: int | None = None) -> int | None:
+        """The collection's id; with ``create``, a new one made with ``embedder_id`` / ``dims``
+        (default: the index's)."""
         with self._lock:
             row = self._db.execute("SELECT id FROM collections WHERE name = ?",
                                    (name,)).fetchone()
         if row is not None or not create:
             return row[0] if row else None
         with self._transaction() as db:
-            return db.execute("INSERT INTO collections(name, created) VALUES (?, ?)",
-                              (name, time.time())).lastrowid
+            return db.execute(
+                "INSERT INTO collections(name, created, embedder, dims) VALUES (?, ?, ?, ?)",
+                (name, time.time(), embedder_id or self.embedder_id,
+                 dims or self.dims)).lastrowid
+
+    def collection_embedder(self, collection: int) -> tuple[str, int]:
+        """The embedder id and dims of ``collection``'s vectors."""
+        with self._lock:
+            row = self._db.execute("SELECT embedder, dims FROM collections WHERE id = ?",
+                                   (collection,)).fetchone()
+        if row is None:
+            raise ValueError(f"no collection {collection}")
+        return row[0], int(row[1])
+
+    def set_embedder(self, collection: int, embedder_id: str, dims: int) -> None:
+        """Give ``collection`` another embedder: its files and vectors go in the same
+        transaction (its folders stay, to be indexed again)."""
+        with self._transaction() as db:
+            db.execute("DELETE FROM files WHERE collection_id = ?", (collection,))
+            db.execute("UPDATE collections SET embedder = ?, dims = ? WHERE id = ?",
+                       (embedder_id, dims, collection))
 
     def add_roots(self, collection: int, roots: Sequence[str]) -> None:
         with self._transaction() as db:
@@ -203,8 +239,9 @@ class DocumentIndex:
                      pages: int, chunks: Sequence[Chunk], vectors: np.ndarray,
                      on_chunk: Callable[[int], None] | None = None) -> None:
         """The file's chunks and vectors, all or nothing (``on_chunk``: a test's crash point)."""
-        if len(chunks) != len(vectors) or (len(vectors) and vectors.shape[1] != self.dims):
-            raise ValueError("one vector of the index's dims per chunk")
+        dims = self.collection_embedder(collection)[1]
+        if len(chunks) != len(vectors) or (len(vectors) and vectors.shape[1] != dims):
+            raise ValueError("one vector of the collection's dims per chunk")
         vectors = np.ascontiguousarray(vectors, np.float32)
         with self._transaction() as db:
             db.execute("DELETE FROM files WHERE collection_id = ? AND path = ?",
@@ -245,14 +282,14 @@ class DocumentIndex:
     def collections(self) -> list[dict]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT c.name, COUNT(DISTINCT f.id), COUNT(ch.id) FROM collections c "
+                "SELECT c.name, COUNT(DISTINCT f.id), COUNT(ch.id), c.embedder FROM collections c "
                 "LEFT JOIN files f ON f.collection_id = c.id "
                 "LEFT JOIN chunks ch ON ch.file_id = f.id GROUP BY c.id ORDER BY c.name"
             ).fetchall()
             roots = self._db.execute("SELECT c.name, r.path FROM roots r JOIN collections c "
                                      "ON c.id = r.collection_id ORDER BY r.path").fetchall()
-        return [{"name": n, "files": f, "chunks": c,
-                 "roots": [p for name, p in roots if name == n]} for n, f, c in rows]
+        return [{"name": n, "files": f, "chunks": c, "embedder": e,
+                 "roots": [p for name, p in roots if name == n]} for n, f, c, e in rows]
 
     def files(self, collection: int) -> list[FileRecord]:
         with self._lock:
@@ -267,9 +304,14 @@ class DocumentIndex:
             return int(self._db.execute(
                 "SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
 
-    def search(self, query: str, query_vector: np.ndarray | None, collections: Sequence[int],
-               *, top: int = 5, mode: str = "hybrid", fusion: Fusion = FUSION) -> list[Passage]:
-        """The ``top`` passages: BM25, vector, or both fused by reciprocal rank."""
+    def search(self, query: str, query_vector: np.ndarray | Mapping[str, np.ndarray] | None,
+               collections: Sequence[int], *, top: int = 5, mode: str = "hybrid",
+               fusion: Fusion = FUSION) -> list[Passage]:
+        """The ``top`` passages: BM25, vector, or both fused by reciprocal rank.
+
+        ``query_vector``: the query embedded by the collections' embedder, or a mapping of
+        embedder id to the query embedded by it (one vector ranking per embedder: a
+        collection's vectors are only compared with its own embedder's query)."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         if not collections:
@@ -279,8 +321,15 @@ class DocumentIndex:
             ranked.append((fusion.bm25_weight,
                            self.bm25_ids(query, collections, fusion.candidates)))
         if mode in ("hybrid", "vector") and query_vector is not None:
-            ranked.append((fusion.vector_weight,
-                           self.vector_ids(query_vector, collections, fusion.candidates)))
+            groups = self.by_embedder(collections)
+            if not isinstance(query_vector, Mapping):
+                if len(groups) > 1:
+                    raise ValueError("collections of several embedders need a query vector "
+                                     "per embedder")
+                query_vector = dict.fromkeys(groups, query_vector)
+            for embedder_id, ids in groups.items():
+                ranked.append((fusion.vector_weight, self.vector_ids(
+                    query_vector[embedder_id], ids, fusion.candidates)))
         scores: dict[int, float] = {}
         for weight, ids in ranked:
             for rank, chunk_id in enumerate(ids):
@@ -337,6 +386,13 @@ class DocumentIndex:
         rare = [t for t in terms if counts[t] <= COMMON_TERM_CHUNKS]
         return " OR ".join(rare) if rare else match
 
+    def by_embedder(self, collections: Sequence[int]) -> dict[str, list[int]]:
+        """``collections`` grouped by their embedder id (in the order first met)."""
+        groups: dict[str, list[int]] = {}
+        for cid in collections:
+            groups.setdefault(self.collection_embedder(cid)[0], []).append(cid)
+        return groups
+
     def vector_ids(self, query_vector: np.ndarray, collections: Sequence[int],
                    limit: int) -> list[int]:
         ids, matrix = self.matrix(collections)
@@ -348,21 +404,31 @@ class DocumentIndex:
         return [int(ids[i]) for i in top[np.argsort(-sims[top], kind="stable")]]
 
     def matrix(self, collections: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """The chunk ids and their vectors ([n, dims]) of ``collections``, cached."""
+        """The chunk ids and their vectors ([n, dims]) of ``collections``, cached: one set per
+        embedder (memory stays bounded by one copy of each embedder's vectors). Collections
+        of several embedders give their ids only (BM25's filter), with no vectors."""
         key = tuple(sorted(collections))
+        embedders = {self.collection_embedder(c) for c in key}
+        slot = tuple(sorted(e for e, _ in embedders))
         generation = self.generation()
-        cached = self._matrices.get(key)
-        if cached is not None and cached[0] == generation:
-            return cached[1], cached[2]
+        cached = self._matrices.get(slot)
+        if cached is not None and cached[0] == generation and cached[1] == key:
+            return cached[2], cached[3]
         marks = ",".join("?" * len(key))
         with self._lock:
             rows = self._db.execute(
                 f"SELECT ch.id, ch.vector FROM chunks ch JOIN files f ON f.id = ch.file_id "
                 f"WHERE f.collection_id IN ({marks}) ORDER BY ch.id", key).fetchall()
         ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(
-            len(rows), self.dims) if rows else np.zeros((0, self.dims), np.float32)
-        self._matrices = {key: (generation, ids, matrix)}  # one cached set: bounded memory
+        dims = {d for _, d in embedders} or {self.dims}
+        if len(dims) == 1 and len(slot) <= 1:
+            width = dims.pop()
+            matrix = np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(
+                len(rows), width) if rows else np.zeros((0, width), np.float32)
+        else:  # several embedders: ids only, no matrix to stack
+            matrix = np.zeros((len(rows), 0), np.float32)
+        self._matrices = {s: v for s, v in self._matrices.items() if v[0] == generation}
+        self._matrices[slot] = (generation, key, ids, matrix)
         return ids, matrix
 
     def _passages(self, ids: list[int], scores: dict[int, float]) -> list[Passage]:

@@ -6,13 +6,18 @@ it in one transaction. Files under the collection's folders that are gone from d
 out. Each file's failure is a sentence in the report; the rest still index. The job honours
 ``app.jobs.JobControl`` (cancel between files: what is written stays, whole) and reports
 ``Progress`` (files done / total).
+
+Each collection keeps the embedder it was made with (``add(..., embedder=ID)``; default the
+library's ``embedder``); its files are embedded, and its queries too, by that embedder only.
+``set_embedder`` changes it: the collection's vectors go and its files index again.
+``embedders(id)`` opens the other embedders when first needed (``OpenLibrary`` owns them).
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -68,16 +73,42 @@ def sha256_of(path: Path) -> str:
 
 class DocumentLibrary:
     def __init__(self, index: DocumentIndex, embedder: Embeddings, *,
+                 embedders: Callable[[str], Embeddings] | None = None,
                  chunk_chars: int = TARGET_CHARS, overlap_chars: int = OVERLAP_CHARS) -> None:
         self.index = index
         self.embedder = embedder
+        self.embedders = embedders
         self.chunk_chars, self.overlap_chars = chunk_chars, overlap_chars
 
-    def add(self, paths: Sequence[Path], collection: str, *,
+    def embedder_for(self, embedder_id: str) -> Embeddings:
+        """The embedder with this id (the library's own, or one ``embedders`` opens)."""
+        if embedder_id == self.embedder.id:
+            return self.embedder
+        if self.embedders is None:
+            raise HearthError(f"The embedder {embedder_id} is not available here.")
+        return self.embedders(embedder_id)
+
+    def embedder_of(self, collection: str) -> str:
+        """The embedder id of ``collection``'s vectors."""
+        return self.index.collection_embedder(self._require(collection))[0]
+
+    def add(self, paths: Sequence[Path], collection: str, *, embedder: str | None = None,
             report: ProgressReport | None = None, control: JobControl | None = None,
             ) -> AddReport:
-        """Add files / folders to ``collection`` (made when new) and bring it up to date."""
-        cid = self.index.collection_id(collection, create=True)
+        """Add files / folders to ``collection`` (made when new, with ``embedder``: default
+        the library's) and bring it up to date. A collection made with another embedder is
+        refused: ``set_embedder`` changes it (and re-indexes)."""
+        cid = self.index.collection_id(collection)
+        if cid is None:
+            chosen = self.embedder_for(embedder or self.embedder.id)
+            cid = self.index.collection_id(collection, create=True, embedder_id=chosen.id,
+                                           dims=chosen.dims)
+        elif embedder is not None and embedder != self.index.collection_embedder(cid)[0]:
+            current = self.index.collection_embedder(cid)[0]
+            raise HearthError(
+                f"The library {collection!r} uses the embedder {current}, not {embedder}.",
+                hint=f"Change it with hearth docs embedder {collection} {embedder} (its files "
+                     "are indexed again).")
         roots = [str(Path(p).expanduser().absolute()) for p in paths]
         self.index.add_roots(cid, roots)
         return self._sync(cid, collection, [Path(r) for r in roots], report, control)
@@ -109,8 +140,21 @@ class DocumentLibrary:
         missing = [n for n in names if self.index.collection_id(n) is None]
         if missing:
             raise HearthError(f"There is no document collection named {missing[0]!r}.")
-        vector = None if mode == "bm25" else self.embedder.embed_queries([query])[0]
-        return self.index.search(query, vector, ids, top=top, mode=mode, fusion=fusion)
+        vectors = None if mode == "bm25" else {
+            embedder_id: self.embedder_for(embedder_id).embed_queries([query])[0]
+            for embedder_id in self.index.by_embedder(ids)}
+        return self.index.search(query, vectors, ids, top=top, mode=mode, fusion=fusion)
+
+    def set_embedder(self, collection: str, embedder: str, *,
+                     report: ProgressReport | None = None,
+                     control: JobControl | None = None) -> AddReport:
+        """Give ``collection`` another embedder and index its files again with it (its old
+        vectors are never compared with the new embedder's queries: they go first)."""
+        cid = self._require(collection)
+        chosen = self.embedder_for(embedder)  # opened before anything is dropped
+        if self.index.collection_embedder(cid)[0] != chosen.id:
+            self.index.set_embedder(cid, chosen.id, chosen.dims)
+        return self.refresh(collection, report=report, control=control)
 
     # -- the sync job -------------------------------------------------------------------
 
@@ -171,7 +215,8 @@ class DocumentLibrary:
             if sum(len(c.text) for c in chunks) > limits.MAX_TEXT_CHARS:
                 raise DocumentError(f"{path.name} has more text than Hearth indexes in one "
                                     "file; it was skipped.")
-            vectors = self.embedder.embed_documents(
+            embedder = self.embedder_for(self.index.collection_embedder(cid)[0])
+            vectors = embedder.embed_documents(
                 [f"{c.heading}\n{c.text}" if c.heading else c.text for c in chunks])
             self.index.replace_file(cid, key, sha256=digest, size=size, kind=parsed.kind,
                                     pages=parsed.pages, chunks=chunks, vectors=vectors)

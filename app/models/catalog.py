@@ -172,7 +172,8 @@ class Catalog:
         return len(self.entries)
 
 
-def _parse_variant(raw: dict) -> Variant:
+def parse_variant(raw: dict) -> Variant:
+    """One variant of a catalog document (the chat catalog's or the embedder catalog's)."""
     provider = raw["provider"]
     if provider not in VARIANT_PROVIDERS:
         raise ValueError(f"unknown provider {provider!r}")
@@ -199,7 +200,7 @@ def parse_catalog(data: dict) -> Catalog:
         if raw["id"] in seen:
             raise ValueError(f"duplicate catalog id {raw['id']!r}")
         seen.add(raw["id"])
-        variants = tuple(_parse_variant(v) for v in raw["variants"])
+        variants = tuple(parse_variant(v) for v in raw["variants"])
         if raw.get("gated") and not raw.get("license_url"):
             raise ValueError(f"gated entry {raw['id']!r} names no license_url")
         if len({v.name for v in variants}) != len(variants):

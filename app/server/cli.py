@@ -62,6 +62,10 @@ def register(subparsers) -> None:
                        f"the key in ${API_KEY_ENV}")
     serve.add_argument("--api-key", help=f"deprecated: shows the key to every user of this "
                        f"machine in the process list; use ${API_KEY_ENV} or --api-key-file")
+    serve.add_argument("--embedder", metavar="ID",
+                       help="the embedder POST /v1/embeddings serves, by its id (hearth docs "
+                            "embedders; a Hub one must be downloaded first); default the "
+                            "starter embedder when it is at hand")
     serve.add_argument("--queue", type=int, default=DEFAULT_QUEUE,
                        help=f"requests that may wait while one runs (default {DEFAULT_QUEUE})")
     serve.add_argument("--cors-origin", action="append", default=[], metavar="URL",
@@ -179,7 +183,9 @@ def run_serve(args: argparse.Namespace, *, on_ready: Callable[[Any], None] | Non
                           ssl_keyfile=args.ssl_keyfile).validate()
     executor, close = build_executor(args)
     # POST /v1/embeddings on the starter embedder when it is at hand (a gateway only relays)
-    embedder = None if args.remote else EmbeddingService.starter()
+    embedder = None if args.remote else (
+        EmbeddingService.downloaded(args.embedder) if args.embedder
+        else EmbeddingService.starter())
     try:
         served = executor.start()
         runner = ServerRunner(HearthApi(executor, config, embedder))

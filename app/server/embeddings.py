@@ -56,6 +56,15 @@ class EmbeddingService:
             return None
         return cls(EMBEDDER_ID, ensure_embedder)
 
+    @classmethod
+    def downloaded(cls, embedder_id: str) -> EmbeddingService:
+        """The embedder ``embedder_id`` from the embedders folder (HearthError, a sentence,
+        when Hearth does not know it or it is not downloaded)."""
+        from app.documents.embedders import EmbedderStore
+
+        folder = EmbedderStore().folder(embedder_id)
+        return cls(embedder_id, lambda: folder)
+
     def model_object(self) -> dict[str, Any]:
         return {"id": self.id, "object": "model", "created": self.created,
                 "owned_by": "hearth"}

@@ -23,6 +23,10 @@ changes only here.
   larger one is indexed into the chat's own collection first (a job), then the reply starts
   and passages are picked per question. ``attachments_sent`` names the files that went;
   ``send_refused`` gives back a message none of whose files could be read.
+- **Embedders**: each library keeps the embedder it was made with (``embedders()`` lists
+  the starter and the embedder catalog's, ``embedder_store`` downloads a catalog one);
+  ``set_embedder`` gives a library another (the page asks first): one job downloads it when
+  needed, with its progress in the same row and Cancel, then indexes the library again.
 - **The retriever**: ``ChatController.retriever`` is a ``LibraryRetriever`` over the chat's
   libraries (and its own collection, when it has one), or None. A message sent while the
   library opens is stored at once and answered when it is open.
@@ -47,6 +51,7 @@ from app.jobs import Job, JobCancelled, Progress
 from app.workers.job_worker import JobRunner
 
 if TYPE_CHECKING:
+    from app.documents.embedders import EmbedderChoice, EmbedderStore
     from app.documents.library import DocumentLibrary
     from app.ui.controller import ChatController
 
@@ -76,7 +81,7 @@ LibraryFactory = Callable[..., OpenedLibrary]
 def open_default_library(*, checkpoint: Callable[[], None] | None = None) -> OpenedLibrary:
     from app.documents.open import OpenLibrary
 
-    return OpenLibrary(checkpoint=checkpoint)
+    return OpenLibrary(store=default_embedder_store(), checkpoint=checkpoint)
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,17 @@ class _Reading:
 
 def names_of(paths: Sequence[Path]) -> str:
     return ", ".join(Path(p).name for p in paths)
+
+
+def default_embedder_store() -> EmbedderStore:
+    """The embedders folder, downloading from the "Model download server" setting."""
+    import os
+
+    from app.documents.embedders import EmbedderStore
+    from app.settings import Settings
+
+    endpoint = Settings().get("hub_endpoint") or os.environ.get("HF_ENDPOINT") or None
+    return EmbedderStore(endpoint=endpoint)
 
 
 class DocumentsController(QObject):
@@ -132,6 +148,7 @@ class DocumentsController(QObject):
         self._handoff = threading.Lock()  # the job thread → shutdown, for a late library
         self._unclaimed: OpenedLibrary | None = None
         self._closing = False
+        self._store: EmbedderStore | None = None
         self._pending: frozenset[str] = frozenset()
         self._waiting: str | None = None  # the chat whose message waits for the library
         self._reading: _Reading | None = None
@@ -223,32 +240,79 @@ class DocumentsController(QObject):
             return []
         return [c for c in library.index.collections() if not c["name"].startswith("chat-")]
 
-    def index(self, name: str, paths: Sequence[Path]) -> bool:
-        """Add files / folders to library ``name`` (made when new) and index them (a job)."""
+    @property
+    def embedder_store(self) -> EmbedderStore:
+        if self._store is None:
+            self._store = getattr(self._opened, "store", None) or default_embedder_store()
+        return self._store
+
+    @embedder_store.setter
+    def embedder_store(self, store: EmbedderStore) -> None:
+        self._store = store
+
+    def embedders(self) -> list[EmbedderChoice]:
+        """The embedders a library can use (downloaded or not)."""
+        try:
+            return self.embedder_store.choices()
+        except HearthError as exc:
+            self.chat.bridge.report(exc)
+            return []
+
+    def embedder_of(self, name: str) -> str | None:
+        library = self.library()
+        if library is None or library.index.collection_id(name) is None:
+            return None
+        return library.embedder_of(name)
+
+    def index(self, name: str, paths: Sequence[Path], embedder: str | None = None) -> bool:
+        """Add files / folders to library ``name`` (made when new, with ``embedder``) and
+        index them (a job)."""
         name = name.strip()
         if not name or name.startswith("chat-"):
             self.chat.bridge.info("Give the library a name (not starting with “chat-”).")
             return False
-        return self._submit(name, list(paths))
+        return self._submit(name, list(paths), embedder)
 
     def refresh(self, name: str) -> bool:
         """Re-index library ``name``: changed files again, deleted ones drop out."""
         return self._submit(name, None)
 
-    def _submit(self, name: str, paths: list[Path] | None) -> bool:
+    def set_embedder(self, name: str, embedder: str) -> bool:
+        """Give library ``name`` another embedder and index it again (a job; the page has
+        asked the user first)."""
+        return self._submit(name, None, embedder, change=True)
+
+    def _fetch(self, embedder: str | None, report, control) -> None:
+        """Download ``embedder`` on the job thread when it is not here yet."""
+        store = self.embedder_store
+        if embedder is None or store.is_available(embedder):
+            return
+
+        def progress(p) -> None:
+            report(Progress(p.fraction if p.bytes_total else None,
+                            f"Downloading the embedder {p.model_id}: {p.state}"))
+
+        store.ensure(embedder, progress=progress, control=control)
+
+    def _submit(self, name: str, paths: list[Path] | None, embedder: str | None = None, *,
+                change: bool = False) -> bool:
         if self.indexing is not None:
             self.chat.bridge.info(f"The library “{self.indexing}” is being indexed: wait "
                                   "for it, or cancel it.")
             return False
         library = self._library
         if library is None:  # indexed once it is open
-            self.open_library(lambda _library: self._submit(name, paths))
+            self.open_library(lambda _library: self._submit(name, paths, embedder,
+                                                            change=change))
             return not self._closing
 
         def work(report, control):
+            self._fetch(embedder, report, control)
+            if change:
+                return library.set_embedder(name, embedder, report=report, control=control)
             if paths is None:
                 return library.refresh(name, report=report, control=control)
-            return library.add(paths, name, report=report, control=control)
+            return library.add(paths, name, embedder=embedder, report=report, control=control)
 
         if not self.jobs.submit(Job(INDEX_JOB, f"Indexing {name}", work)):
             return False

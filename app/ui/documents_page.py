@@ -1,8 +1,10 @@
 """Settings ▸ Documents: the libraries (named collections of files and folders), each with
-its files and chunks; make one from files or a folder, add more, re-index, remove. Indexing
-runs as a job: its row shows files done / total, and Cancel stops it. The first time, the
-library opens in the background ("Opening the document library…"); the list fills when
-it is open."""
+its files, chunks and embedder; make one from files or a folder, add more, re-index, remove.
+The Embedder box names the selected library's embedder, or the one a new library gets;
+choosing another for an existing library asks first, then indexes it again with that one
+(downloading it when needed). Indexing runs as a job: its row shows files done / total, and
+Cancel stops it. The first time, the library opens in the background ("Opening the document
+library…"); the list fills when it is open."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
+    QComboBox,
     QFileDialog,
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QProgressBar,
     QPushButton,
     QTreeWidget,
@@ -35,12 +39,17 @@ class DocumentsPage(QWidget):
         self.documents = documents
         self.tree = QTreeWidget(self)
         self.tree.setObjectName("libraries")
-        self.tree.setHeaderLabels(["Library", "Files", "Passages"])
+        self.tree.setHeaderLabels(["Library", "Files", "Passages", "Embedder"])
         self.tree.setAccessibleName("Document libraries")
         self.tree.setColumnWidth(0, 380)
         self.name_edit = QLineEdit(self)
         self.name_edit.setPlaceholderText("library name, e.g. Manuals")
         self.name_edit.setAccessibleName("Library name")
+        self.embedder_box = QComboBox(self)
+        self.embedder_box.setObjectName("embedder")
+        self.embedder_box.setAccessibleName("Library embedder")
+        self.embedder_box.setToolTip("The model that turns this library's passages into "
+                                     "vectors; its queries use the same one.")
         self.add_files_button = QPushButton("Add files…", self)
         self.add_folder_button = QPushButton("Add folder…", self)
         self.refresh_button = QPushButton("Re-index", self)
@@ -61,6 +70,8 @@ class DocumentsPage(QWidget):
         add_row.addWidget(self.add_files_button)
         add_row.addWidget(self.add_folder_button)
         buttons = QHBoxLayout()
+        buttons.addWidget(QLabel("Embedder:", self))
+        buttons.addWidget(self.embedder_box, 1)
         buttons.addWidget(self.refresh_button)
         buttons.addWidget(self.remove_button)
         buttons.addStretch(1)
@@ -81,12 +92,16 @@ class DocumentsPage(QWidget):
         self.remove_button.clicked.connect(self.on_remove)
         self.cancel_button.clicked.connect(documents.cancel_indexing)
         self.tree.currentItemChanged.connect(self.on_current_changed)
+        self.embedder_box.activated.connect(self.on_embedder_chosen)
         documents.libraries_changed.connect(self.refresh)
         documents.index_progress.connect(self.on_progress)
         documents.index_finished.connect(self.job_label.setText)
+        self._names: dict[str, str] = {}
+        self._new_embedder: str | None = None  # picked for a library not made yet
         documents.activity.connect(self.on_activity)
         self.on_progress(None)
         self.on_activity()
+        self.fill_embedders()
         if documents.is_open:
             self.refresh()
 
@@ -96,11 +111,38 @@ class DocumentsPage(QWidget):
         super().showEvent(event)
         self.refresh()
 
+    def fill_embedders(self) -> None:
+        self.embedder_box.clear()
+        for choice in self.documents.embedders():
+            label = choice.name
+            if not choice.installed and choice.entry is not None:
+                label += f" (downloads {choice.entry.variant.size_bytes / 1e6:,.0f} MB)"
+            self.embedder_box.addItem(label, choice.id)
+            if choice.entry is not None:
+                entry = choice.entry
+                terms = f" ({entry.license_url})" if entry.license_url else ""
+                self.embedder_box.setItemData(
+                    self.embedder_box.count() - 1,
+                    f"{entry.description}\nFrom {entry.repo}; licence {entry.license}{terms}.",
+                    Qt.ItemDataRole.ToolTipRole)
+            self._names[choice.id] = choice.name
+        self.embedder_box.setEnabled(self.embedder_box.count() > 0)
+
+    def chosen_embedder(self) -> str | None:
+        return self.embedder_box.currentData()
+
+    def show_embedder(self, embedder_id: str | None) -> None:
+        at = self.embedder_box.findData(embedder_id) if embedder_id else -1
+        if at >= 0:
+            self.embedder_box.setCurrentIndex(at)
+
     def refresh(self) -> None:
         current = self.selected()
         self.tree.clear()
         for row in self.documents.libraries():
-            item = QTreeWidgetItem([row["name"], f"{row['files']:,}", f"{row['chunks']:,}"])
+            embedder = row.get("embedder") or ""
+            item = QTreeWidgetItem([row["name"], f"{row['files']:,}", f"{row['chunks']:,}",
+                                    self._names.get(embedder, embedder)])
             item.setData(0, ROLE_NAME, row["name"])
             for root in row["roots"]:
                 child = QTreeWidgetItem([root])
@@ -131,12 +173,38 @@ class DocumentsPage(QWidget):
         name = self.selected()
         if name:
             self.name_edit.setText(name)
+            self.show_embedder(self.documents.embedder_of(name))
         self.refresh_button.setEnabled(name is not None)
         self.remove_button.setEnabled(name is not None)
 
     def on_add(self, paths: list[Path]) -> None:
         if paths:
-            self.documents.index(self.name_edit.text(), paths)
+            name = self.name_edit.text().strip()
+            new = self.documents.embedder_of(name) is None
+            self.documents.index(name, paths, self._new_embedder if new else None)
+
+    def on_embedder_chosen(self, _index: int) -> None:
+        """Another embedder for the library named above: ask, then index it again with it;
+        for a name that is no library yet, the embedder it will be made with."""
+        name, chosen = self.name_edit.text().strip(), self.chosen_embedder()
+        current = self.documents.embedder_of(name) if name else None
+        if current is None:
+            self._new_embedder = chosen
+            return
+        if chosen is None or chosen == current:
+            return
+        if self.confirm_reindex(name, self._names.get(chosen, chosen)):
+            self.documents.set_embedder(name, chosen)
+        else:
+            self.show_embedder(current)
+
+    def confirm_reindex(self, name: str, embedder: str) -> bool:  # tests replace this
+        answer = QMessageBox.question(
+            self, "Change the embedder",
+            f"Index “{name}” again with {embedder}? Its passages are embedded again (the "
+            "embedder is downloaded first if needed); until that is done, searches of this "
+            "library find words only.")
+        return answer == QMessageBox.StandardButton.Yes
 
     def on_refresh(self) -> None:
         name = self.selected()

@@ -28,7 +28,8 @@ def test_add_search_list_and_rm(installed_embedder, tmp_path, capsys):
 
     assert main(["docs", "list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == [
-        {"name": "kitchen", "files": 1, "chunks": 1, "roots": [str(folder)]}]
+        {"name": "kitchen", "files": 1, "chunks": 1, "embedder": "all-minilm-l6-v2",
+         "roots": [str(folder)]}]
     assert main(["docs", "rm", "kitchen"]) == 0
     assert capsys.readouterr().out == "kitchen: 1 files removed\n"
     assert main(["docs", "search", "tea", "--collection", "kitchen"]) == 2
@@ -85,3 +86,45 @@ def test_an_unknown_collection_is_named_before_the_model_loads(installed_embedde
                  "attic"]) != 0
     assert "no document collection named “attic” (collections: none yet)" in \
         capsys.readouterr().err
+
+
+def test_add_with_a_hub_embedder_downloads_it_and_list_shows_each_librarys_embedder(
+        installed_embedder, tmp_path, capsys, monkeypatch):
+    from app.models.embedder_catalog import load_embedder_catalog
+    from app.settings import Settings
+    from tests.documents.embedder_replicas import load_replicas, replica_repo
+    from tests.models.hub_server import FakeHub, allow_hub_requests
+
+    allow_hub_requests(monkeypatch)
+    entry = load_embedder_catalog().get("nomic-embed-text-v1.5")
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "tea.md").write_text("# Tea\n\n## Green\n\nBrew green tea at 80 degrees.\n")
+    with FakeHub() as hub:
+        hub.add(replica_repo(load_replicas()[entry.repo], entry.dims))
+        settings = Settings()
+        settings.set("hub_endpoint", hub.url)
+        settings.save()
+        assert main(["docs", "embedders", "--json"]) == 0
+        listed = {c["id"]: c for c in json.loads(capsys.readouterr().out)}
+        assert listed[entry.id]["installed"] is False
+        assert listed[entry.id]["query_prefix"] == "search_query: "
+        assert main(["docs", "add", str(folder), "--collection", "long",
+                     "--embedder", entry.id]) == 0
+        err = capsys.readouterr().err
+        assert f"{entry.id} [" in err and "done" in err  # the download's progress bar
+    assert main(["docs", "add", str(folder), "--collection", "short"]) == 0
+    assert main(["docs", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "long: 1 files, 1 chunks (embedder nomic-embed-text-v1.5)" in out
+    assert "short: 1 files, 1 chunks (embedder all-minilm-l6-v2)" in out
+    assert main(["docs", "search", "green tea", "--collection", "long", "--collection",
+                 "short", "--json"]) == 0
+    assert {p["file"] for p in json.loads(capsys.readouterr().out)} == {
+        str(folder / "tea.md")}
+    assert main(["docs", "add", str(folder), "--collection", "long", "--embedder",
+                 "all-minilm-l6-v2"]) != 0
+    assert "uses the embedder nomic-embed-text-v1.5" in capsys.readouterr().err
+    assert main(["docs", "embedder", "long", "all-minilm-l6-v2"]) == 0
+    assert "now embedded by all-minilm-l6-v2; 1 files indexed again" in \
+        capsys.readouterr().out

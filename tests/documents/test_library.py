@@ -51,7 +51,8 @@ def test_a_folder_indexes_and_bad_files_get_sentences_while_the_rest_indexes(lib
     assert any(s.startswith("broken.pdf is not a readable PDF") for s in report.problems)
     assert any(s.startswith("image.txt looks like a binary file") for s in report.problems)
     assert library.index.collections() == [
-        {"name": "home", "files": 3, "chunks": 5, "roots": [str(docs)]}]
+        {"name": "home", "files": 3, "chunks": 5, "embedder": "all-minilm-l6-v2",
+         "roots": [str(docs)]}]
 
 
 def test_search_finds_the_passage_with_its_file_page_and_heading(library, docs):
@@ -107,10 +108,66 @@ def test_collections_are_searched_apart_and_removed(library, docs, tmp_path):
         library.search("tea", ["kitchen"])
 
 
-def test_an_index_from_another_embedder_is_refused(tmp_path):
-    DocumentIndex(tmp_path / "i.sqlite3", embedder_id="a", dims=4).close()
-    with pytest.raises(HearthError, match="was built with the embedder a, not b"):
-        DocumentIndex(tmp_path / "i.sqlite3", embedder_id="b", dims=4)
+def test_each_collection_keeps_its_embedder_and_its_dims(tmp_path):
+    index = DocumentIndex(tmp_path / "i.sqlite3", embedder_id="a", dims=4)
+    old = index.collection_id("old", create=True)
+    index.close()
+    index = DocumentIndex(tmp_path / "i.sqlite3", embedder_id="b", dims=8)  # another default
+    new = index.collection_id("new", create=True)
+    wide = index.collection_id("wide", create=True, embedder_id="c", dims=6)
+    assert [index.collection_embedder(c) for c in (old, new, wide)] == [
+        ("a", 4), ("b", 8), ("c", 6)]
+    with pytest.raises(ValueError, match="collection's dims"):
+        index.replace_file(old, "/x.txt", sha256="x", size=1, kind="text", pages=0,
+                           chunks=[Chunk("x", None, "", 0)], vectors=np.ones((1, 8), np.float32))
+    assert [c["embedder"] for c in index.collections()] == ["b", "a", "c"]  # by name
+    index.close()
+
+
+def test_an_index_of_schema_1_gives_its_collections_the_index_embedder(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "i.sqlite3"
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('schema', '1'), ('embedder', 'a'), ('dims', '4'),
+                                ('generation', '3');
+        CREATE TABLE collections(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
+                                 created REAL NOT NULL);
+        INSERT INTO collections VALUES (1, 'home', 0);""")
+    db.commit()
+    db.close()
+    index = DocumentIndex(path, embedder_id="b", dims=8)
+    assert index.collection_embedder(index.collection_id("home")) == ("a", 4)
+    assert index.collections()[0]["embedder"] == "a"
+    index.close()
+
+
+def test_libraries_of_two_embedders_are_searched_each_with_its_own_query(tmp_path):
+    """A collection's vectors are only compared with its own embedder's query vector."""
+    index = DocumentIndex(tmp_path / "i.sqlite3", embedder_id="a", dims=4)
+    first = index.collection_id("first", create=True)
+    second = index.collection_id("second", create=True, embedder_id="b", dims=3)
+    index.replace_file(first, "/a.txt", sha256="a", size=1, kind="text", pages=0,
+                       chunks=[Chunk(f"alpha {i}", None, "", i) for i in range(2)],
+                       vectors=np.eye(2, 4, dtype=np.float32))
+    index.replace_file(second, "/b.txt", sha256="b", size=1, kind="text", pages=0,
+                       chunks=[Chunk(f"beta {i}", None, "", i) for i in range(2)],
+                       vectors=np.eye(2, 3, dtype=np.float32))
+    queries = {"a": np.eye(4, dtype=np.float32)[1], "b": np.eye(3, dtype=np.float32)[0]}
+    found = index.search("nothing", queries, [first, second], top=2, mode="vector")
+    assert [p.text for p in found] == ["alpha 1", "beta 0"] or \
+        [p.text for p in found] == ["beta 0", "alpha 1"]
+    hybrid = index.search("alpha beta", queries, [first, second], top=4)
+    assert {p.text for p in hybrid} == {"alpha 0", "alpha 1", "beta 0", "beta 1"}
+    # kept between searches: each embedder's vectors, and the ids BM25's filter reads
+    assert set(index._matrices) == {("a",), ("b",), ("a", "b")}
+    with pytest.raises(ValueError, match="query vector per embedder"):
+        index.search("x", queries["a"], [first, second], mode="vector")
+    index.set_embedder(second, "a", 4)  # its vectors go with the old embedder
+    assert index.collection_embedder(second) == ("a", 4) and index.files(second) == []
+    index.close()
 
 
 def test_the_fts_query_lets_no_syntax_through():

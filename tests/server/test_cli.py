@@ -81,3 +81,40 @@ def test_a_padded_or_non_ascii_key_matches(serve, gqa_model_dir):
         assert models.status_code == 200, sent
     assert httpx2.get(f"{served.url}/models",
                       headers={"Authorization": "Bearer three"}).status_code == 401
+
+
+def test_serve_embedder_serves_a_downloaded_hub_embedder_by_its_id(gqa_model_dir, tmp_path,
+                                                                    monkeypatch):
+    from app.documents.embedders import EmbedderStore
+    from tests.documents.embedder_replicas import load_replicas, replica_repo
+    from tests.models.hub_server import FakeHub, allow_hub_requests
+
+    allow_hub_requests(monkeypatch)
+    store = EmbedderStore(staging_root=tmp_path / "staging")  # the embedders folder
+    entry = store.catalog.get("bge-small-en-v1.5")
+    with FakeHub() as hub:
+        hub.add(replica_repo(load_replicas()[entry.repo], entry.dims))
+        store.endpoint = hub.url
+        store.download(store.plan(entry.id))
+    args = build_parser().parse_args(["serve", str(gqa_model_dir), "--port", "0",
+                                      "--embedder", entry.id])
+    ready, stop, addresses, codes = threading.Event(), threading.Event(), [], []
+    thread = threading.Thread(target=lambda: codes.append(run_serve(
+        args, on_ready=lambda a: (addresses.append(a), ready.set()), stop=stop)))
+    thread.start()
+    try:
+        assert ready.wait(30)
+        client = openai.OpenAI(base_url=addresses[0].base_url, api_key="x", max_retries=0)
+        assert entry.id in [m.id for m in client.models.list().data]
+        reply = client.embeddings.create(model=entry.id, input=["the kettle sings"])
+        assert len(reply.data[0].embedding) == 384
+    finally:
+        stop.set()
+        thread.join(10)
+    assert codes == [0]
+
+
+def test_serve_names_an_embedder_that_is_not_downloaded(gqa_model_dir, capsys):
+    assert main(["serve", str(gqa_model_dir), "--port", "0", "--embedder",
+                 "multilingual-e5-small"]) != 0
+    assert "multilingual-E5 small is not downloaded yet" in capsys.readouterr().err

@@ -242,7 +242,8 @@ def test_the_real_library_opens_on_the_documents_thread_its_session_on_its_own(
     app.qtbot.waitUntil(lambda: documents.is_open, timeout=300000)
     assert ticks.count > 10  # the event loop kept turning while it converted and loaded
     ticks.timer.stop()
-    embedding = documents.library().embedder
+    default = documents.library().embedder  # known by id; opened by the open job (warm)
+    embedding = documents._opened._open_threads[default.id]
     owner = embedding._pool.submit(threading.current_thread).result()
     assert owner.name.startswith("hearth-embed")
     assert embedding._embedder._owner == owner.ident != threading.main_thread().ident

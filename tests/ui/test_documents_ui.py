@@ -276,3 +276,91 @@ def test_the_chat_settings_and_the_composer_toggle_one_choice(docs_app, docs, tm
     assert listing.checked() == set() and button.text() == "Libraries: off ▾"
     app.controller.open_conversation(conv)
     assert listing.checked() == {"Home"}
+
+
+class OtherWords(WordsEmbedder):
+    id = "words-b"
+    dims = 32
+
+    def _vectors(self, texts):
+        return super()._vectors(texts)[:, :32] + 1e-3
+
+
+class FakeStore:
+    """The embedders folder as the page sees it: "words-b" must be downloaded first."""
+
+    def __init__(self) -> None:
+        from app.documents.embedders import EmbedderChoice
+
+        self.here = {"words-test"}
+        self.downloads: list[str] = []
+        self.choice = EmbedderChoice
+
+    def choices(self):
+        return [self.choice("words-test", "Words", DIMS, True),
+                self.choice("words-b", "Other words", 32, "words-b" in self.here)]
+
+    def is_available(self, embedder_id: str) -> bool:
+        return embedder_id in self.here
+
+    def ensure(self, embedder_id, *, progress=None, control=None):
+        from app.models.downloader import DownloadProgress
+
+        progress(DownloadProgress(embedder_id, "downloading", 5, 10))
+        self.downloads.append(embedder_id)
+        self.here.add(embedder_id)
+
+
+def test_a_librarys_embedder_is_shown_and_changing_it_asks_then_indexes_again(
+        make_app, model_dir, docs, tmp_path):
+    app = make_app()
+    app.load(model_dir)
+    other = OtherWords()
+    opened = Opened(tmp_path / "i.sqlite3", WordsEmbedder())
+    opened.library.embedders = lambda embedder_id: other
+    store = FakeStore()
+    app.window.documents.library_factory = lambda **_: opened
+    app.window.documents.embedder_store = store
+    prefs, page = _open_documents_page(app)
+    assert [page.embedder_box.itemText(i) for i in range(page.embedder_box.count())] == [
+        "Words", "Other words"]
+    page.name_edit.setText("Home")
+    page.ask_folder = lambda: [docs]
+    app.qtbot.mouseClick(page.add_folder_button, Qt.MouseButton.LeftButton)
+    app.qtbot.waitUntil(lambda: page.library_item("Home") is not None
+                        and app.window.documents.indexing is None, timeout=15000)
+    assert page.library_item("Home").text(3) == "Words"
+    page.tree.setCurrentItem(page.library_item("Home"))
+    assert page.chosen_embedder() == "words-test"
+
+    asked = []
+    page.confirm_reindex = lambda name, embedder: asked.append((name, embedder)) or False
+    page.embedder_box.setCurrentIndex(1)
+    page.embedder_box.activated.emit(1)
+    assert asked == [("Home", "Other words")] and page.chosen_embedder() == "words-test"
+    assert app.window.documents.indexing is None and store.downloads == []
+
+    page.confirm_reindex = lambda name, embedder: True
+    page.embedder_box.setCurrentIndex(1)
+    page.embedder_box.activated.emit(1)
+    app.qtbot.waitUntil(lambda: app.window.documents.indexing is None
+                        and page.library_item("Home").text(3) == "Other words", timeout=15000)
+    assert store.downloads == ["words-b"]
+    assert opened.library.embedder_of("Home") == "words-b"
+    assert page.library_item("Home").text(1) == "3"  # indexed again with the new one
+    assert "3 files indexed" in page.job_label.text()
+    prefs.close()
+
+
+def test_the_embedder_box_offers_the_catalogs_embedders_with_size_and_licence(docs_app):
+    prefs, page = _open_documents_page(docs_app)
+    box = page.embedder_box
+    labels = [box.itemText(i) for i in range(box.count())]
+    assert [box.itemData(i) for i in range(box.count())][1:] == [
+        "bge-small-en-v1.5", "multilingual-e5-small", "embeddinggemma-300m",
+        "nomic-embed-text-v1.5"]
+    assert labels[3] == "EmbeddingGemma 300M (downloads 1,240 MB)"
+    tip = box.itemData(3, Qt.ItemDataRole.ToolTipRole)
+    assert "onnx-community/embeddinggemma-300m-ONNX" in tip
+    assert "https://ai.google.dev/gemma/terms" in tip
+    prefs.close()
