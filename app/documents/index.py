@@ -18,6 +18,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,6 +127,7 @@ class DocumentIndex:
         self._matrices: dict[tuple[int, ...], tuple[int, np.ndarray, np.ndarray]] = {}
         self._df: dict[str, int] = {}  # a query term's chunk count (capped), per generation
         self._df_generation = -1
+        self._scorer_pool: ThreadPoolExecutor | None = None
         self._check_meta(embedder_id, dims)
 
     def _check_meta(self, embedder_id: str, dims: int) -> None:
@@ -145,6 +147,8 @@ class DocumentIndex:
                 hint="Remove the collections and add their files again.")
 
     def close(self) -> None:
+        if self._scorer_pool is not None:
+            self._scorer_pool.shutdown(wait=True)
         self._db.close()
 
     # -- writing ------------------------------------------------------------------------
@@ -275,12 +279,18 @@ class DocumentIndex:
         if not collections:
             return []
         ranked: list[tuple[float, list[int]]] = []
+        vectors = None
+        if mode in ("hybrid", "vector") and query_vector is not None:
+            # the matrix product runs on the scorer thread while FTS5 ranks on this one
+            # (both release the GIL): a hybrid query costs about the slower of the two
+            ids, matrix = self.matrix(collections)
+            vectors = self._scorer().submit(top_by_dot, ids, matrix, query_vector,
+                                            fusion.candidates)
         if mode in ("hybrid", "bm25"):
             ranked.append((fusion.bm25_weight,
                            self.bm25_ids(query, collections, fusion.candidates)))
-        if mode in ("hybrid", "vector") and query_vector is not None:
-            ranked.append((fusion.vector_weight,
-                           self.vector_ids(query_vector, collections, fusion.candidates)))
+        if vectors is not None:
+            ranked.append((fusion.vector_weight, vectors.result()))
         scores: dict[int, float] = {}
         for weight, ids in ranked:
             for rank, chunk_id in enumerate(ids):
@@ -340,12 +350,14 @@ class DocumentIndex:
     def vector_ids(self, query_vector: np.ndarray, collections: Sequence[int],
                    limit: int) -> list[int]:
         ids, matrix = self.matrix(collections)
-        if not len(ids):
-            return []
-        sims = matrix @ np.asarray(query_vector, np.float32).reshape(-1)
-        k = min(limit, len(ids))
-        top = np.argpartition(-sims, k - 1)[:k]
-        return [int(ids[i]) for i in top[np.argsort(-sims[top], kind="stable")]]
+        return top_by_dot(ids, matrix, query_vector, limit)
+
+    def _scorer(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._scorer_pool is None:
+                self._scorer_pool = ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="hearth-docs-scorer")
+            return self._scorer_pool
 
     def matrix(self, collections: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """The chunk ids and their vectors ([n, dims]) of ``collections``, cached."""
@@ -375,6 +387,18 @@ class DocumentIndex:
                 f"f ON f.id = ch.file_id WHERE ch.id IN ({marks})", ids)}
         return [Passage(rows[i][1], rows[i][2], rows[i][3], rows[i][4], scores[i], i)
                 for i in ids if i in rows]
+
+
+def top_by_dot(ids: np.ndarray, matrix: np.ndarray, query_vector: np.ndarray,
+               limit: int) -> list[int]:
+    """The ``limit`` ids whose rows have the largest dot product with the query, best first
+    (one matrix-vector product, a partial sort, then a sort of the few kept)."""
+    if not len(ids):
+        return []
+    sims = matrix @ np.asarray(query_vector, np.float32).reshape(-1)
+    k = min(limit, len(ids))
+    top = np.argpartition(-sims, k - 1)[:k]
+    return [int(ids[i]) for i in top[np.argsort(-sims[top], kind="stable")]]
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)
