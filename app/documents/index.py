@@ -5,7 +5,8 @@ the chunks (BM25) and each chunk's vector beside it (float32 blob).
   its row records the content hash. A crash at any point leaves the file as it was before.
 - Vector search reads a collection's vectors into one numpy matrix, kept until the index
   changes (``generation`` counts commits), then ranks by dot product (the vectors are unit).
-- ``search`` fuses the BM25 ranks and the vector ranks by reciprocal rank fusion.
+- ``search`` fuses the BM25 ranks and the vector ranks by reciprocal rank fusion; in a
+  hybrid query the vectors are scored on the index's scorer thread while FTS5 ranks.
 
 sqlite-vec was the other option; this Python's sqlite3 cannot load extensions, and a numpy
 matrix scan stays well under the latency goal at 100k chunks of 384 dims (bench_docs.py).
@@ -18,7 +19,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -284,8 +285,8 @@ class DocumentIndex:
             # the matrix product runs on the scorer thread while FTS5 ranks on this one
             # (both release the GIL): a hybrid query costs about the slower of the two
             ids, matrix = self.matrix(collections)
-            vectors = self._scorer().submit(top_by_dot, ids, matrix, query_vector,
-                                            fusion.candidates)
+            vectors = (self._scorer().submit if mode == "hybrid" else _done)(
+                top_by_dot, ids, matrix, query_vector, fusion.candidates)
         if mode in ("hybrid", "bm25"):
             ranked.append((fusion.bm25_weight,
                            self.bm25_ids(query, collections, fusion.candidates)))
@@ -387,6 +388,13 @@ class DocumentIndex:
                 f"f ON f.id = ch.file_id WHERE ch.id IN ({marks})", ids)}
         return [Passage(rows[i][1], rows[i][2], rows[i][3], rows[i][4], scores[i], i)
                 for i in ids if i in rows]
+
+
+def _done(fn: Callable, *args) -> Future:
+    """``fn(*args)`` run here, as a finished future."""
+    future: Future = Future()
+    future.set_result(fn(*args))
+    return future
 
 
 def top_by_dot(ids: np.ndarray, matrix: np.ndarray, query_vector: np.ndarray,
