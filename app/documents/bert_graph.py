@@ -9,6 +9,16 @@ Contract (``app/documents/embedding.py`` relies on it):
   over the unmasked tokens, then L2-normalised (sentence-transformers' Pooling + Normalize);
 * standard ONNX ops only (opset 17: LayerNormalization; GELU as its exact erf form, which
   ORT fuses), so any execution provider runs it.
+
+``fused_attention=True`` builds the same encoder with each layer's self-attention as one
+ORT contrib ``com.microsoft.Attention`` node (Q, K and V packed into one [hidden, 3·hidden]
+weight; the mask as its 2-D key mask). That graph is the int8 graph's source only
+(``starter_embedder.quantize_int8``): ORT quantizes the node into ``QAttention``, one int8
+product for Q, K and V whose scores and softmax run per (batch, head) in cache-sized pieces,
+where the standard graph materialises [batch, heads, seq, seq] scores, adds the mask bias
+and transposes around them. ``weights_from_graph`` reads a built standard graph's weights
+back, so a folder converted by an earlier Hearth can gain the newer int8 graph without the
+wheel.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ OPSET = 17
 IR_VERSION = 8
 INPUTS = ("input_ids", "attention_mask")
 OUTPUT = "sentence_embedding"
+CONTRIB = "com.microsoft"
 
 
 @dataclass(frozen=True)
@@ -58,10 +69,11 @@ class _Builder:
         self.inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
         return name
 
-    def op(self, op_type: str, inputs: list[str], **attrs) -> str:
+    def op(self, op_type: str, inputs: list[str], domain: str = "", **attrs) -> str:
         self._n += 1
         out = f"{op_type.lower()}_{self._n}"
-        self.nodes.append(helper.make_node(op_type, inputs, [out], name=f"n{self._n}", **attrs))
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=f"n{self._n}",
+                                           domain=domain or None, **attrs))
         return out
 
     def linear(self, x: str, name: str, w: np.ndarray, b: np.ndarray) -> str:
@@ -76,7 +88,8 @@ class _Builder:
         return self.op("LayerNormalization", [x, scale, bias], axis=-1, epsilon=eps)
 
 
-def build_bert_graph(cfg: BertConfig, weights: dict[str, np.ndarray]) -> onnx.ModelProto:
+def build_bert_graph(cfg: BertConfig, weights: dict[str, np.ndarray], *,
+                     fused_attention: bool = False) -> onnx.ModelProto:
     """The encoder + pooling graph over ``weights`` (names as transformers' BertModel)."""
     g = _Builder()
     w = weights
@@ -97,14 +110,16 @@ def build_bert_graph(cfg: BertConfig, weights: dict[str, np.ndarray]) -> onnx.Mo
     x = g.layer_norm(x, "embeddings.LayerNorm", w["embeddings.LayerNorm.weight"],
                      w["embeddings.LayerNorm.bias"], cfg.eps)
 
-    # the attention bias: 0 where a token is attended, a large negative where padded
     maskf = g.op("Cast", ["attention_mask"], to=TensorProto.FLOAT)
-    inverse = g.op("Sub", [g.const("f_one", np.array(1.0, np.float32)), maskf])
-    bias = g.op("Mul", [inverse, g.const("neg", np.array(-1e9, np.float32))])
-    bias = g.op("Unsqueeze", [bias, g.const("axes_1_2", i64(1, 2))])  # [B, 1, 1, S]
-    heads_shape = g.const("heads_shape", i64(0, 0, cfg.heads, head_dim))
-    merge_shape = g.const("merge_shape", i64(0, 0, cfg.hidden))
-    scale = g.const("scale", np.array(1.0 / math.sqrt(head_dim), np.float32))
+    if fused_attention:  # the contrib node takes the 0/1 key mask itself
+        mask32 = g.op("Cast", ["attention_mask"], to=TensorProto.INT32)
+    else:  # the attention bias: 0 where a token is attended, a large negative where padded
+        inverse = g.op("Sub", [g.const("f_one", np.array(1.0, np.float32)), maskf])
+        bias = g.op("Mul", [inverse, g.const("neg", np.array(-1e9, np.float32))])
+        bias = g.op("Unsqueeze", [bias, g.const("axes_1_2", i64(1, 2))])  # [B, 1, 1, S]
+        heads_shape = g.const("heads_shape", i64(0, 0, cfg.heads, head_dim))
+        merge_shape = g.const("merge_shape", i64(0, 0, cfg.hidden))
+        scale = g.const("scale", np.array(1.0 / math.sqrt(head_dim), np.float32))
     half = g.const("half", np.array(0.5, np.float32))
     sqrt2 = g.const("sqrt2", np.array(math.sqrt(2.0), np.float32))
 
@@ -117,13 +132,21 @@ def build_bert_graph(cfg: BertConfig, weights: dict[str, np.ndarray]) -> onnx.Mo
         def split(t: str, perm: list[int]) -> str:
             return g.op("Transpose", [g.op("Reshape", [t, heads_shape])], perm=perm)
 
-        q = split(proj(x, "attention.self.query"), [0, 2, 1, 3])
-        k = split(proj(x, "attention.self.key"), [0, 2, 3, 1])
-        v = split(proj(x, "attention.self.value"), [0, 2, 1, 3])
-        scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), scale]), bias])
-        probs = g.op("Softmax", [scores], axis=-1)
-        ctx = g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3])
-        ctx = g.op("Reshape", [ctx, merge_shape])
+        if fused_attention:
+            parts = [p + f"attention.self.{n}" for n in ("query", "key", "value")]
+            qkv = np.concatenate([np.asarray(w[n + ".weight"], np.float32).T for n in parts], 1)
+            qkv_bias = np.concatenate([np.asarray(w[n + ".bias"], np.float32) for n in parts])
+            ctx = g.op("Attention", [x, g.const(p + "attention.qkv.weight", qkv),
+                                     g.const(p + "attention.qkv.bias", qkv_bias), mask32],
+                       domain=CONTRIB, num_heads=cfg.heads, mask_filter_value=-1e9)
+        else:
+            q = split(proj(x, "attention.self.query"), [0, 2, 1, 3])
+            k = split(proj(x, "attention.self.key"), [0, 2, 3, 1])
+            v = split(proj(x, "attention.self.value"), [0, 2, 1, 3])
+            scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), scale]), bias])
+            probs = g.op("Softmax", [scores], axis=-1)
+            ctx = g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+            ctx = g.op("Reshape", [ctx, merge_shape])
         attn = proj(ctx, "attention.output.dense")
         x = g.layer_norm(g.op("Add", [x, attn]), p + "attention.output.LayerNorm",
                          w[p + "attention.output.LayerNorm.weight"],
@@ -152,7 +175,33 @@ def build_bert_graph(cfg: BertConfig, weights: dict[str, np.ndarray]) -> onnx.Mo
         [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"]) for n in INPUTS],
         [helper.make_tensor_value_info(OUTPUT, TensorProto.FLOAT, ["batch", cfg.hidden])],
         g.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="hearth")
+    opsets = [helper.make_opsetid("", OPSET)]
+    if fused_attention:
+        opsets.append(helper.make_opsetid(CONTRIB, 1))
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="hearth")
     model.ir_version = IR_VERSION
     return model
+
+
+def weights_from_graph(model: onnx.ModelProto) -> tuple[BertConfig, dict[str, np.ndarray]]:
+    """The config and weights (BertModel's names) a standard graph of ``build_bert_graph``
+    was built from; the token type row is folded into the position table, so it reads back
+    as zero."""
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    weights = {"embeddings.word_embeddings.weight": inits["word_embeddings"],
+               "embeddings.position_embeddings.weight": inits["position_embeddings"]}
+    for name, array in inits.items():
+        if name.endswith(".weight_t"):
+            weights[name[:-len("_t")]] = array.T
+        elif name.endswith((".bias", ".weight")):
+            weights[name] = array
+    positions, hidden = weights["embeddings.position_embeddings.weight"].shape
+    weights["embeddings.token_type_embeddings.weight"] = np.zeros((1, hidden), np.float32)
+    eps = next(a.f for n in model.graph.node if n.op_type == "LayerNormalization"
+               for a in n.attribute if a.name == "epsilon")
+    cfg = BertConfig(
+        hidden=hidden, heads=int(inits["heads_shape"][2]),
+        layers=len({n.split(".")[2] for n in weights if n.startswith("encoder.layer.")}),
+        intermediate=weights["encoder.layer.0.intermediate.dense.weight"].shape[0],
+        eps=eps, max_positions=positions)
+    return cfg, weights

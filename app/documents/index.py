@@ -5,7 +5,8 @@ the chunks (BM25) and each chunk's vector beside it (float32 blob).
   its row records the content hash. A crash at any point leaves the file as it was before.
 - Vector search reads a collection's vectors into one numpy matrix, kept until the index
   changes (``generation`` counts commits), then ranks by dot product (the vectors are unit).
-- ``search`` fuses the BM25 ranks and the vector ranks by reciprocal rank fusion.
+- ``search`` fuses the BM25 ranks and the vector ranks by reciprocal rank fusion; in a
+  hybrid query the vectors are scored on the index's scorer thread while FTS5 ranks.
 - Each collection (a library) records its embedder and dims: its vectors are only ever
   compared with a query embedded by the same embedder. Collections of different embedders
   searched together give one vector ranking each (``search`` takes a query vector per
@@ -23,6 +24,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,6 +138,7 @@ class DocumentIndex:
                                                     np.ndarray]] = {}
         self._df: dict[str, int] = {}  # a query term's chunk count (capped), per generation
         self._df_generation = -1
+        self._scorer_pool: ThreadPoolExecutor | None = None
         self._check_meta(embedder_id, dims)
 
     def _check_meta(self, embedder_id: str, dims: int) -> None:
@@ -159,6 +162,8 @@ class DocumentIndex:
                            (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
+        if self._scorer_pool is not None:
+            self._scorer_pool.shutdown(wait=True)
         self._db.close()
 
     # -- writing ------------------------------------------------------------------------
@@ -317,9 +322,7 @@ class DocumentIndex:
         if not collections:
             return []
         ranked: list[tuple[float, list[int]]] = []
-        if mode in ("hybrid", "bm25"):
-            ranked.append((fusion.bm25_weight,
-                           self.bm25_ids(query, collections, fusion.candidates)))
+        vectors: list[Future] = []
         if mode in ("hybrid", "vector") and query_vector is not None:
             groups = self.by_embedder(collections)
             if not isinstance(query_vector, Mapping):
@@ -327,9 +330,18 @@ class DocumentIndex:
                     raise ValueError("collections of several embedders need a query vector "
                                      "per embedder")
                 query_vector = dict.fromkeys(groups, query_vector)
-            for embedder_id, ids in groups.items():
-                ranked.append((fusion.vector_weight, self.vector_ids(
-                    query_vector[embedder_id], ids, fusion.candidates)))
+            # the matrix products run on the scorer thread while FTS5 ranks on this one
+            # (both release the GIL): a hybrid query costs about the slower of the two
+            run = self._scorer().submit if mode == "hybrid" else _done
+            for embedder_id, group in groups.items():
+                ids, matrix = self.matrix(group)
+                vectors.append(run(top_by_dot, ids, matrix, query_vector[embedder_id],
+                                   fusion.candidates))
+        if mode in ("hybrid", "bm25"):
+            ranked.append((fusion.bm25_weight,
+                           self.bm25_ids(query, collections, fusion.candidates)))
+        for future in vectors:
+            ranked.append((fusion.vector_weight, future.result()))
         scores: dict[int, float] = {}
         for weight, ids in ranked:
             for rank, chunk_id in enumerate(ids):
@@ -396,12 +408,14 @@ class DocumentIndex:
     def vector_ids(self, query_vector: np.ndarray, collections: Sequence[int],
                    limit: int) -> list[int]:
         ids, matrix = self.matrix(collections)
-        if not len(ids):
-            return []
-        sims = matrix @ np.asarray(query_vector, np.float32).reshape(-1)
-        k = min(limit, len(ids))
-        top = np.argpartition(-sims, k - 1)[:k]
-        return [int(ids[i]) for i in top[np.argsort(-sims[top], kind="stable")]]
+        return top_by_dot(ids, matrix, query_vector, limit)
+
+    def _scorer(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._scorer_pool is None:
+                self._scorer_pool = ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="hearth-docs-scorer")
+            return self._scorer_pool
 
     def matrix(self, collections: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """The chunk ids and their vectors ([n, dims]) of ``collections``, cached: one set per
@@ -441,6 +455,25 @@ class DocumentIndex:
                 f"f ON f.id = ch.file_id WHERE ch.id IN ({marks})", ids)}
         return [Passage(rows[i][1], rows[i][2], rows[i][3], rows[i][4], scores[i], i)
                 for i in ids if i in rows]
+
+
+def _done(fn: Callable, *args) -> Future:
+    """``fn(*args)`` run here, as a finished future."""
+    future: Future = Future()
+    future.set_result(fn(*args))
+    return future
+
+
+def top_by_dot(ids: np.ndarray, matrix: np.ndarray, query_vector: np.ndarray,
+               limit: int) -> list[int]:
+    """The ``limit`` ids whose rows have the largest dot product with the query, best first
+    (one matrix-vector product, a partial sort, then a sort of the few kept)."""
+    if not len(ids):
+        return []
+    sims = matrix @ np.asarray(query_vector, np.float32).reshape(-1)
+    k = min(limit, len(ids))
+    top = np.argpartition(-sims, k - 1)[:k]
+    return [int(ids[i]) for i in top[np.argsort(-sims[top], kind="stable")]]
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)

@@ -9,6 +9,7 @@ import inspect
 import json
 import threading
 import zipfile
+from collections import Counter
 
 import numpy as np
 import onnx
@@ -20,6 +21,7 @@ from app.documents.starter_embedder import (
     EMBEDDER_ID,
     INT8_CARD_TOLERANCE,
     INT8_GRAPH,
+    INT8_LAYOUT,
     INT8_MIN_COSINE,
     ensure_embedder,
     installed_embedder,
@@ -85,6 +87,31 @@ def test_a_folder_converted_before_the_int8_graph_gains_it(embedder_dir, tmp_pat
     assert TextEmbedder(old, threads=1).graph == "fp32"  # what it ran before
     assert ensure_embedder(root=tmp_path) == old
     assert (old / INT8_GRAPH).is_file() and TextEmbedder(old, threads=1).graph == "int8"
+    assert (old / INT8_GRAPH).read_bytes() == (embedder_dir / INT8_GRAPH).read_bytes()
+
+
+def test_the_int8_graph_quantizes_fused_attention(embedder_dir):
+    """Q, K and V in one int8 product per layer (QAttention), no [batch, heads, seq, seq]
+    score tensors of the standard graph's ops."""
+    ops = Counter(n.op_type for n in onnx.load(str(embedder_dir / INT8_GRAPH)).graph.node)
+    assert ops["QAttention"] == 6 and ops["Softmax"] == 0 and ops["Transpose"] == 0
+    meta = json.loads((embedder_dir / "embedder.json").read_text())
+    assert meta["int8_layout"] == INT8_LAYOUT
+
+
+def test_an_int8_graph_of_the_earlier_layout_is_rebuilt_from_the_reference(embedder_dir,
+                                                                            tmp_path):
+    old = tmp_path / EMBEDDER_ID
+    old.mkdir()
+    for name in ("model.onnx", "tokenizer.json"):
+        (old / name).symlink_to(embedder_dir / name)
+    (old / INT8_GRAPH).write_bytes(b"the standard graph quantized")  # never read
+    meta = json.loads((embedder_dir / "embedder.json").read_text())
+    (old / "embedder.json").write_text(json.dumps(
+        {k: v for k, v in meta.items() if k != "int8_layout"}))
+    assert ensure_embedder(root=tmp_path) == old
+    assert (old / INT8_GRAPH).read_bytes() == (embedder_dir / INT8_GRAPH).read_bytes()
+    assert json.loads((old / "embedder.json").read_text())["int8_layout"] == INT8_LAYOUT
 
 
 def test_the_graph_uses_only_standard_onnx_ops(embedder_dir):

@@ -269,3 +269,33 @@ def test_a_term_in_too_many_chunks_leaves_the_bm25_query(tmp_path, monkeypatch):
     assert len(index.bm25_ids("kettle water", [cid], 5)) == 2
     assert len(index.bm25_ids("kettle", [cid], 5)) == 3  # alone, it stays
     index.close()
+
+
+def test_a_hybrid_query_scores_the_vectors_while_bm25_ranks(tmp_path, monkeypatch):
+    """The vector product runs on the index's scorer thread at the same time as FTS5 ranks:
+    BM25 here waits until the vector scoring has begun, which a serial search never does."""
+    import threading
+
+    from app.documents import index as index_module
+
+    index, cid = _plain_index(tmp_path, ["walrus tusks", "nothing here", "penguin",
+                                         *(f"filler {n}" for n in range(5))])
+    query = np.eye(8, dtype=np.float32)[2] - 0.3 * np.eye(8, dtype=np.float32)[0]
+    serial = [p.chunk_id for p in index.search("walrus", query, [cid], top=3)]
+    scoring, overlapped, threads = threading.Event(), [], []
+    top_by_dot, bm25_ids = index_module.top_by_dot, index.bm25_ids
+
+    def vectors(*args):
+        threads.append(threading.current_thread().name)
+        scoring.set()
+        return top_by_dot(*args)
+
+    def bm25(*args):
+        overlapped.append(scoring.wait(timeout=5))
+        return bm25_ids(*args)
+
+    monkeypatch.setattr(index_module, "top_by_dot", vectors)
+    monkeypatch.setattr(index, "bm25_ids", bm25)
+    assert [p.chunk_id for p in index.search("walrus", query, [cid], top=3)] == serial
+    assert overlapped == [True] and threads[0].startswith("hearth-docs-scorer")
+    index.close()

@@ -69,3 +69,29 @@ def test_a_turn_over_documents_yields_the_sources_and_puts_them_in_the_prompt(
     assert done.stats[0].prompt_tokens == len(engine.encode_chat([rendered]))
     reply = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert reply == "".join(c.text for c in engine.chat([rendered], GREEDY))
+
+
+def test_a_follow_up_reuses_the_kv_prefix_through_the_first_turns_passages(engine, retriever):
+    """The passages stay on the message they answered, so turn 2's prompt starts with turn
+    1's byte for byte and the engine reuses all of it, passages included; only the new
+    question and its own passages are prefilled."""
+    caches = engine.conversation_caches()
+    first = ChatMessage.of("user", "What pressure should the boiler show?")
+    one = list(run_turn(engine, TurnRequest((first,), GREEDY, "c", caches),
+                        retriever=retriever))[-1]
+    assert isinstance(one, Finished)
+    asked = one.turn[0]
+    passage_tokens = len(engine.encode_chat([to_message(asked)])) - len(
+        engine.encode_chat([to_message(first)]))
+    assert passage_tokens > 20  # the two passages are a real part of turn 1's prompt
+    follow_up = (*one.turn, ChatMessage.of("user", "And what does a knocking noise mean?"))
+    two = list(run_turn(engine, TurnRequest(follow_up, GREEDY, "c", caches),
+                        retriever=retriever))[-1]
+    turn_one, turn_two = one.stats[-1], two.stats[-1]
+    assert turn_two.reused_tokens >= turn_one.prompt_tokens > passage_tokens
+    assert turn_two.reused_tokens + turn_two.prefilled_tokens == turn_two.prompt_tokens
+    # had the history dropped turn 1's passages, the shared prefix would end before them
+    bare = (first, *one.turn[1:], follow_up[-1])
+    three = list(run_turn(engine, TurnRequest(bare, GREEDY, "c", caches),
+                          retriever=retriever))[-1].stats[-1]
+    assert three.reused_tokens < turn_one.prompt_tokens - passage_tokens
