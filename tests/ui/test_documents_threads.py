@@ -120,8 +120,17 @@ def test_the_library_opens_off_the_ui_thread_and_says_so(slow_app, tmp_path, doc
     ticks.timer.stop()
 
 
-def test_an_attachment_is_read_off_the_ui_thread_while_its_chip_says_reading(slow_app, docs,
-                                                                           tmp_path):
+def chip_texts(widget) -> list[str]:
+    """The attachment chips on a message's card."""
+    from PySide6.QtWidgets import QToolButton
+
+    if widget.chips is None:
+        return []
+    return [b.text() for b in widget.chips.findChildren(QToolButton)]
+
+
+def test_an_attachment_is_read_off_the_ui_thread_while_its_message_says_reading(
+        slow_app, docs, tmp_path):
     app = slow_app
     slow = Slow()
 
@@ -138,40 +147,61 @@ def test_an_attachment_is_read_off_the_ui_thread_while_its_chip_says_reading(slo
     app.qtbot.waitUntil(slow.started.is_set, timeout=5000)
     before = ticks.count
     app.qtbot.waitUntil(lambda: ticks.count > before + 3, timeout=5000)
-    assert tray.chip_names() == ["kettle.md · reading…"]
+    # the message is in its chat at once, its file a "reading…" chip on it
+    assert app.rows() == [("user", "How often do I descale?", "reading")]
+    widget = app.window.chat_view.message_widget(0)
+    assert chip_texts(widget) == ["kettle.md · reading…"]
+    assert widget.status_note.text() == "reading its files…"
+    assert tray.chip_names() == []  # the file went with the message
     assert app.window.status.activity_label.text() == "Reading kettle.md…"
+    stored = app.history.active_path(app.controller.current_id)
+    assert [(m.role, m.content, m.parts) for m in stored] == [
+        ("user", "How often do I descale?", ())]  # stored now; its file once read
     app.window.resize(800, 600)
     _grab(app, app.window, _shots(tmp_path) / "documents-reading-800x600.png")
-    assert app.rows() == []  # the message goes once its file is read
-    app.send("A second message meanwhile", wait=False)  # waits visibly: a sentence
-    assert "kettle.md is still being read" in app.window.banner.text()
+    app.send("A second message meanwhile", wait=False)  # one message in flight: it waits
     assert app.window.composer.text() == "A second message meanwhile"  # kept
+    assert app.window.composer.button.text() == "Stop"
     slow.gate.set()
     app.qtbot.waitUntil(lambda: len(app.rows()) == 2 and not app.controller.generating,
                         timeout=10000)
     assert slow.threads == ["hearth-attachments"] and slow.released == [True]
-    assert tray.chip_names() == [] and app.window.status.activity_label.text() == ""
+    assert app.window.status.activity_label.text() == ""
     user = app.history.active_path(app.controller.current_id)[0]
     (part,) = [p for p in user.parts if isinstance(p, Attachment)]
     assert part.name == "kettle.md" and "citric acid" in part.text
+    widget = app.window.chat_view.message_widget(0)
+    assert chip_texts(widget) == ["kettle.md"] and widget.status_note.text() == ""
+    assert app.rows()[0][2] == "complete"
     ticks.timer.stop()
 
 
-def test_a_file_that_cannot_be_read_gets_a_sentence_and_the_message_comes_back(slow_app,
-                                                                             tmp_path):
+def test_a_file_that_cannot_be_read_gets_a_sentence_and_the_message_stays_in_its_chat(
+        slow_app, tmp_path):
     app = slow_app
     bad = tmp_path / "notes.txt"
     bad.write_bytes(b"\x00\x01\x02 binary \xff\xfe" * 200)
     app.window.attachments.add([bad])
     app.send("What do my notes say?", wait=False)
-    app.qtbot.waitUntil(lambda: not app.window.documents.reading, timeout=10000)
+    app.qtbot.waitUntil(lambda: not app.window.documents.reading
+                        and not app.controller.generating, timeout=10000)
     assert "notes.txt" in app.window.banner.text()  # a sentence naming the file
     assert "Traceback" not in app.window.banner.text()
-    assert app.rows() == [] and app.window.composer.text() == "What do my notes say?"
-    assert app.window.attachments.chip_names() == ["notes.txt  ✕"]  # it stays
+    assert app.rows() == [("user", "What do my notes say?", "complete")]  # unanswered
+    (stored,) = app.history.active_path(app.controller.current_id)
+    assert stored.content == "What do my notes say?" and stored.parts == ()
+    assert stored.provenance["unsent"].startswith("Not sent: ")
+    assert "notes.txt" in stored.provenance["unsent"]
+    widget = app.window.chat_view.message_widget(0)
+    assert widget.status_note.text() == "not sent" and "notes.txt" in widget.status_note.toolTip()
+    assert app.window.composer.text() == ""  # nothing comes back into the composer
 
 
-def test_quitting_while_files_are_read_stops_between_files(slow_app, tmp_path):
+def test_quitting_while_files_are_read_stops_between_files_and_keeps_the_message(
+        slow_app, tmp_path):
+    from app.paths import history_db_path
+    from app.storage.history import History
+
     app = slow_app
     slow = Slow()
     files = []
@@ -188,11 +218,21 @@ def test_quitting_while_files_are_read_stops_between_files(slow_app, tmp_path):
     app.window.attachments.add(files)
     app.send("Summarise the parts", wait=False)
     app.qtbot.waitUntil(slow.started.is_set, timeout=5000)
+    cid = app.controller.current_id
     threading.Timer(0.2, slow.gate.set).start()  # the file being read finishes meanwhile
     app.close()  # asserts the engine's thread has ended
     assert not app.window.documents.reader.running and not app.window.documents.jobs.running
     assert slow.calls == 1  # the flag stopped it before the next file
     assert slow.released == [True]
+    history = History(history_db_path())  # the next start finds the message in its chat
+    try:
+        (stored,) = history.active_path(cid)
+    finally:
+        history.close()
+    assert stored.content == "Summarise the parts" and stored.parts == ()
+    assert stored.provenance["unsent"] == ("Not sent: Hearth was closed while part0.txt, "
+                                           "part1.txt, part2.txt, part3.txt, part4.txt, "
+                                           "part5.txt was read.")
 
 
 def test_a_message_sent_while_the_library_opens_is_answered_once_it_is_open(
