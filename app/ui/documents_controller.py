@@ -12,7 +12,7 @@ changes only here.
   empty, ``activity`` says "Opening the document library…", and what needs it waits
   (``open_library(then)``). Indexing runs as a job on the same thread (files done / total in
   ``index_progress``; ``cancel_indexing`` stops it between files, what was indexed stays
-  whole).
+  whole), and so does removing one (``remove``: its row says "Removing…" meanwhile).
 - **Per chat** the libraries searched are ``ChatLibrariesStore``'s; this controller is the
   one owner of that choice (the composer's Libraries menu and the chat settings' list both
   read ``choice()`` and write ``set_library_on``); the unsent new chat keeps its choice here
@@ -60,6 +60,8 @@ if TYPE_CHECKING:
 INDEX_JOB = "index-library"
 OPEN_JOB = "open-library"
 READ_JOB = "read-attachments"
+REMOVE_JOB = "remove-library"
+REMOVING_TEXT = "Removing…"
 #: the chat row of a message whose files are being read (on screen only, never stored)
 READING_STATUS = "reading"
 OPENING_TEXT = "Opening the document library…"
@@ -146,6 +148,7 @@ class DocumentsController(QObject):
         self._held_parts: tuple[Attachment, ...] | None = None
         self._reading: _Reading | None = None
         self.indexing: str | None = None  # the library being indexed
+        self.removing: str | None = None  # the library being removed
         self.jobs = JobRunner("hearth-documents", self)  # opening the library, indexing
         w = self.jobs.worker
         w.progress.connect(self.on_progress)
@@ -271,19 +274,29 @@ class DocumentsController(QObject):
         self.jobs.cancel(INDEX_JOB)
 
     def remove(self, name: str) -> bool:
+        """Remove library ``name`` (its files and passages): a job on the documents thread
+        (``removing`` names it meanwhile, and ``libraries_changed`` says when it starts and
+        ends); the chats that searched it forget it once it is gone."""
         library = self._library
-        if library is None or self.indexing == name:
+        if library is None or self.indexing == name or self.removing is not None:
             return False
-        try:
+
+        def work(_report, _control):
             library.remove(name)
-        except HearthError as exc:
-            self.chat.bridge.report(exc)
+            return name
+
+        if not self.jobs.submit(Job(REMOVE_JOB, f"Removing {name}", work)):
             return False
+        self.removing = name
+        self.libraries_changed.emit()
+        return True
+
+    def _on_removed(self, name: str) -> None:
+        self.removing = None
         self.choices.forget_library(name)
         self._pending = self._pending - {name}
         self.libraries_changed.emit()
         self.apply_choice()
-        return True
 
     def on_progress(self, job_id: str, progress: Progress) -> None:
         if job_id != OPEN_JOB:
@@ -292,6 +305,9 @@ class DocumentsController(QObject):
     def on_finished(self, job_id: str, result: Any) -> None:
         if job_id == OPEN_JOB:
             self._on_opened(result)
+            return
+        if job_id == REMOVE_JOB:
+            self._on_removed(result)
             return
         self._end_job()
         report = result
@@ -307,6 +323,11 @@ class DocumentsController(QObject):
         if job_id == OPEN_JOB:
             self._on_open_failed(sentence)
             return
+        if job_id == REMOVE_JOB:
+            self.removing = None
+            self.chat.bridge.error(sentence)
+            self.libraries_changed.emit()
+            return
         self._end_job()
         self.chat.bridge.error(sentence)
         self._send_waiting(answer=False)
@@ -314,6 +335,9 @@ class DocumentsController(QObject):
     def on_cancelled(self, job_id: str) -> None:
         if job_id == OPEN_JOB:
             self.opening = False
+            return
+        if job_id == REMOVE_JOB:  # a quit before it ran
+            self.removing = None
             return
         name = self._end_job()
         self._send_waiting(answer=False)

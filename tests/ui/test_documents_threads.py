@@ -265,6 +265,52 @@ def test_a_message_sent_while_the_library_opens_is_answered_once_it_is_open(
     assert app.window.status.activity_label.text() == ""
 
 
+def test_removing_a_library_runs_on_the_documents_thread_while_its_row_says_so(
+        slow_app, tmp_path, docs):
+    from PySide6.QtCore import Qt
+
+    from app.ui.documents_controller import REMOVING_TEXT
+
+    app = slow_app
+    documents = app.window.documents
+    documents.library_factory = lambda **_: Opened(tmp_path / "index.sqlite3",
+                                                   WordsEmbedder())
+    prefs, page = _open_documents_page(app)
+    prefs.resize(800, 600)
+    app.qtbot.waitUntil(lambda: documents.is_open, timeout=5000)
+    assert documents.index("Home", [docs])
+    app.qtbot.waitUntil(lambda: documents.indexing is None
+                        and page.library_item("Home") is not None, timeout=10000)
+    documents.set_library_on("Home", True)
+    library = documents.library()
+    slow = Slow()
+    real_remove = library.remove
+
+    def remove(name, paths=()):
+        slow.wait()
+        return real_remove(name, paths)
+
+    library.remove = remove
+    page.tree.setCurrentItem(page.library_item("Home"))
+    ticks = Ticks()
+    app.qtbot.mouseClick(page.remove_button, Qt.MouseButton.LeftButton)
+    app.qtbot.waitUntil(slow.started.is_set, timeout=5000)
+    before = ticks.count
+    app.qtbot.waitUntil(lambda: ticks.count > before + 3, timeout=5000)  # events still run
+    item = page.library_item("Home")
+    assert item.text(0) == f"Home · {REMOVING_TEXT}" and item.isDisabled()
+    assert not page.remove_button.isEnabled() and not page.refresh_button.isEnabled()
+    assert documents.removing == "Home" and not documents.remove("Home")  # once
+    _grab(app, prefs, _shots(tmp_path) / "settings-documents-removing-800x600.png")
+    slow.gate.set()
+    app.qtbot.waitUntil(lambda: page.library_item("Home") is None, timeout=5000)
+    assert slow.threads == ["hearth-documents"] and slow.threads != [_ui_name(app)]
+    assert slow.released == [True]
+    assert documents.removing is None and documents.choice() == frozenset()
+    assert documents.libraries() == [] and app.controller.retriever is None
+    ticks.timer.stop()
+
+
 def test_the_real_library_opens_on_the_documents_thread_its_session_on_its_own(
         slow_app, docs):
     """The starter embedder for real (skipped without its wheel): converted and its ORT
