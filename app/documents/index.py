@@ -5,7 +5,9 @@ the chunks (BM25) and each chunk's vector beside it (float32 blob).
   its row records the content hash. A crash at any point leaves the file as it was before.
 - Vector search reads a collection's vectors into one numpy matrix, kept until the index
   changes (``generation`` counts commits), then ranks by dot product (the vectors are unit).
-- ``search`` fuses the BM25 ranks and the vector ranks by reciprocal rank fusion.
+- ``search`` fuses the BM25 ranks and the vector ranks by reciprocal rank fusion, then hands
+  out distinct passages only (app/documents/passages.py: overlapping neighbours of one file
+  become one, a file in two collections is listed once).
 
 sqlite-vec was the other option; this Python's sqlite3 cannot load extensions, and a numpy
 matrix scan stays well under the latency goal at 100k chunks of 384 dims (bench_docs.py).
@@ -89,6 +91,7 @@ class Passage:
     text: str
     score: float
     chunk_id: int
+    ordinal: int = -1  # the chunk's place in its file (-1: not known)
 
     def location(self) -> str:
         return Chunk(self.text, self.page, self.heading, 0).location()
@@ -269,7 +272,7 @@ class DocumentIndex:
 
     def search(self, query: str, query_vector: np.ndarray | None, collections: Sequence[int],
                *, top: int = 5, mode: str = "hybrid", fusion: Fusion = FUSION) -> list[Passage]:
-        """The ``top`` passages: BM25, vector, or both fused by reciprocal rank."""
+        """The ``top`` distinct passages: BM25, vector, or both fused by reciprocal rank."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         if not collections:
@@ -285,8 +288,10 @@ class DocumentIndex:
         for weight, ids in ranked:
             for rank, chunk_id in enumerate(ids):
                 scores[chunk_id] = scores.get(chunk_id, 0.0) + weight / (fusion.k + rank + 1)
-        best = sorted(scores, key=lambda c: -scores[c])[:top]
-        return self._passages(best, scores)
+        from app.documents.passages import CANDIDATES_PER_PASSAGE, distinct
+
+        best = sorted(scores, key=lambda c: -scores[c])[:top * CANDIDATES_PER_PASSAGE]
+        return distinct(self._passages(best, scores), top)  # no passage twice
 
     def bm25_ids(self, query: str, collections: Sequence[int], limit: int) -> list[int]:
         """The best ``limit`` chunks by BM25 within ``collections``.
@@ -371,10 +376,10 @@ class DocumentIndex:
         marks = ",".join("?" * len(ids))
         with self._lock:
             rows = {r[0]: r for r in self._db.execute(
-                f"SELECT ch.id, f.path, ch.page, ch.heading, ch.text FROM chunks ch JOIN files "
-                f"f ON f.id = ch.file_id WHERE ch.id IN ({marks})", ids)}
-        return [Passage(rows[i][1], rows[i][2], rows[i][3], rows[i][4], scores[i], i)
-                for i in ids if i in rows]
+                f"SELECT ch.id, f.path, ch.page, ch.heading, ch.text, ch.ordinal FROM chunks "
+                f"ch JOIN files f ON f.id = ch.file_id WHERE ch.id IN ({marks})", ids)}
+        return [Passage(rows[i][1], rows[i][2], rows[i][3], rows[i][4], scores[i], i,
+                        rows[i][5]) for i in ids if i in rows]
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)
