@@ -195,6 +195,8 @@ def test_a_file_that_cannot_be_read_gets_a_sentence_and_the_message_stays_in_its
     widget = app.window.chat_view.message_widget(0)
     assert widget.status_note.text() == "not sent" and "notes.txt" in widget.status_note.toolTip()
     assert app.window.composer.text() == ""  # nothing comes back into the composer
+    app.window.resize(800, 600)
+    _grab(app, app.window, _shots(tmp_path) / "documents-not-sent-800x600.png")
 
 
 def test_quitting_while_files_are_read_stops_between_files_and_keeps_the_message(
