@@ -435,7 +435,8 @@ class DocumentsController(QObject):
                 return False
         else:
             messages = self.chat.chat_model.messages()
-        return any(isinstance(p, Attachment) and not p.text for m in messages for p in m.parts)
+        return any(isinstance(p, Attachment) and not p.text for m in messages for p in m.parts
+                   if m.status != READING_STATUS)  # (its chips, not yet read)
 
     # sending, with attachments -------------------------------------------------------------
 

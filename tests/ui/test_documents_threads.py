@@ -173,6 +173,8 @@ def test_an_attachment_is_read_off_the_ui_thread_while_its_message_says_reading(
     widget = app.window.chat_view.message_widget(0)
     assert chip_texts(widget) == ["kettle.md"] and widget.status_note.text() == ""
     assert app.rows()[0][2] == "complete"
+    assert not documents.is_open and not documents.opening  # it went whole: no library
+    assert "library" not in app.window.banner.text()
     ticks.timer.stop()
 
 
