@@ -407,11 +407,13 @@ class DocumentsController(QObject):
         not yet: the library is opening, and this runs again when it is open)."""
         self.chat.retriever = self.retriever_for(self.chat.current_id)
 
-    def retriever_for(self, cid: str | None) -> LibraryRetriever | None:
+    def retriever_for(self, cid: str | None, *,
+                      large: bool = False) -> LibraryRetriever | None:
         """A retriever over chat ``cid``'s libraries and its own collection (None: it has
-        none, or the library is not open yet)."""
+        none, or the library is not open yet). ``large``: the message about to be answered
+        brings files to search (not stored with it yet)."""
         names = set(self._choice_of(cid))
-        if not names and not self._has_large_attachments(cid):
+        if not names and not large and not self._has_large_attachments(cid):
             return None
         library = self.library()
         if library is None:
@@ -615,7 +617,10 @@ class DocumentsController(QObject):
         if self._library is not None:
             self.apply_choice()  # the chat's own collection joins its retriever
         if parts is not None:
-            self.chat.release(parts, retriever=self.retriever_for(waiting), start=answer)
+            large = any(not p.text for p in parts)
+            self.chat.release(parts, retriever=self.retriever_for(waiting, large=large),
+                              start=answer)
+            self.apply_choice()  # the open chat's, with the parts now stored
             return
         if answer and waiting == self.chat.current_id:
             self.chat.reply_to_last()

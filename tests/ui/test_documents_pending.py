@@ -139,3 +139,34 @@ def test_stop_while_reading_keeps_the_message_in_its_chat_unanswered(app, kettle
     (stored,) = app.history.active_path(first)
     assert stored.provenance["unsent"] == "Not sent: stopped while kettle.md was read."
     assert not app.controller.generating
+
+
+def test_a_large_file_read_while_another_chat_is_open_is_searched_in_its_own_chat(
+        app, tmp_path):
+    from app.chat.parts import Source
+    from tests.ui.test_documents_ui import Opened, WordsEmbedder
+
+    app.window.documents.library_factory = lambda **_: Opened(tmp_path / "index.sqlite3",
+                                                              WordsEmbedder())
+    slow = Slow()
+    _slow_reader(app, slow)
+    big = tmp_path / "manual.txt"
+    big.write_text("\n\n".join(f"Section {i}: the valve number {i} opens clockwise."
+                               for i in range(600)), encoding="utf-8")  # does not fit whole
+    other = _other_chat(app)
+    app.window.attachments.add([big])
+    app.send("Which way does valve 7 open?", wait=False)
+    app.qtbot.waitUntil(slow.started.is_set, timeout=5000)
+    first = app.controller.current_id
+    app.controller.open_conversation(other)
+    slow.gate.set()  # then it is indexed into the first chat's own collection
+    app.qtbot.waitUntil(lambda: not app.controller.generating
+                        and len(app.history.active_path(first)) == 2, timeout=15000)
+    assert app.controller.current_id == other and len(app.rows()) == 2
+    user, reply = app.history.active_path(first)
+    (part,) = [p for p in user.parts if isinstance(p, Attachment)]
+    assert part.text == ""  # searched, not whole
+    sources = [p for p in user.parts if isinstance(p, Source)]
+    assert sources and all(s.document == "manual.txt" for s in sources)
+    assert reply.status == "complete" and "valve" in reply.content
+    assert app.controller.retriever is None  # the open chat searches nothing
