@@ -19,12 +19,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from app.documents.chunking import TARGET_CHARS
 
-if TYPE_CHECKING:
-    from app.documents.index import Passage
+
+class _Passage(Protocol):
+    """What this needs of ``app.documents.index.Passage`` (a frozen dataclass; the index
+    imports this module, not the other way round)."""
+
+    @property
+    def file(self) -> str: ...
+    @property
+    def page(self) -> int | None: ...
+    @property
+    def heading(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def ordinal(self) -> int: ...
+
+
+Passage = TypeVar("Passage", bound=_Passage)
 
 #: the share of the shorter passage's text two neighbours must share to be one passage
 NEAR_DUPLICATE = 0.5

@@ -23,6 +23,12 @@ that called tools ends its reply row (the calls among its parts), each result is
 row, and the next round writes a new assistant row below it. A call waits for the user's
 answer: ``approval_requested`` shows it, ``answer_approval`` answers (Stop is a no).
 
+One message is in flight at a time (``generating``): a reply streaming, a message waiting
+for the model to load, or one held while its files are read (``hold``, by
+app/ui/documents_controller.py). A held message is stored in its chat at once; ``release``
+answers it there, also when another chat is open by then (the reply streams unseen, as when
+the user switches chats mid-reply), and Stop leaves it unanswered (``held_stopped``).
+
 A reply that fails stays on its turn: one that wrote nothing is kept as an empty 'failed'
 row (its error in the provenance), and ``retry`` asks again on the same turn (in place; a
 reply that holds part of an answer gets a new version beside it instead), so the question
