@@ -131,6 +131,13 @@ class MessageWidget(QWidget):
         self._card_layout = card_layout
         self.chips: QWidget | None = None  # the files sent with it (``_update_chips``)
         self._chips_of: tuple | None = None
+        #: why a user message was kept unanswered (its files could not be read, Stop, quit)
+        self.unsent_note = QLabel(self.card)
+        self.unsent_note.setObjectName("statusNote")
+        self.unsent_note.setProperty("level", "warning")
+        self.unsent_note.setWordWrap(True)
+        self.unsent_note.setVisible(False)
+        card_layout.addWidget(self.unsent_note)
         self.sources = SourcesList(self.card)  # a reply's: the passages its turn used
         card_layout.addWidget(self.sources)
         #: the reply's tool calls by id (a ``tool`` row's result fills its card in)
@@ -212,6 +219,9 @@ class MessageWidget(QWidget):
         self.retry_button.setVisible(message.role == "assistant" and message.status == "failed")
         error = message.provenance.get("error") if message.status == "failed" else unsent
         self.status_note.setToolTip(str(error) if error else "")
+        shown_unsent = unsent if isinstance(unsent, str) else ""
+        self.unsent_note.setText(shown_unsent)
+        self.unsent_note.setVisible(bool(shown_unsent))
         self._update_chips()
         self.thinking.set_reasoning(message.reasoning, message.reasoning_ms,
                                     thinking=self.is_thinking)

@@ -196,6 +196,8 @@ def test_a_file_that_cannot_be_read_gets_a_sentence_and_the_message_stays_in_its
     assert "notes.txt" in stored.provenance["unsent"]
     widget = app.window.chat_view.message_widget(0)
     assert widget.status_note.text() == "not sent" and "notes.txt" in widget.status_note.toolTip()
+    assert widget.unsent_note.isVisible() and widget.unsent_note.text() == \
+        stored.provenance["unsent"]  # the reason, on the message
     assert app.window.composer.text() == ""  # nothing comes back into the composer
     app.window.resize(800, 600)
     _grab(app, app.window, _shots(tmp_path) / "documents-not-sent-800x600.png")
