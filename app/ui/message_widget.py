@@ -61,6 +61,17 @@ def _retain_size(widget: QWidget) -> None:
     widget.setSizePolicy(policy)
 
 
+class _WrappedNote(QLabel):
+    """A word-wrapped note as tall as its lines at its width (a wrapped label's own size
+    hint guesses a narrower width, and the card would share the extra height out)."""
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        height = self.heightForWidth(self.width())
+        if height > 0 and height != self.height():
+            self.setFixedHeight(height)
+
+
 class MessageWidget(QWidget):
     """A message card with hover / focus actions.
 
@@ -132,7 +143,7 @@ class MessageWidget(QWidget):
         self.chips: QWidget | None = None  # the files sent with it (``_update_chips``)
         self._chips_of: tuple | None = None
         #: why a user message was kept unanswered (its files could not be read, Stop, quit)
-        self.unsent_note = QLabel(self.card)
+        self.unsent_note = _WrappedNote(self.card)
         self.unsent_note.setObjectName("statusNote")
         self.unsent_note.setProperty("level", "warning")
         self.unsent_note.setWordWrap(True)
