@@ -5,8 +5,9 @@ the chunks (BM25) and each chunk's vector beside it (float32 blob).
   its row records the content hash. A crash at any point leaves the file as it was before.
 - Vector search reads a collection's vectors into one numpy matrix, kept until the index
   changes (``generation`` counts commits), then ranks by dot product (the vectors are unit).
-- ``search`` fuses the BM25 ranks and the vector ranks by reciprocal rank fusion; in a
-  hybrid query the vectors are scored on the index's scorer thread while FTS5 ranks.
+- ``search`` fuses the BM25 ranks and the vector ranks by reciprocal rank fusion, then hands
+  out distinct passages only (app/documents/passages.py: overlapping neighbours of one file
+  become one, a file in two collections is listed once).
 - Each collection (a library) records its embedder and dims: its vectors are only ever
   compared with a query embedded by the same embedder. Collections of different embedders
   searched together give one vector ranking each (``search`` takes a query vector per
@@ -97,6 +98,7 @@ class Passage:
     text: str
     score: float
     chunk_id: int
+    ordinal: int = -1  # the chunk's place in its file (-1: not known)
 
     def location(self) -> str:
         return Chunk(self.text, self.page, self.heading, 0).location()
@@ -312,7 +314,7 @@ class DocumentIndex:
     def search(self, query: str, query_vector: np.ndarray | Mapping[str, np.ndarray] | None,
                collections: Sequence[int], *, top: int = 5, mode: str = "hybrid",
                fusion: Fusion = FUSION) -> list[Passage]:
-        """The ``top`` passages: BM25, vector, or both fused by reciprocal rank.
+        """The ``top`` distinct passages: BM25, vector, or both fused by reciprocal rank.
 
         ``query_vector``: the query embedded by the collections' embedder, or a mapping of
         embedder id to the query embedded by it (one vector ranking per embedder: a
@@ -346,8 +348,10 @@ class DocumentIndex:
         for weight, ids in ranked:
             for rank, chunk_id in enumerate(ids):
                 scores[chunk_id] = scores.get(chunk_id, 0.0) + weight / (fusion.k + rank + 1)
-        best = sorted(scores, key=lambda c: -scores[c])[:top]
-        return self._passages(best, scores)
+        from app.documents.passages import CANDIDATES_PER_PASSAGE, distinct
+
+        best = sorted(scores, key=lambda c: -scores[c])[:top * CANDIDATES_PER_PASSAGE]
+        return distinct(self._passages(best, scores), top)  # no passage twice
 
     def bm25_ids(self, query: str, collections: Sequence[int], limit: int) -> list[int]:
         """The best ``limit`` chunks by BM25 within ``collections``.
@@ -451,10 +455,10 @@ class DocumentIndex:
         marks = ",".join("?" * len(ids))
         with self._lock:
             rows = {r[0]: r for r in self._db.execute(
-                f"SELECT ch.id, f.path, ch.page, ch.heading, ch.text FROM chunks ch JOIN files "
-                f"f ON f.id = ch.file_id WHERE ch.id IN ({marks})", ids)}
-        return [Passage(rows[i][1], rows[i][2], rows[i][3], rows[i][4], scores[i], i)
-                for i in ids if i in rows]
+                f"SELECT ch.id, f.path, ch.page, ch.heading, ch.text, ch.ordinal FROM chunks "
+                f"ch JOIN files f ON f.id = ch.file_id WHERE ch.id IN ({marks})", ids)}
+        return [Passage(rows[i][1], rows[i][2], rows[i][3], rows[i][4], scores[i], i,
+                        rows[i][5]) for i in ids if i in rows]
 
 
 def _done(fn: Callable, *args) -> Future:

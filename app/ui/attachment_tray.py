@@ -1,8 +1,8 @@
 """The composer's attachments: the attach button (a file dialog), and a chip per file
 waiting to go with the next message (✕ takes it off). Files pasted or dropped on the
-composer land here too (``ComposerEdit.files_added``). While a sent message's files are
-read (``set_reading``, off the UI thread) their chips say "reading…" and cannot be taken
-off; once the message went with them they leave the tray (``discard``)."""
+composer land here too (``ComposerEdit.files_added``). Once a message went with them they
+leave the tray (``discard``): the message's row shows them, as "reading…" chips while they
+are read off the UI thread (``attachment_chips``)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,10 @@ def chip(text: str, parent: QWidget | None = None) -> QToolButton:
     return button
 
 
-def attachment_chips(parts: tuple, parent: QWidget) -> QWidget | None:
-    """The chips of a sent message's attachments (None: it has none)."""
+def attachment_chips(parts: tuple, parent: QWidget, *,
+                     reading: bool = False) -> QWidget | None:
+    """The chips of a sent message's attachments (None: it has none); ``reading``: they are
+    being read (each says so)."""
     files = [p for p in parts if isinstance(p, Attachment)]
     if not files:
         return None
@@ -39,9 +41,15 @@ def attachment_chips(parts: tuple, parent: QWidget) -> QWidget | None:
     layout.setContentsMargins(0, 2, 0, 0)
     layout.setSpacing(4)
     for part in files:
-        button = chip(part.name, row)
-        how = "put in the prompt whole" if part.text else "searched for each question"
-        button.setToolTip(f"{part.path}\n{how}")
+        if reading:
+            button = chip(f"{part.name} · {READING}", row)
+            button.setAccessibleName(f"Attached file {part.name}, being read")
+            button.setToolTip(f"{part.path}\nBeing read; the message goes to the model "
+                              "when its files are read.")
+        else:
+            button = chip(part.name, row)
+            how = "put in the prompt whole" if part.text else "searched for each question"
+            button.setToolTip(f"{part.path}\n{how}")
         layout.addWidget(button)
     layout.addStretch(1)
     return row
@@ -67,7 +75,6 @@ class AttachmentTray(QWidget):
         self._layout.setSpacing(4)
         self._layout.addWidget(self.attach_button)
         self._chips: list[QToolButton] = []
-        self.reading: tuple[Path, ...] = ()
 
     def on_attach(self) -> None:
         self.add(self.ask_files())
@@ -83,13 +90,8 @@ class AttachmentTray(QWidget):
         self._rebuild()
 
     def remove(self, path: Path) -> None:
-        if path in self.files and path not in self.reading:
+        if path in self.files:
             self.files.remove(path)
-        self._rebuild()
-
-    def set_reading(self, paths: object) -> None:
-        """These files are being read for the message going out (empty: none)."""
-        self.reading = tuple(paths)  # type: ignore[call-overload]
         self._rebuild()
 
     def discard(self, paths: object) -> None:
@@ -107,15 +109,9 @@ class AttachmentTray(QWidget):
             button.deleteLater()
         self._chips = []
         for path in self.files:
-            if path in self.reading:
-                button = chip(f"{path.name} · {READING}", self)
-                button.setToolTip(f"{path}\nBeing read for the message; it goes out when "
-                                  "its files are read.")
-                button.setAccessibleName(f"Attached file {path.name}, being read")
-            else:
-                button = chip(f"{path.name}  ✕", self)
-                button.setToolTip(f"{path}\nClick to take it off the message.")
-                button.clicked.connect(lambda _=False, p=path: self.remove(p))
+            button = chip(f"{path.name}  ✕", self)
+            button.setToolTip(f"{path}\nClick to take it off the message.")
+            button.clicked.connect(lambda _=False, p=path: self.remove(p))
             self._layout.addWidget(button)
             self._chips.append(button)
         self.changed.emit()

@@ -66,8 +66,8 @@ def tools_page(window: MainWindow, parent: QWidget) -> QWidget:
 
 def install_documents(window: MainWindow) -> DocumentsController:
     """The window's documents: ``window.documents``, the composer's attachment tray
-    (``window.attachments``, fed by drops and pastes too; its chips say "reading…" while the
-    files are read), its Libraries menu, the chat settings' Libraries list
+    (``window.attachments``, fed by drops and pastes too; its files go with the message),
+    its Libraries menu, the chat settings' Libraries list
     (``window.libraries_list``) and the status bar's documents activity."""
     documents = DocumentsController(window.controller, parent=window)
     tray = AttachmentTray(window.composer)
@@ -82,20 +82,13 @@ def install_documents(window: MainWindow) -> DocumentsController:
     documents.index_progress.connect(
         lambda p: window.status.showMessage(p.message, 4000) if p is not None else None)
     documents.activity.connect(lambda text: window.status.set_documents(text))
-    documents.reading_changed.connect(tray.set_reading)
     documents.attachments_sent.connect(tray.discard)
-
-    def on_refused(text: str, _paths: object) -> None:
-        if not window.composer.text().strip():  # what the user wrote since stays
-            window.composer.set_text(text)
-
-    documents.send_refused.connect(on_refused)
     return documents
 
 
 def send_with_attachments(window: MainWindow, text: str) -> bool:
-    """The composer's message with the tray's files: they stay on the tray (saying
-    "reading…") until the message goes out with them, and stay there when it does not."""
+    """The composer's message with the tray's files: they leave the tray with it (its row
+    in the chat shows them, "reading…" while they are read), and stay when it is not sent."""
     return window.documents.send(text, list(window.attachments.files))
 
 

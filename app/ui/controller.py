@@ -23,6 +23,12 @@ that called tools ends its reply row (the calls among its parts), each result is
 row, and the next round writes a new assistant row below it. A call waits for the user's
 answer: ``approval_requested`` shows it, ``answer_approval`` answers (Stop is a no).
 
+One message is in flight at a time (``generating``): a reply streaming, a message waiting
+for the model to load, or one held while its files are read (``hold``, by
+app/ui/documents_controller.py). A held message is stored in its chat at once; ``release``
+answers it there, also when another chat is open by then (the reply streams unseen, as when
+the user switches chats mid-reply), and Stop leaves it unanswered (``held_stopped``).
+
 A reply that fails stays on its turn: one that wrote nothing is kept as an empty 'failed'
 row (its error in the provenance), and ``retry`` asks again on the same turn (in place; a
 reply that holds part of an answer gets a new version beside it instead), so the question
@@ -141,6 +147,8 @@ class ChatController(QObject):
         ``answer_approval`` (or ``request.answer``) says yes or no. Without a listener the
         call is refused, so a turn never waits on nobody.
     conversation_titled(str conversation_id, str title): the model named the chat.
+    held_stopped(int message_id): Stop dropped the message held for its files (``hold``):
+        it stays in its chat, unanswered.
     """
 
     conversation_opened = Signal(object, dict)
@@ -159,6 +167,7 @@ class ChatController(QObject):
     import_progress = Signal(object)
     approval_requested = Signal(object)
     conversation_titled = Signal(str, str)
+    held_stopped = Signal(int)
 
     def __init__(
         self,
@@ -183,6 +192,8 @@ class ChatController(QObject):
         self.last_stats: GenerationStats | None = None
         self._active: ActiveReply | None = None
         self._queued: str | None = None  # the conversation whose message waits for the model
+        #: the message stored in its chat and held while its files are read: (chat, id)
+        self._held: tuple[str, int] | None = None
         self._reading = False  # a prefill progress is showing
         self._edit_row: int | None = None
         self._edit_id: int | None = None
@@ -219,8 +230,9 @@ class ChatController(QObject):
 
     @property
     def generating(self) -> bool:
-        """A reply is streaming, or a message waits for the model to load."""
-        return self._active is not None or self._queued is not None
+        """A reply is streaming, or a message waits for the model to load or is held while
+        its files are read (one message in flight at a time, whichever chat it is in)."""
+        return self._active is not None or self._queued is not None or self._held is not None
 
     @property
     def importing(self) -> bool:
@@ -241,17 +253,21 @@ class ChatController(QObject):
         settings, the loaded model's suggestions on top (a greedy config shows temperature
         0), then what the chat itself stores or the user changed."""
         base = {**self.settings.as_dict(), **model_chat_values(self._model_defaults())}
-        if self.current_id is None:
+        return self._values_of(self.current_id, base)
+
+    def _values_of(self, conversation_id: str | None, base: dict[str, Any]) -> dict[str, Any]:
+        if conversation_id is None:
             return chat_settings(base, self._pending_values)
-        conv = self.history.get_conversation(self.current_id)
+        conv = self.history.get_conversation(conversation_id)
         overrides = dict(conv.settings) if conv else {}
         if conv:
             overrides["system_prompt"] = conv.system_prompt
         return chat_settings(base, overrides)
 
-    def generation_settings(self) -> GenerationSettings:
-        """What the next reply in the open chat runs with (a fresh random seed each time)."""
-        return generation_settings(self.chat_values(), self._model_defaults(),
+    def generation_settings(self, values: dict[str, Any] | None = None) -> GenerationSettings:
+        """What the next reply in the open chat (or the chat of ``values``) runs with (a
+        fresh random seed each time)."""
+        return generation_settings(values or self.chat_values(), self._model_defaults(),
                                    seed=random.randrange(2**31))
 
     def _model_defaults(self) -> dict:
@@ -362,7 +378,9 @@ class ChatController(QObject):
         self.conversations.upsert(conversation_id)
 
     def delete_conversation(self, conversation_id: str) -> None:
-        if self._active is not None and self._active.conversation_id == conversation_id:
+        busy = {self._active.conversation_id if self._active else None,
+                self._held[0] if self._held else None}
+        if conversation_id in busy:
             self.bridge.info("Stop the reply before deleting this chat.")
             return
         if self._title is not None and self._title[0].conversation_id == conversation_id:
@@ -449,12 +467,81 @@ class ChatController(QObject):
             return False
         return self._start_reply()
 
+    def hold(self, text: str) -> int | None:
+        """Store the user's message in the open chat now and hold it there while its files
+        are read (app/ui/documents_controller.py): until ``release`` or Stop it is the one
+        message in flight (``generating``), whichever chat is open meanwhile. Its id, or None
+        when it was not stored (the banner says why)."""
+        if not self.send(text, start=False):
+            return None
+        assert self.current_id is not None
+        message_id = self.chat_model.message(self.chat_model.rowCount() - 1).id
+        self._held = (self.current_id, message_id)
+        self.generating_changed.emit(True)  # the composer offers Stop, not Send
+        return message_id
+
+    @property
+    def held(self) -> tuple[str, int] | None:
+        """(chat, message id) of the message held while its files are read, or None."""
+        return self._held
+
+    def release(self, parts: tuple[Part, ...] = (), *, retriever: Retriever | None = None,
+                start: bool = True, unsent: str = "") -> bool:
+        """The held message's files are read: store ``parts`` with it and ask for its reply
+        in its own chat, also when another chat is open by then (the reply streams there
+        unseen, as one does when the user opens another chat while it is written); while
+        the model still loads it waits for it as any message does. ``retriever``: the
+        held chat's (the open chat's ``retriever`` may be another's); a reply in a chat not
+        on screen runs without tools (the toolbox is the open chat's). ``start`` False: it
+        stays unanswered; ``unsent`` says why (none of its files could be read), stored with
+        it (provenance ``unsent``, shown on it). True when its reply started or waits for
+        the model."""
+        held, self._held = self._held, None
+        if held is None:
+            return False
+        cid, message_id = held
+        provenance = {"unsent": unsent} if unsent else None
+        try:
+            self.history.update_message(message_id, parts=parts, provenance=provenance)
+            path = self.history.active_path(cid)
+        except StorageError as exc:
+            self.bridge.report(exc)
+            path = []
+        if cid == self.current_id:
+            row = self.chat_model.row_of(message_id)
+            stored = next((m for m in path if m.id == message_id), None)
+            if row >= 0 and stored is not None:
+                self.chat_model.update_message(row, status=stored.status, parts=stored.parts,
+                                               provenance=stored.provenance)
+        last = path[-1] if path else None
+        if not start or last is None or last.id != message_id:  # not to be answered now
+            self.generating_changed.emit(False)
+            return False
+        if self.model_info is None and self.loading_path is not None:
+            self._queued = cid  # answered once the model has loaded, in its chat
+            self.waiting_for_model.emit(True)
+            return True
+        if self.model_info is None:
+            self.bridge.error("No model is loaded yet. Pick a model in the toolbar first.")
+            self.generating_changed.emit(False)
+            return False
+        if not self._start_reply(conversation_id=cid, retriever=retriever):
+            self.generating_changed.emit(False)
+            return False
+        return True
+
     def stop(self) -> None:
         """Stop the streaming reply (sets the worker's Event directly; not queued), or drop
-        the message waiting for the model (it stays in the chat, unanswered)."""
+        the message waiting for the model or held for its files (it stays in the chat,
+        unanswered)."""
         if self._active is not None:
             self.worker.stop()
         elif self._take_queued() is not None:
+            self.generating_changed.emit(False)
+        elif self._held is not None:
+            _cid, message_id = self._held
+            self._held = None
+            self.held_stopped.emit(message_id)
             self.generating_changed.emit(False)
 
     def perform(self, action: str, row: int) -> bool:
@@ -961,6 +1048,7 @@ class ChatController(QObject):
         self.worker.stop()
         self._cancel_title()
         self._queued = None  # its message is saved; nothing was sent yet
+        self._held = None  # the same (app/ui/documents_controller.py says why on it)
         if self._active is not None and not self._active.next_round:
             self._active.writer.finish("stopped", self._provenance(self._active, None, None),
                                        reasoning_ms=self._active.measured_thinking_ms())
@@ -992,42 +1080,46 @@ class ChatController(QObject):
 
     # helpers ------------------------------------------------------------------------------
 
-    def _start_reply(self, reply: StoredMessage | None = None, *,
-                     keep_failed: bool = True) -> bool:
+    def _start_reply(self, reply: StoredMessage | None = None, *, keep_failed: bool = True,
+                     conversation_id: str | None = None,
+                     retriever: Retriever | None = None) -> bool:
         """Stream a reply into ``reply`` (an empty 'streaming' message already stored, as
-        ``History.regenerate`` makes) or into a new one at the end of the path. A title
+        ``History.regenerate`` makes) or into a new one at the end of the path of the open
+        chat (or of ``conversation_id``, which need not be open: see ``release``). A title
         being written gives way first. ``keep_failed``: see ``ActiveReply``."""
-        assert self.current_id is not None and self.model_info is not None
+        cid = conversation_id or self.current_id
+        assert cid is not None and self.model_info is not None
+        shown = cid == self.current_id
         self._cancel_title()
-        gen = self.generation_settings()
+        values = self.chat_values() if shown else self._values_of(
+            cid, {**self.settings.as_dict(), **model_chat_values(self._model_defaults())})
+        gen = self.generation_settings(values)
         try:
             if reply is None:
-                reply = self.history.add_message(
-                    self.current_id, "assistant", "", status="streaming"
-                )
-            above = self._path_above(reply.id)
+                reply = self.history.add_message(cid, "assistant", "", status="streaming")
+            above = self._path_above(reply.id, cid)
         except StorageError as exc:
             self.bridge.report(exc)
             return False
-        row = self.chat_model.append(reply)
+        row = self.chat_model.append(reply) if shown else None
         writer = ReplyWriter(self.history, reply.id)
         user_id = next((m.id for m in reversed(above) if m.role == "user"), None)
-        self._active = ActiveReply(self.current_id, reply.id, writer, gen, row,
+        self._active = ActiveReply(cid, reply.id, writer, gen, row,
                                    user_id=user_id, last_id=reply.id,
                                    keep_failed=keep_failed)
         self.generating_changed.emit(True)
         request = GenerationRequest(
-            self.current_id, above, gen, system_prompt=self.chat_values()["system_prompt"],
-            toolbox=self.toolbox, retriever=self.retriever)
+            cid, above, gen, system_prompt=values["system_prompt"],
+            toolbox=self.toolbox if shown else None,
+            retriever=retriever if conversation_id is not None else self.retriever)
         self.host.post(self.worker.on_generate_requested, request)
         return True
 
-    def _path_above(self, reply_id: int) -> tuple[StoredMessage, ...]:
-        """The stored path on screen above the reply being written: the rows the worker
-        builds the turn from (app/workers/turn_request.py decides what goes in)."""
-        assert self.current_id is not None
+    def _path_above(self, reply_id: int, conversation_id: str) -> tuple[StoredMessage, ...]:
+        """The stored path above the reply being written: the rows the worker builds the
+        turn from (app/workers/turn_request.py decides what goes in)."""
         above: list[StoredMessage] = []
-        for msg in self.history.active_path(self.current_id):
+        for msg in self.history.active_path(conversation_id):
             if msg.id == reply_id:
                 break
             above.append(msg)

@@ -12,17 +12,22 @@ changes only here.
   empty, ``activity`` says "Opening the document library…", and what needs it waits
   (``open_library(then)``). Indexing runs as a job on the same thread (files done / total in
   ``index_progress``; ``cancel_indexing`` stops it between files, what was indexed stays
-  whole).
+  whole), and so does removing one (``remove``: its row says "Removing…" meanwhile).
 - **Per chat** the libraries searched are ``ChatLibrariesStore``'s; this controller is the
   one owner of that choice (the composer's Libraries menu and the chat settings' list both
   read ``choice()`` and write ``set_library_on``); the unsent new chat keeps its choice here
   until its first message creates the conversation.
-- **Attachments**: ``send(text, paths)`` reads the files on the ``hearth-attachments`` job
-  thread (``read_attachments``; ``reading_changed`` names them meanwhile, so their chips say
-  "reading…"). Then a file that fits half the context left goes into the prompt whole; a
-  larger one is indexed into the chat's own collection first (a job), then the reply starts
-  and passages are picked per question. ``attachments_sent`` names the files that went;
-  ``send_refused`` gives back a message none of whose files could be read.
+- **Attachments**: ``send(text, paths)`` stores the message in its chat at once and holds it
+  there (``ChatController.hold``: the one message in flight, whichever chat is open
+  meanwhile; its row shows the files as "reading…" chips, ``READING_STATUS`` on screen only)
+  while the ``hearth-attachments`` job thread reads them (``read_attachments``;
+  ``reading_changed`` names them). Then a file that fits half the context left goes into
+  the prompt whole; a larger one is indexed into the chat's own collection first (a job);
+  ``ChatController.release`` stores the parts with the message and starts its reply in its
+  own chat, with that chat's retriever (``retriever_for``). ``attachments_sent`` names the
+  files that went (they leave the tray at once). A message none of whose files could be
+  read, one stopped (``held_stopped``) or one a quit cut off stays in its chat unanswered,
+  its sentence stored with it (provenance ``unsent``); nothing goes back into a composer.
 - **Embedders**: each library keeps the embedder it was made with (``embedders()`` lists
   the starter and the embedder catalog's, ``embedder_store`` downloads a catalog one);
   ``set_embedder`` gives a library another (the page asks first): one job downloads it when
@@ -30,8 +35,8 @@ changes only here.
 - **The retriever**: ``ChatController.retriever`` is a ``LibraryRetriever`` over the chat's
   libraries (and its own collection, when it has one), or None. A message sent while the
   library opens is stored at once and answered when it is open.
-- **Quit** (``shutdown``): flags stop both threads between files; a library opened too late
-  to be used is closed.
+- **Quit** (``shutdown``): flags stop both threads between files (a message being read
+  stays stored, marked "not sent"); a library opened too late to be used is closed.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
+from app.chat.parts import Attachment
 from app.documents.attach import AttachmentsRead, Reader, attachment, chat_collection
 from app.documents.selection import ChatLibrariesStore
 from app.errors import HearthError
@@ -53,11 +59,16 @@ from app.workers.job_worker import JobRunner
 if TYPE_CHECKING:
     from app.documents.embedders import EmbedderChoice, EmbedderStore
     from app.documents.library import DocumentLibrary
+    from app.documents.retriever import LibraryRetriever
     from app.ui.controller import ChatController
 
 INDEX_JOB = "index-library"
 OPEN_JOB = "open-library"
 READ_JOB = "read-attachments"
+REMOVE_JOB = "remove-library"
+REMOVING_TEXT = "Removing…"
+#: the chat row of a message whose files are being read (on screen only, never stored)
+READING_STATUS = "reading"
 OPENING_TEXT = "Opening the document library…"
 WAITING_TEXT = "Opening the document library; the reply starts when it is open…"
 #: a quit waits this long for the documents thread: the embedder's one-time conversion
@@ -88,7 +99,8 @@ def open_default_library(*, checkpoint: Callable[[], None] | None = None) -> Ope
 class _Reading:
     """A message whose files are being read: where it goes, and what it says."""
 
-    conversation: str | None
+    conversation: str
+    message_id: int
     text: str
     paths: tuple[Path, ...]
 
@@ -118,9 +130,8 @@ class DocumentsController(QObject):
         "Opening the document library…", "Reading manual.pdf…".
     reading_changed(object tuple[Path, ...]): the files being read for the message going
         out (empty: none).
-    attachments_sent(object tuple[Path, ...]): the message went out with these files.
-    send_refused(str text, object tuple[Path, ...]): none of the message's files could be
-        read (the sentences are in the banner): the message and its files go back.
+    attachments_sent(object tuple[Path, ...]): the message went with these files (they
+        leave the composer's tray: the message's row shows them, "reading…" meanwhile).
     """
 
     libraries_changed = Signal()
@@ -130,7 +141,6 @@ class DocumentsController(QObject):
     activity = Signal(str)
     reading_changed = Signal(object)
     attachments_sent = Signal(object)
-    send_refused = Signal(str, object)
 
     def __init__(self, chat: ChatController, *, library_factory: LibraryFactory | None = None,
                  choices: ChatLibrariesStore | None = None,
@@ -151,8 +161,11 @@ class DocumentsController(QObject):
         self._store: EmbedderStore | None = None
         self._pending: frozenset[str] = frozenset()
         self._waiting: str | None = None  # the chat whose message waits for the library
+        #: the read parts of the held message that waits for the library (None: not held)
+        self._held_parts: tuple[Attachment, ...] | None = None
         self._reading: _Reading | None = None
         self.indexing: str | None = None  # the library being indexed
+        self.removing: str | None = None  # the library being removed
         self.jobs = JobRunner("hearth-documents", self)  # opening the library, indexing
         w = self.jobs.worker
         w.progress.connect(self.on_progress)
@@ -168,6 +181,7 @@ class DocumentsController(QObject):
         r.crashed.connect(chat.bridge.crash)
         chat.conversation_opened.connect(self.on_conversation_opened)
         chat.generating_changed.connect(self.on_generating_changed)
+        chat.held_stopped.connect(self.on_held_stopped)
 
     # the library ---------------------------------------------------------------------------
 
@@ -324,19 +338,29 @@ class DocumentsController(QObject):
         self.jobs.cancel(INDEX_JOB)
 
     def remove(self, name: str) -> bool:
+        """Remove library ``name`` (its files and passages): a job on the documents thread
+        (``removing`` names it meanwhile, and ``libraries_changed`` says when it starts and
+        ends); the chats that searched it forget it once it is gone."""
         library = self._library
-        if library is None or self.indexing == name:
+        if library is None or self.indexing == name or self.removing is not None:
             return False
-        try:
+
+        def work(_report, _control):
             library.remove(name)
-        except HearthError as exc:
-            self.chat.bridge.report(exc)
+            return name
+
+        if not self.jobs.submit(Job(REMOVE_JOB, f"Removing {name}", work)):
             return False
+        self.removing = name
+        self.libraries_changed.emit()
+        return True
+
+    def _on_removed(self, name: str) -> None:
+        self.removing = None
         self.choices.forget_library(name)
         self._pending = self._pending - {name}
         self.libraries_changed.emit()
         self.apply_choice()
-        return True
 
     def on_progress(self, job_id: str, progress: Progress) -> None:
         if job_id != OPEN_JOB:
@@ -345,6 +369,9 @@ class DocumentsController(QObject):
     def on_finished(self, job_id: str, result: Any) -> None:
         if job_id == OPEN_JOB:
             self._on_opened(result)
+            return
+        if job_id == REMOVE_JOB:
+            self._on_removed(result)
             return
         self._end_job()
         report = result
@@ -360,16 +387,24 @@ class DocumentsController(QObject):
         if job_id == OPEN_JOB:
             self._on_open_failed(sentence)
             return
+        if job_id == REMOVE_JOB:
+            self.removing = None
+            self.chat.bridge.error(sentence)
+            self.libraries_changed.emit()
+            return
         self._end_job()
-        self._waiting = None
         self.chat.bridge.error(sentence)
+        self._send_waiting(answer=False)
 
     def on_cancelled(self, job_id: str) -> None:
         if job_id == OPEN_JOB:
             self.opening = False
             return
+        if job_id == REMOVE_JOB:  # a quit before it ran
+            self.removing = None
+            return
         name = self._end_job()
-        self._waiting = None
+        self._send_waiting(answer=False)
         self.index_finished.emit(f"Indexing {name} was cancelled; the files done so far "
                                  "stay indexed.")
 
@@ -409,6 +444,7 @@ class DocumentsController(QObject):
     def on_conversation_opened(self, conversation_id: object, _values: object) -> None:
         if conversation_id is None:
             self._pending = frozenset()
+        self._show_reading()
         self.apply_choice()
         self.choice_changed.emit(self.choice())
 
@@ -423,34 +459,50 @@ class DocumentsController(QObject):
             self.choices.set(cid, self._pending)
             self._pending = frozenset()
 
-    def _needs_library(self) -> bool:
-        return bool(self.choice()) or self._has_large_attachments()
+    def _choice_of(self, cid: str | None) -> frozenset[str]:
+        return self.choices.get(cid) if cid is not None else self._pending
+
+    def _needs_library(self, cid: str | None = None) -> bool:
+        cid = cid or self.chat.current_id
+        return bool(self._choice_of(cid)) or self._has_large_attachments(cid)
 
     def apply_choice(self) -> None:
         """Point ``ChatController.retriever`` at the open chat's libraries (None: none, or
         not yet: the library is opening, and this runs again when it is open)."""
-        names = set(self.choice())
-        cid = self.chat.current_id
-        if names or self._has_large_attachments():
-            library = self.library()
-            if library is not None:
-                known = {c["name"] for c in library.index.collections()}
-                names &= known
-                if cid is not None and chat_collection(cid) in known:
-                    names.add(chat_collection(cid))
-                if names:
-                    from app.documents.retriever import LibraryRetriever
+        self.chat.retriever = self.retriever_for(self.chat.current_id)
 
-                    self.chat.retriever = LibraryRetriever(library, sorted(names))
-                    return
-        self.chat.retriever = None
+    def retriever_for(self, cid: str | None, *,
+                      large: bool = False) -> LibraryRetriever | None:
+        """A retriever over chat ``cid``'s libraries and its own collection (None: it has
+        none, or the library is not open yet). ``large``: the message about to be answered
+        brings files to search (not stored with it yet)."""
+        names = set(self._choice_of(cid))
+        if not names and not large and not self._has_large_attachments(cid):
+            return None
+        library = self.library()
+        if library is None:
+            return None
+        known = {c["name"] for c in library.index.collections()}
+        names &= known
+        if cid is not None and chat_collection(cid) in known:
+            names.add(chat_collection(cid))
+        if not names:
+            return None
+        from app.documents.retriever import LibraryRetriever
 
-    def _has_large_attachments(self) -> bool:
-        """The open chat has files searched per question (in its own collection)."""
-        from app.chat.parts import Attachment
+        return LibraryRetriever(library, sorted(names))
 
-        return any(isinstance(p, Attachment) and not p.text
-                   for m in self.chat.chat_model.messages() for p in m.parts)
+    def _has_large_attachments(self, cid: str | None) -> bool:
+        """Chat ``cid`` has files searched per question (in its own collection)."""
+        if cid is not None and cid != self.chat.current_id:
+            try:
+                messages = self.chat.history.active_path(cid)
+            except HearthError:
+                return False
+        else:
+            messages = self.chat.chat_model.messages()
+        return any(isinstance(p, Attachment) and not p.text for m in messages for p in m.parts
+                   if m.status != READING_STATUS)  # (its chips, not yet read)
 
     # sending, with attachments -------------------------------------------------------------
 
@@ -462,10 +514,6 @@ class DocumentsController(QObject):
     def send(self, text: str, paths: Sequence[Path] = ()) -> bool:
         """Send ``text`` with the files at ``paths`` attached (see the module's docstring).
         True: it went out, or it goes once its files are read / the library is open."""
-        if self._reading is not None:
-            self.chat.bridge.info(f"{names_of(self._reading.paths)} is still being read; "
-                                  "send again when it is.")
-            return False
         if paths:
             return self._read(text, tuple(Path(p) for p in paths))
         if self._needs_library() and self._library is None:
@@ -473,8 +521,16 @@ class DocumentsController(QObject):
         return self.chat.send(text)
 
     def _read(self, text: str, paths: tuple[Path, ...]) -> bool:
+        """The message is stored in its chat at once and held there (``ChatController.hold``:
+        the one message in flight) while its files are read; its row shows them as
+        "reading…" chips until ``on_read``."""
         if self._closing:
             return False
+        message_id = self.chat.hold(text)
+        if message_id is None:
+            return False
+        cid = self.chat.current_id
+        assert cid is not None
         info = self.chat.model_info
         context = info.context_length if info else 0
         used = sum(len(m.content) for m in self.chat.chat_model.messages()) // 4
@@ -486,12 +542,29 @@ class DocumentsController(QObject):
             return read_attachments(paths, context, used, read=read,
                                     checkpoint=control.checkpoint)
 
+        self._reading = _Reading(cid, message_id, text, paths)
         if not self.reader.submit(Job(READ_JOB, f"Reading {names_of(paths)}", work)):
+            self._reading = None
+            self.chat.release(unsent=f"Not sent: {names_of(paths)} could not be read "
+                                     "(Hearth is closing).")
             return False
-        self._reading = _Reading(self.chat.current_id, text, paths)
+        self._show_reading()
+        self.attachments_sent.emit(paths)
         self.reading_changed.emit(paths)
         self._show_activity()
         return True
+
+    def _show_reading(self) -> None:
+        """The held message's row, when its chat is open: its files as "reading…" chips
+        (on screen only; the stored message gets its parts once they are read)."""
+        reading = self._reading
+        if reading is None or reading.conversation != self.chat.current_id:
+            return
+        model = self.chat.chat_model
+        row = model.row_of(reading.message_id)
+        if row >= 0:
+            model.update_message(row, status=READING_STATUS, parts=tuple(
+                Attachment(name=p.name, path=str(p)) for p in reading.paths))
 
     def _end_reading(self) -> _Reading | None:
         reading, self._reading = self._reading, None
@@ -506,44 +579,74 @@ class DocumentsController(QObject):
         if found.problems:
             self.chat.bridge.warning(" ".join(found.problems))
         if not found.parts:
-            self.send_refused.emit(reading.text, reading.paths)
+            self._unsent(reading, " ".join(found.problems)
+                         or f"{names_of(reading.paths)} could not be read.")
             return
-        if reading.conversation != self.chat.current_id:
-            self.chat.bridge.info(f"The message with {names_of(reading.paths)} was not sent: "
-                                  "another chat was opened while its files were read.")
-            self.send_refused.emit(reading.text, reading.paths)
+        parts = tuple(found.parts)
+        cid = reading.conversation
+        if not found.large and not (self._needs_library(cid) and self._library is None):
+            self.chat.release(parts, retriever=self.retriever_for(cid))
             return
-        if self._send_parts(reading.text, found):
-            self.attachments_sent.emit(reading.paths)
-        else:
-            self.send_refused.emit(reading.text, reading.paths)
+        self._release_when_open(cid, parts, list(found.large))
 
     def on_read_failed(self, _job_id: str, sentence: str) -> None:
         reading = self._end_reading()
         self.chat.bridge.error(sentence)
         if reading is not None and not self._closing:
-            self.send_refused.emit(reading.text, reading.paths)
+            self._unsent(reading, sentence)
 
     def on_read_cancelled(self, _job_id: str) -> None:
         self._end_reading()
 
-    def _send_parts(self, text: str, found: AttachmentsRead) -> bool:
-        parts = tuple(found.parts)
-        if not found.large and not (self._needs_library() and self._library is None):
-            return self.chat.send(text, parts=parts)
-        return self._send_when_open(text, found)
+    def on_held_stopped(self, message_id: int) -> None:
+        """Stop while the files are read: the message stays in its chat, unanswered, and
+        says why."""
+        reading = self._reading
+        if reading is None or reading.message_id != message_id:
+            return
+        self.reader.cancel(READ_JOB)
+        self._end_reading()
+        self._mark_unsent(reading, f"Not sent: stopped while {names_of(reading.paths)} "
+                                   "was read.")
+
+    def _unsent(self, reading: _Reading, sentence: str) -> None:
+        """None of the files could be read: the message stays in its own chat, unanswered,
+        with the sentence stored on it (nothing goes into the composer)."""
+        if self.chat.held == (reading.conversation, reading.message_id):
+            self.chat.release(unsent=f"Not sent: {sentence}", start=False)
+        else:
+            self._mark_unsent(reading, f"Not sent: {sentence}")
+
+    def _mark_unsent(self, reading: _Reading, sentence: str) -> None:
+        try:
+            self.chat.history.update_message(reading.message_id, parts=(),
+                                             provenance={"unsent": sentence})
+        except HearthError as exc:
+            self.chat.bridge.report(exc)
+            return
+        if reading.conversation == self.chat.current_id:
+            model = self.chat.chat_model
+            row = model.row_of(reading.message_id)
+            if row >= 0:
+                model.update_message(row, status="complete", parts=(),
+                                     provenance={"unsent": sentence})
+
+    def _release_when_open(self, cid: str, parts: tuple, large: list[Path]) -> None:
+        """The read message waits (still held) for the library, and its large files are
+        indexed into its chat's own collection first; then its reply starts."""
+        self._waiting, self._held_parts = cid, parts
+        self.open_library(lambda library: self._index_then_reply(library, cid, large))
+        self._show_activity()
 
     def _send_when_open(self, text: str, found: AttachmentsRead) -> bool:
-        """The message is stored now; its reply starts once the library is open (and the
-        large files are indexed into the chat's own collection)."""
+        """The message is stored now; its reply starts once the library is open."""
         if not self.chat.send(text, parts=tuple(found.parts), start=False):
             return False
         self._claim_pending()
         cid = self.chat.current_id
         assert cid is not None
-        self._waiting = cid
-        large = list(found.large)
-        self.open_library(lambda library: self._index_then_reply(library, cid, large))
+        self._waiting, self._held_parts = cid, None
+        self.open_library(lambda library: self._index_then_reply(library, cid, []))
         self._show_activity()
         return True
 
@@ -558,29 +661,45 @@ class DocumentsController(QObject):
 
         if self.indexing is not None or not self.jobs.submit(
                 Job(INDEX_JOB, f"Reading {large[0].name}", work)):
-            self._waiting = None
             self.chat.bridge.info(f"{names_of(large)} can be searched once the library "
                                   f"“{self.indexing}” is indexed; then ask again.")
+            self._send_waiting(answer=False)
             return
         self.indexing = name
         self.index_progress.emit(Progress(None, f"Reading {names_of(large)}…"))
 
-    def _send_waiting(self) -> None:
+    def _send_waiting(self, *, answer: bool = True) -> None:
+        """The message that waited for the library (and its chat's own collection) is
+        answered (``answer``) in its own chat: a held one through ``ChatController.release``,
+        also when another chat is open by then; one stored while the library opened when
+        its chat is still open."""
         waiting, self._waiting = self._waiting, None
+        parts, self._held_parts = self._held_parts, None
         self._show_activity()
-        if waiting is None or waiting != self.chat.current_id:
+        if waiting is None:
             return
         if self._library is not None:
             self.apply_choice()  # the chat's own collection joins its retriever
-        self.chat.reply_to_last()
+        if parts is not None:
+            large = any(not p.text for p in parts)
+            self.chat.release(parts, retriever=self.retriever_for(waiting, large=large),
+                              start=answer)
+            self.apply_choice()  # the open chat's, with the parts now stored
+            return
+        if answer and waiting == self.chat.current_id:
+            self.chat.reply_to_last()
 
     # quit ----------------------------------------------------------------------------------
 
     def shutdown(self) -> bool:
         """Stop both threads (flags: they stop between files), then close the library."""
         self._closing = True
-        self._reading, self._waiting = None, None
+        reading, self._reading, self._waiting = self._reading, None, None
+        self._held_parts = None
         self._when_open.clear()
+        if reading is not None:  # the message stays in its chat and says why it went not
+            self._mark_unsent(reading, f"Not sent: Hearth was closed while "
+                                       f"{names_of(reading.paths)} was read.")
         read = self.reader.shutdown()
         done = self.jobs.shutdown(SHUTDOWN_WAIT_MS)
         with self._handoff:

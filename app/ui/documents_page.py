@@ -3,7 +3,8 @@ its files, chunks and embedder; make one from files or a folder, add more, re-in
 The Embedder box names the selected library's embedder, or the one a new library gets;
 choosing another for an existing library asks first, then indexes it again with that one
 (downloading it when needed). Indexing runs as a job: its row shows files done / total, and
-Cancel stops it. The first time, the library opens in the background ("Opening the document
+Cancel stops it; removing runs as one too (its row says "Removing…" and is disabled until it
+is gone). The first time, the library opens in the background ("Opening the document
 library…"); the list fills when it is open."""
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.jobs import Progress
 from app.ui.attachment_tray import DOCUMENT_FILTER
-from app.ui.documents_controller import OPENING_TEXT, DocumentsController
+from app.ui.documents_controller import OPENING_TEXT, REMOVING_TEXT, DocumentsController
 
 ROLE_NAME = Qt.ItemDataRole.UserRole + 1
 
@@ -141,9 +142,12 @@ class DocumentsPage(QWidget):
         self.tree.clear()
         for row in self.documents.libraries():
             embedder = row.get("embedder") or ""
-            item = QTreeWidgetItem([row["name"], f"{row['files']:,}", f"{row['chunks']:,}",
-                                    self._names.get(embedder, embedder)])
+            removing = row["name"] == self.documents.removing
+            item = QTreeWidgetItem([f"{row['name']} · {REMOVING_TEXT}" if removing
+                                    else row["name"], f"{row['files']:,}",
+                                    f"{row['chunks']:,}", self._names.get(embedder, embedder)])
             item.setData(0, ROLE_NAME, row["name"])
+            item.setDisabled(removing)  # removed on the documents thread
             for root in row["roots"]:
                 child = QTreeWidgetItem([root])
                 child.setToolTip(0, root)
@@ -152,9 +156,7 @@ class DocumentsPage(QWidget):
             item.setExpanded(True)
             if row["name"] == current:
                 self.tree.setCurrentItem(item)
-        has = self.selected() is not None
-        self.refresh_button.setEnabled(has)
-        self.remove_button.setEnabled(has)
+        self._update_buttons()
 
     def library_item(self, name: str) -> QTreeWidgetItem | None:
         for i in range(self.tree.topLevelItemCount()):
@@ -174,8 +176,13 @@ class DocumentsPage(QWidget):
         if name:
             self.name_edit.setText(name)
             self.show_embedder(self.documents.embedder_of(name))
-        self.refresh_button.setEnabled(name is not None)
-        self.remove_button.setEnabled(name is not None)
+        self._update_buttons()
+
+    def _update_buttons(self) -> None:
+        name = self.selected()
+        usable = name is not None and name != self.documents.removing
+        self.refresh_button.setEnabled(usable)
+        self.remove_button.setEnabled(usable and self.documents.removing is None)
 
     def on_add(self, paths: list[Path]) -> None:
         if paths:

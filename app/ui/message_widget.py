@@ -51,6 +51,7 @@ _STATUS_NOTES = {
     "streaming": ("replying…", ""),
     "stopped": ("stopped", "warning"),
     "failed": ("failed", "error"),
+    "reading": ("reading its files…", ""),  # a user message held while its files are read
 }
 
 
@@ -58,6 +59,17 @@ def _retain_size(widget: QWidget) -> None:
     policy = widget.sizePolicy()
     policy.setRetainSizeWhenHidden(True)
     widget.setSizePolicy(policy)
+
+
+class _WrappedNote(QLabel):
+    """A word-wrapped note as tall as its lines at its width (a wrapped label's own size
+    hint guesses a narrower width, and the card would share the extra height out)."""
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        height = self.heightForWidth(self.width())
+        if height > 0 and height != self.height():
+            self.setFixedHeight(height)
 
 
 class MessageWidget(QWidget):
@@ -128,9 +140,15 @@ class MessageWidget(QWidget):
         card_layout.addWidget(self.typing)
         card_layout.addWidget(self.body)
         self._card_layout = card_layout
-        chips = attachment_chips(message.parts, self.card)
-        if chips is not None:  # the files sent with it
-            card_layout.addWidget(chips)
+        self.chips: QWidget | None = None  # the files sent with it (``_update_chips``)
+        self._chips_of: tuple | None = None
+        #: why a user message was kept unanswered (its files could not be read, Stop, quit)
+        self.unsent_note = _WrappedNote(self.card)
+        self.unsent_note.setObjectName("statusNote")
+        self.unsent_note.setProperty("level", "warning")
+        self.unsent_note.setWordWrap(True)
+        self.unsent_note.setVisible(False)
+        card_layout.addWidget(self.unsent_note)
         self.sources = SourcesList(self.card)  # a reply's: the passages its turn used
         card_layout.addWidget(self.sources)
         #: the reply's tool calls by id (a ``tool`` row's result fills its card in)
@@ -200,6 +218,9 @@ class MessageWidget(QWidget):
             self.row = row
         self.message = message
         note, level = _STATUS_NOTES.get(message.status, ("", ""))
+        unsent = message.provenance.get("unsent") if message.role == "user" else None
+        if isinstance(unsent, str) and unsent:  # kept in its chat, never answered
+            note, level = "not sent", "warning"
         if message.damaged:
             note, level = "could not be read in full", "warning"
         self.status_note.setText(note)
@@ -207,8 +228,12 @@ class MessageWidget(QWidget):
         self.status_note.setVisible(bool(note) and not self.is_typing)
         self.style().polish(self.status_note)
         self.retry_button.setVisible(message.role == "assistant" and message.status == "failed")
-        error = message.provenance.get("error") if message.status == "failed" else None
+        error = message.provenance.get("error") if message.status == "failed" else unsent
         self.status_note.setToolTip(str(error) if error else "")
+        shown_unsent = unsent if isinstance(unsent, str) else ""
+        self.unsent_note.setText(shown_unsent)
+        self.unsent_note.setVisible(bool(shown_unsent))
+        self._update_chips()
         self.thinking.set_reasoning(message.reasoning, message.reasoning_ms,
                                     thinking=self.is_thinking)
         self._render_body()
@@ -223,6 +248,21 @@ class MessageWidget(QWidget):
     def shown_in_column(self) -> bool:
         """False for a ``tool`` row: its result is shown in the card of the call."""
         return self.message.role != "tool"
+
+    def _update_chips(self) -> None:
+        """The attachment chips, below the text (rebuilt when the files or their reading
+        state change: a held message's files become its parts once read)."""
+        key = (self.message.parts, self.message.status == "reading")
+        if key == self._chips_of:
+            return
+        self._chips_of = key
+        if self.chips is not None:
+            self._card_layout.removeWidget(self.chips)
+            self.chips.deleteLater()
+        self.chips = attachment_chips(self.message.parts, self.card, reading=key[1])
+        if self.chips is not None:
+            self._card_layout.insertWidget(self._card_layout.indexOf(self.body) + 1,
+                                           self.chips)
 
     def _update_tool_cards(self) -> None:
         for part in self.message.parts:

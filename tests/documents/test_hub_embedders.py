@@ -12,6 +12,7 @@ shown to give other vectors, so a wrong pooling or prefix fails here.
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import onnxruntime as ort
@@ -243,6 +244,8 @@ def test_changing_a_librarys_embedder_indexes_it_again_with_the_new_one(monkeypa
     docs.mkdir()
     for i, text in enumerate(TEXTS):
         (docs / f"note{i}.txt").write_text(text + "\n")
+    copies = tmp_path / "copies"  # the same texts in other files (one file is listed once)
+    shutil.copytree(docs, copies)
     e5 = CATALOG.get("multilingual-e5-small")
     opened = {}
 
@@ -255,7 +258,7 @@ def test_changing_a_librarys_embedder_indexes_it_again_with_the_new_one(monkeypa
         index = DocumentIndex(tmp_path / "index.sqlite3", embedder_id=bge.id, dims=bge.dims)
         library = DocumentLibrary(index, bge, embedders=open_embedder)
         library.add([docs], "notes")
-        library.add([docs], "other", embedder=e5.id)
+        library.add([copies], "other", embedder=e5.id)
         assert library.embedder_of("notes") == "bge-small-en-v1.5"
         assert library.embedder_of("other") == e5.id
         with pytest.raises(HearthError, match=r"uses the embedder bge-small-en-v1\.5, not"):

@@ -120,8 +120,17 @@ def test_the_library_opens_off_the_ui_thread_and_says_so(slow_app, tmp_path, doc
     ticks.timer.stop()
 
 
-def test_an_attachment_is_read_off_the_ui_thread_while_its_chip_says_reading(slow_app, docs,
-                                                                           tmp_path):
+def chip_texts(widget) -> list[str]:
+    """The attachment chips on a message's card."""
+    from PySide6.QtWidgets import QToolButton
+
+    if widget.chips is None:
+        return []
+    return [b.text() for b in widget.chips.findChildren(QToolButton)]
+
+
+def test_an_attachment_is_read_off_the_ui_thread_while_its_message_says_reading(
+        slow_app, docs, tmp_path):
     app = slow_app
     slow = Slow()
 
@@ -138,40 +147,67 @@ def test_an_attachment_is_read_off_the_ui_thread_while_its_chip_says_reading(slo
     app.qtbot.waitUntil(slow.started.is_set, timeout=5000)
     before = ticks.count
     app.qtbot.waitUntil(lambda: ticks.count > before + 3, timeout=5000)
-    assert tray.chip_names() == ["kettle.md · reading…"]
+    # the message is in its chat at once, its file a "reading…" chip on it
+    assert app.rows() == [("user", "How often do I descale?", "reading")]
+    widget = app.window.chat_view.message_widget(0)
+    assert chip_texts(widget) == ["kettle.md · reading…"]
+    assert widget.status_note.text() == "reading its files…"
+    assert tray.chip_names() == []  # the file went with the message
     assert app.window.status.activity_label.text() == "Reading kettle.md…"
+    stored = app.history.active_path(app.controller.current_id)
+    assert [(m.role, m.content, m.parts) for m in stored] == [
+        ("user", "How often do I descale?", ())]  # stored now; its file once read
     app.window.resize(800, 600)
     _grab(app, app.window, _shots(tmp_path) / "documents-reading-800x600.png")
-    assert app.rows() == []  # the message goes once its file is read
-    app.send("A second message meanwhile", wait=False)  # waits visibly: a sentence
-    assert "kettle.md is still being read" in app.window.banner.text()
+    app.send("A second message meanwhile", wait=False)  # one message in flight: it waits
     assert app.window.composer.text() == "A second message meanwhile"  # kept
+    assert app.window.composer.button.text() == "Stop"
     slow.gate.set()
     app.qtbot.waitUntil(lambda: len(app.rows()) == 2 and not app.controller.generating,
                         timeout=10000)
     assert slow.threads == ["hearth-attachments"] and slow.released == [True]
-    assert tray.chip_names() == [] and app.window.status.activity_label.text() == ""
+    assert app.window.status.activity_label.text() == ""
     user = app.history.active_path(app.controller.current_id)[0]
     (part,) = [p for p in user.parts if isinstance(p, Attachment)]
     assert part.name == "kettle.md" and "citric acid" in part.text
+    widget = app.window.chat_view.message_widget(0)
+    assert chip_texts(widget) == ["kettle.md"] and widget.status_note.text() == ""
+    assert app.rows()[0][2] == "complete"
+    assert not documents.is_open and not documents.opening  # it went whole: no library
+    assert "library" not in app.window.banner.text()
     ticks.timer.stop()
 
 
-def test_a_file_that_cannot_be_read_gets_a_sentence_and_the_message_comes_back(slow_app,
-                                                                             tmp_path):
+def test_a_file_that_cannot_be_read_gets_a_sentence_and_the_message_stays_in_its_chat(
+        slow_app, tmp_path):
     app = slow_app
     bad = tmp_path / "notes.txt"
     bad.write_bytes(b"\x00\x01\x02 binary \xff\xfe" * 200)
     app.window.attachments.add([bad])
     app.send("What do my notes say?", wait=False)
-    app.qtbot.waitUntil(lambda: not app.window.documents.reading, timeout=10000)
+    app.qtbot.waitUntil(lambda: not app.window.documents.reading
+                        and not app.controller.generating, timeout=10000)
     assert "notes.txt" in app.window.banner.text()  # a sentence naming the file
     assert "Traceback" not in app.window.banner.text()
-    assert app.rows() == [] and app.window.composer.text() == "What do my notes say?"
-    assert app.window.attachments.chip_names() == ["notes.txt  ✕"]  # it stays
+    assert app.rows() == [("user", "What do my notes say?", "complete")]  # unanswered
+    (stored,) = app.history.active_path(app.controller.current_id)
+    assert stored.content == "What do my notes say?" and stored.parts == ()
+    assert stored.provenance["unsent"].startswith("Not sent: ")
+    assert "notes.txt" in stored.provenance["unsent"]
+    widget = app.window.chat_view.message_widget(0)
+    assert widget.status_note.text() == "not sent" and "notes.txt" in widget.status_note.toolTip()
+    assert widget.unsent_note.isVisible() and widget.unsent_note.text() == \
+        stored.provenance["unsent"]  # the reason, on the message
+    assert app.window.composer.text() == ""  # nothing comes back into the composer
+    app.window.resize(800, 600)
+    _grab(app, app.window, _shots(tmp_path) / "documents-not-sent-800x600.png")
 
 
-def test_quitting_while_files_are_read_stops_between_files(slow_app, tmp_path):
+def test_quitting_while_files_are_read_stops_between_files_and_keeps_the_message(
+        slow_app, tmp_path):
+    from app.paths import history_db_path
+    from app.storage.history import History
+
     app = slow_app
     slow = Slow()
     files = []
@@ -188,11 +224,21 @@ def test_quitting_while_files_are_read_stops_between_files(slow_app, tmp_path):
     app.window.attachments.add(files)
     app.send("Summarise the parts", wait=False)
     app.qtbot.waitUntil(slow.started.is_set, timeout=5000)
+    cid = app.controller.current_id
     threading.Timer(0.2, slow.gate.set).start()  # the file being read finishes meanwhile
     app.close()  # asserts the engine's thread has ended
     assert not app.window.documents.reader.running and not app.window.documents.jobs.running
     assert slow.calls == 1  # the flag stopped it before the next file
     assert slow.released == [True]
+    history = History(history_db_path())  # the next start finds the message in its chat
+    try:
+        (stored,) = history.active_path(cid)
+    finally:
+        history.close()
+    assert stored.content == "Summarise the parts" and stored.parts == ()
+    assert stored.provenance["unsent"] == ("Not sent: Hearth was closed while part0.txt, "
+                                           "part1.txt, part2.txt, part3.txt, part4.txt, "
+                                           "part5.txt was read.")
 
 
 def test_a_message_sent_while_the_library_opens_is_answered_once_it_is_open(
@@ -223,6 +269,52 @@ def test_a_message_sent_while_the_library_opens_is_answered_once_it_is_open(
     reply = app.window.chat_view.message_widget(1)
     assert reply.sources.buttons  # the turn searched the library
     assert app.window.status.activity_label.text() == ""
+
+
+def test_removing_a_library_runs_on_the_documents_thread_while_its_row_says_so(
+        slow_app, tmp_path, docs):
+    from PySide6.QtCore import Qt
+
+    from app.ui.documents_controller import REMOVING_TEXT
+
+    app = slow_app
+    documents = app.window.documents
+    documents.library_factory = lambda **_: Opened(tmp_path / "index.sqlite3",
+                                                   WordsEmbedder())
+    prefs, page = _open_documents_page(app)
+    prefs.resize(800, 600)
+    app.qtbot.waitUntil(lambda: documents.is_open, timeout=5000)
+    assert documents.index("Home", [docs])
+    app.qtbot.waitUntil(lambda: documents.indexing is None
+                        and page.library_item("Home") is not None, timeout=10000)
+    documents.set_library_on("Home", True)
+    library = documents.library()
+    slow = Slow()
+    real_remove = library.remove
+
+    def remove(name, paths=()):
+        slow.wait()
+        return real_remove(name, paths)
+
+    library.remove = remove
+    page.tree.setCurrentItem(page.library_item("Home"))
+    ticks = Ticks()
+    app.qtbot.mouseClick(page.remove_button, Qt.MouseButton.LeftButton)
+    app.qtbot.waitUntil(slow.started.is_set, timeout=5000)
+    before = ticks.count
+    app.qtbot.waitUntil(lambda: ticks.count > before + 3, timeout=5000)  # events still run
+    item = page.library_item("Home")
+    assert item.text(0) == f"Home · {REMOVING_TEXT}" and item.isDisabled()
+    assert not page.remove_button.isEnabled() and not page.refresh_button.isEnabled()
+    assert documents.removing == "Home" and not documents.remove("Home")  # once
+    _grab(app, prefs, _shots(tmp_path) / "settings-documents-removing-800x600.png")
+    slow.gate.set()
+    app.qtbot.waitUntil(lambda: page.library_item("Home") is None, timeout=5000)
+    assert slow.threads == ["hearth-documents"] and slow.threads != [_ui_name(app)]
+    assert slow.released == [True]
+    assert documents.removing is None and documents.choice() == frozenset()
+    assert documents.libraries() == [] and app.controller.retriever is None
+    ticks.timer.stop()
 
 
 def test_the_real_library_opens_on_the_documents_thread_its_session_on_its_own(
