@@ -298,7 +298,8 @@ class Sampler:
         vocabulary survives (temperature alone): no id array is made for it."""
         s = self.settings
         t = np.float32(s.temperature)
-        top = np.float32(x.max())
+        # the best logit: ``_prepare`` found it (a pass over the vocabulary saved)
+        top = x[self._argmax] if x is self._checked else np.float32(x.max())
         ids: np.ndarray | None = None  # None = the whole vocabulary
         values = x
         if 0 < s.top_k < x.size:
@@ -350,7 +351,7 @@ _SAMPLE_SIZE = 4096
 #: ``_draw_from_vocab``'s block: the weights' running sum is taken over block sums, then
 #: within the one block the draw lands in.
 _DRAW_BLOCK = 256
-_BLOCK_ONES = np.ones(_DRAW_BLOCK)
+_BLOCK_ONES = np.ones(_DRAW_BLOCK, dtype=np.float32)
 
 
 def _draw_from_vocab(weights: np.ndarray, u: float) -> int:
@@ -358,21 +359,23 @@ def _draw_from_vocab(weights: np.ndarray, u: float) -> int:
     vocabulary: the first whose running sum exceeds ``u`` times the total, as
     ``searchsorted(cumsum(weights), u * total, "right")`` finds it, without the running sum
     of every entry (a float64 ``cumsum`` of a 49k vocabulary took ~170 µs, most of a
-    temperature-only draw, whose step is ~15 ms on the starter). The sums are taken per
-    block of ``_DRAW_BLOCK`` in float64, so the draw can differ from one over the plain
-    running sum only where ``u`` falls within rounding (~1e-16) of a boundary."""
+    temperature-only draw, whose step is ~15 ms on the starter). A block's sum is a float32
+    sum (the weights are float32, rounded as finely), the running sums over blocks and
+    within the one block float64, so the draw can differ from one over the plain running
+    sum only where ``u`` falls within ~1e-7 of a block's boundary."""
     n = weights.size
     full = n // _DRAW_BLOCK
-    wide = weights.astype(np.float64)
-    sums = wide[: full * _DRAW_BLOCK].reshape(full, _DRAW_BLOCK) @ _BLOCK_ONES  # BLAS: fast
+    # the block sums by BLAS straight from the float32 weights (no float64 copy of the
+    # vocabulary: right after a step every pass over it runs on cold caches)
+    sums = weights[: full * _DRAW_BLOCK].reshape(full, _DRAW_BLOCK) @ _BLOCK_ONES
     if full * _DRAW_BLOCK < n:
-        sums = np.append(sums, wide[full * _DRAW_BLOCK :].sum())
-    running = np.cumsum(sums)
+        sums = np.append(sums, weights[full * _DRAW_BLOCK :].sum())
+    running = np.cumsum(sums, dtype=np.float64)
     target = u * running[-1]
     block = min(int(np.searchsorted(running, target, side="right")), running.size - 1)
     start = block * _DRAW_BLOCK
     before = running[block - 1] if block else 0.0
-    inner = np.cumsum(wide[start : start + _DRAW_BLOCK])
+    inner = np.cumsum(weights[start : start + _DRAW_BLOCK], dtype=np.float64)
     at = int(np.searchsorted(inner, target - before, side="right"))
     return start + min(at, inner.size - 1)
 
