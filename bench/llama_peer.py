@@ -28,12 +28,21 @@ from pathlib import Path
 import numpy as np
 
 ENV = "HEARTH_LLAMA_PYTHON"
+EXTRA_BUFTS_ENV = "HEARTH_LLAMA_EXTRA_BUFTS"  # "0": llama.cpp without extra buffer types
 
 CHILD = r"""
-import ctypes, json, sys, time
+import json, sys, time
 import numpy as np
 import llama_cpp
+import llama_cpp.llama_cpp as bindings
 job = json.loads(sys.argv[1])
+if not job["extra_bufts"]:  # no repacked (AMX, CPU_REPACK) weight buffers
+    default_params = bindings.llama_model_default_params
+    def no_extra_bufts():
+        params = default_params()
+        params.use_extra_bufts = False
+        return params
+    bindings.llama_model_default_params = no_extra_bufts
 ids, decode, threads = job["ids"], job["decode"], job["threads"]
 n_ctx = len(ids) + decode + 8
 llm = llama_cpp.Llama(job["gguf"], n_ctx=n_ctx, n_batch=min(512, n_ctx), n_threads=threads,
@@ -106,10 +115,20 @@ def describe() -> str:
     """Which interpreter runs the peer, for a bench's header line."""
     python = interpreter()
     where = f"{ENV}={python}" if os.environ.get(ENV) else f"this interpreter ({python})"
-    return f"llama.cpp peer: {where}" + ("" if available() else ", llama_cpp not importable")
+    bufts = "" if extra_bufts() else f", {EXTRA_BUFTS_ENV}=0 (no AMX / repacked weights)"
+    return (f"llama.cpp peer: {where}{bufts}"
+            + ("" if available() else ", llama_cpp not importable"))
+
+
+def extra_bufts() -> bool:
+    """Whether llama.cpp may repack weights into its extra buffer types (AMX, CPU_REPACK;
+    its default): ``HEARTH_LLAMA_EXTRA_BUFTS=0`` turns them off, which keeps a native build
+    off its crashing AMX kernels without a rebuild (and off the Q4_0/IQ4_NL repacking too)."""
+    return os.environ.get(EXTRA_BUFTS_ENV, "1") != "0"
 
 
 def _run(job: dict) -> dict | str:
+    job = {**job, "extra_bufts": extra_bufts()}
     if not available():
         return f"llama_cpp is not importable by {interpreter()} (set {ENV})"
     done = subprocess.run([interpreter(), "-c", CHILD, json.dumps(job)],
