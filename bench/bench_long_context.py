@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.engine.decoder import Decoder
 from app.engine.engine import Engine
 from app.engine.providers import session_options
-from bench.llama_peer import available, run_llama_cpp
+from bench.llama_peer import available, describe, run_llama_cpp
 
 TEXT = (
     "The history of bread is the history of people settling down, trading grain and "
@@ -133,8 +133,7 @@ def main() -> int:
             src = json.loads(manifest.read_text()).get("source", {}).get("path")
             gguf = Path(src) if src else None
     peer = available() and gguf is not None and gguf.is_file()
-    if not available():
-        print("llama_cpp is not importable: Hearth's figures only")
+    print(describe() + ("" if available() else ": Hearth's figures only"))
     print(f"\n{'engine':10s} {'context':>7s} {'TTFT ms':>9s} {'decode tok/s':>13s}")
     limit = engine.spec.context_length - args.decode - 4
     for n in (int(x) for x in args.contexts.split(",")):

@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.engine.engine import Engine
 from app.models.gguf.convert import convert_gguf
-from bench.llama_peer import available, run_llama_cpp
+from bench.llama_peer import available, describe, run_llama_cpp
 
 
 @dataclass(frozen=True)
@@ -199,8 +199,7 @@ def main() -> int:
     parser.add_argument("--keep", default=None, help="write the files here and keep them")
     args = parser.parse_args()
     peer = available()
-    if not peer:
-        print("llama_cpp is not importable: Hearth's figures only (no llama.cpp column)")
+    print(describe() + ("" if peer else ": Hearth's figures only (no llama.cpp column)"))
     bandwidth = copy_bandwidth()
     print(f"memory bandwidth (numpy copy of 1 GiB, read + write): {bandwidth:.1f} GB/s "
           f"({load_average()})", flush=True)

