@@ -225,7 +225,10 @@ def main() -> None:
     parser.add_argument("model", nargs="?", type=Path)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tokenizer", type=Path, action="append", default=[],
-                        help="another tokenizer.json for compile and mask figures")
+                        help="another tokenizer.json for compile and mask figures (a Qwen "
+                             "151k one: bench/tiktoken_vocab.py)")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="compile and mask figures only, no decode rounds")
     args = parser.parse_args()
     print(describe_machine())
     print("load:", " ".join(f"{x:.2f}" for x in os.getloadavg()), f"on {os.cpu_count()} CPUs")
@@ -235,7 +238,9 @@ def main() -> None:
     for path in args.tokenizer:
         from app.engine.tokenizer import Tokenizer
 
-        compile_figures(path.parent.name, Tokenizer.from_file(path), [0])
+        compile_figures(path.parent.name, Tokenizer.from_files(path), [0])
+    if args.compile_only:
+        return
     grammar = Grammar("json_schema", json.dumps(SCHEMA))
     cases = {("free", "off"): None, ("constrained", "off"): grammar,
              ("free", "auto"): None, ("constrained", "auto"): grammar}
