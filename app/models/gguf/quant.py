@@ -44,7 +44,10 @@ The low-bit types people download for 7–14B models map the same way, all exact
   point 8 (codes ``q + 8``). ORT has no 3-bit MatMulNBits.
 * Q2_K (``w = d·sc·q − dmin·m``, 2-bit codes, sub-blocks of 16) → 4-bit block 16 codes plus
   block offsets (``exact_offsets``, the default), or 8-bit codes with rounded offsets like
-  Q4_K. ORT's 2-bit MatMulNBits computes it exactly too, but has no fast CPU kernel (it
+  Q4_K. The 4-bit codes are stored centred (``q + 6``, so ``s·(q − 2)`` plus the offset
+  ``o + 2s``): int8 activations then err ~0.6x as much as llama.cpp's Q2_K on the same file
+  (bench/bench_fidelity.py), where codes ``q`` against zero point 8 erred ~4x as much.
+  ORT's 2-bit MatMulNBits computes it exactly too, but has no fast CPU kernel (it
   dequantizes the whole matrix per call: ~70x the 4-bit kernel's time for one row).
 * IQ4_NL / IQ4_XS (``w = d·kvalues[q]``, a 16-entry int8 table) and the grid types IQ2_XXS,
   IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (``w = d·db·(±g)``, g a small integer of a fixed grid) →
@@ -369,7 +372,7 @@ def to_nbits(
             NBitsWeight(8, sub, n, k, q8.reshape(n, kb, sub), s.reshape(n, kb), None), w
         )
     if exact_offsets and bits <= 4:
-        return _nbits4_with_offsets(codes, s, o, n, k, sub)
+        return _nbits4_with_offsets(codes, s, o, n, k, sub, bits)
     f = 2 ** (8 - bits)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(s != 0, np.rint(f * o / s), 0).astype(np.int64)
@@ -430,14 +433,21 @@ def _checked_by_rows(w: NBitsWeight, raw: np.ndarray, qtype: Q) -> NBitsWeight:
 
 
 def _nbits4_with_offsets(
-    codes: np.ndarray, s: np.ndarray, o: np.ndarray, n: int, k: int, sub: int = 32
+    codes: np.ndarray, s: np.ndarray, o: np.ndarray, n: int, k: int, sub: int = 32,
+    bits: int = 4,
 ) -> NBitsWeight:
-    """Codes of at most 4 bits with ``w = s·code + o`` → ``s·(code − 8) + (o + 8·s)``:
-    MatMulNBits' default zero point, so no zero-point tensor (module docstring)."""
+    """Codes of at most 4 bits with ``w = s·code + o`` → ``s·(code + 8 − m − 8) + (o + m·s)``,
+    ``m = 2**(bits − 1)``: MatMulNBits' default zero point, so no zero-point tensor (module
+    docstring). The stored codes are centred on the zero point (Q2_K's 0…3 become 6…9, not
+    0…3), so the int8 part of the product stays as small as the weights: with int8
+    activations (accuracy_level 4) the activations' rounding error is multiplied by
+    ``s·(code − 8)``, which for uncentred 2-bit codes is ~5x the weights' own size."""
     kb = k // sub
     s = s.astype(np.float32)
-    offsets = (o + np.float32(8) * s).astype(np.float32)
-    packed = _pack4(codes.astype(np.uint8).reshape(n, kb, sub))
+    mid = 2 ** (bits - 1)
+    offsets = (o + np.float32(mid) * s).astype(np.float32)
+    stored = (codes + (8 - mid)).astype(np.uint8)
+    packed = _pack4(stored.reshape(n, kb, sub))
     return NBitsWeight(4, sub, n, k, packed, s.reshape(n, kb), None,
                        offsets=offsets.reshape(n, kb))
 
