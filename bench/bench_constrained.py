@@ -33,6 +33,7 @@ from app.engine.engine import Engine
 from app.engine.grammar import GrammarMatcher, compile_grammar, grammar_tokenizer
 from app.engine.tool_calls import tool_call_grammar
 from app.engine.types import GenerationSettings, Grammar, Message
+from tests.fixtures.tool_template import HERMES_TOOLS_TEMPLATE  # the tests' Hermes template
 
 SCHEMA = {"type": "object", "additionalProperties": False,
           "required": ["name", "age", "city", "hobbies"],
@@ -66,25 +67,6 @@ TOOLS = [
     _tool("git_log", "Recent commits of a repository.",
           {"repo_path": {"type": "string"}, "max_count": {"type": "integer"}}, ["repo_path"]),
 ]
-
-#: the tests' Hermes / Qwen-style template with tools (tests/fixtures/tool_template.py)
-HERMES_TOOLS_TEMPLATE = (
-    "{%- if tools %}<|im_start|>system\n# Tools\n<tools>"
-    "{%- for tool in tools %}\n{{ tool | tojson }}{%- endfor %}\n</tools>\n"
-    "For each call, return <tool_call>\n{\"name\": ..., \"arguments\": ...}\n</tool_call>"
-    "<|im_end|>\n{%- endif %}"
-    "{%- for message in messages %}"
-    "{%- if message.role == 'tool' %}<|im_start|>user\n<tool_response>\n"
-    "{{ message.content }}\n</tool_response><|im_end|>\n"
-    "{%- elif message.role == 'assistant' and message.tool_calls %}<|im_start|>assistant\n"
-    "{{ message.content }}{%- for call in message.tool_calls %}\n<tool_call>\n"
-    "{\"name\": \"{{ call.function.name }}\", \"arguments\": "
-    "{{ call.function.arguments | tojson }}}\n</tool_call>{%- endfor %}<|im_end|>\n"
-    "{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n"
-    "{%- endif %}{%- endfor %}"
-    "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}"
-)
-
 
 def starter_folder() -> Path:
     from app.models import starter

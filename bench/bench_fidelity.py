@@ -1,6 +1,6 @@
 """How close Hearth's native form and llama.cpp each come to the fp32 dequantization.
 
-    HEARTH_LLAMA_PYTHON=/work/llama-venv/bin/python \
+    HEARTH_LLAMA_PYTHON=~/.venvs/llama/bin/python \
         .venv/bin/python bench/bench_fidelity.py [--types q4_0,q4_1,q8_0,q4_k,q6_k,q2_k,q3_k]
         [--tokens 64] [--threads 2] [--no-starter]
 

@@ -551,25 +551,18 @@ class Speculator:
         rows = self.decoder.verify(self.cache, [pending, *guesses])
         self.policy.record_time(len(guesses) + 1, time.perf_counter() - start)
         self.target_steps += 1
-        if constraint is not None:
-            accepted, token = verify_constrained(rows, guesses, self.sampler, history,
-                                                 tie_margin=self.tie_margin)
+        if constraint is not None or self._greedy:
+            verify = verify_constrained if constraint is not None else verify_greedy
+            accepted, token = verify(rows, guesses, self.sampler, history,
+                                     tie_margin=self.tie_margin)
             if token is None:  # too close to call from a K-token step: take a plain one
                 self.cache.trim_to(fed + accepted)
                 logits = self.decoder.step(self.cache, guesses[accepted - 1] if accepted
                                            else pending)
                 self.target_steps += 1
                 token = self.sampler(logits, [*history, *guesses[:accepted]])
-            constraint.accept(token)
-        elif self._greedy:
-            accepted, token = verify_greedy(rows, guesses, self.sampler, history,
-                                            tie_margin=self.tie_margin)
-            if token is None:  # too close to call from a K-token step: take a plain one
-                self.cache.trim_to(fed + accepted)
-                logits = self.decoder.step(self.cache, guesses[accepted - 1] if accepted
-                                           else pending)
-                self.target_steps += 1
-                token = self.sampler(logits, [*history, *guesses[:accepted]])
+            if constraint is not None:
+                constraint.accept(token)
         else:
             proposal = Proposal(guesses, None if proposal.q is None else proposal.q[:k])
             accepted, token = verify_sampled(rows, proposal, self.sampler, history)

@@ -16,27 +16,12 @@ from app.engine.engine import Engine
 from app.engine.grammar import GrammarMatcher
 from app.engine.speculative import DraftModel
 from app.engine.types import GenerationSettings, Grammar, Message
+from tests.engine.test_constrained import SCHEMA, TOOLS
 from tests.fixtures.tool_template import with_tool_template
 
-SCHEMA = {"type": "object", "additionalProperties": False,
-          "required": ["name", "age", "ok", "tags", "kind"],
-          "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
-                         "ok": {"type": "boolean"},
-                         "tags": {"type": "array", "items": {"type": "string"}},
-                         "kind": {"type": "string", "enum": ["cat", "dog"]}}}
 EXAMPLE = json.dumps({"name": "Anna", "age": 42, "ok": True, "tags": ["tea", "hearth"],
                       "kind": "cat"}, separators=(", ", ": "))
 QUOTE_JSON = [Message("user", "Copy this JSON: " + " ".join([EXAMPLE] * 3))]
-TOOLS = [
-    {"type": "function", "function": {
-        "name": "get_weather", "parameters": {
-            "type": "object", "additionalProperties": False, "required": ["city", "days"],
-            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}},
-    {"type": "function", "function": {
-        "name": "get_time", "parameters": {
-            "type": "object", "additionalProperties": False, "required": ["zone"],
-            "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}}}}},
-]
 CALL = ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}\n'
         '</tool_call>')
 QUOTE_CALL = [Message("user", "Run this call again: " + " ".join([CALL] * 3))]
