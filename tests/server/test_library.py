@@ -111,12 +111,22 @@ def test_requests_queued_before_a_switch_run_on_the_model_they_asked_for(
     replies: dict[int, str] = {}
     threads = [threading.Thread(target=lambda i=i, m=m: replies.__setitem__(i, ask(client, m)))
                for i, m in enumerate(order)]
+    asked: list[str] = []  # the models of the jobs queued behind the busy one, in order
+    submit = executor.submit
+
+    def recording(fn, model=None):
+        if model is not None:
+            asked.append(model)
+        return submit(fn, model)
+
+    executor.submit = recording
     for queued, thread in enumerate(threads, 1):  # one by one: the queue's order is theirs
         thread.start()
         deadline = time.monotonic() + 10
-        while executor._jobs.qsize() < queued:
+        while len(asked) < queued:  # this request's job is in the queue, not only some job
             assert time.monotonic() < deadline
             time.sleep(0.01)
+    assert asked == order
     gate.set()
     for thread in threads:
         thread.join(30)
@@ -132,7 +142,8 @@ def test_an_idle_model_is_let_go_and_loads_again_when_asked(library_server, gqa_
     while executor.served_model() is not None:
         assert time.monotonic() < deadline, "the idle model was never unloaded"
         time.sleep(0.05)
-    assert [m.id for m in client.models.list().data] == ["alpha", "beta"]  # still offered
+    # still offered (with none loaded, the library's order: newest install first)
+    assert sorted(m.id for m in client.models.list().data) == ["alpha", "beta"]
     assert ask(client, "alpha") == own_reply(gqa_model_dir)
     # loaded again after the unload (on a loaded machine the 0.3 s may also pass before the
     # first request arrives: then it loads once more)
