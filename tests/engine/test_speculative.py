@@ -23,6 +23,7 @@ from app.engine.speculative import (
     verify_tolerance,
 )
 from app.engine.types import GenerationSettings, SamplingSettings
+from tests.fixtures.quantized import KERNELS, load_with_kernels
 from tests.fixtures.tiny_models import build_gqa_model, build_plain_kv_model
 
 GREEDY = GenerationSettings(sampling=SamplingSettings(temperature=0.0), max_new_tokens=40)
@@ -260,7 +261,8 @@ def test_verify_rows_match_one_token_steps(name, request):
 def test_a_quantized_graph_steps_in_pairs_so_verify_steps_match_bit_for_bit(
         gqa_int4_one_row_differs_dir):
     """Where MatMulNBits rounds a one-row step differently from a several-row one (AVX2: the
-    starter's verify steps differed by ~1 logit; the fixture makes every CPU do so),
+    starter's verify steps differed by ~1 logit; the fixture makes every CPU do so: the
+    one-row difference asserted below is its own, not this CPU's),
     ``calibrate`` notices and runs one-token steps as two rows: then a verify step's rows
     equal the steps' logits exactly, so speculation cannot change a token, and the reply is
     the same with speculation on and off. The per-reply policy below is the inexact mode's
@@ -281,9 +283,9 @@ def test_a_quantized_graph_steps_in_pairs_so_verify_steps_match_bit_for_bit(
         assert len(step_cache) == len(prompt) + len(tokens)  # the scratch rows are cut off
         return rows, steps
 
-    rows, steps = rows_and_steps()  # one-row steps
+    rows, steps = rows_and_steps()  # one-row steps: the fixture's delta on every CPU
     assert decoder.step_rows == 1
-    assert not all(np.array_equal(r, s) for r, s in zip(rows, steps, strict=True))
+    assert not any(np.array_equal(r, s) for r, s in zip(rows, steps, strict=True))
     assert decoder.graph.quantized_matmuls and verify_tolerance(decoder) == 0.0
     decoder.calibrate(tolerance=verify_tolerance(decoder))
     assert (decoder.one_row_agrees, decoder.pairs_agree) == (False, True)
@@ -316,8 +318,9 @@ def test_a_quantized_graph_steps_in_pairs_so_verify_steps_match_bit_for_bit(
     steps = [decoder.step(cache, t).copy() for t in tokens * 2]
     assert cache.capacity > 256 and len(cache) == 260
     fresh = engine.new_cache()
-    # the prompt as the cache above read it (one long chunk: the prompt session's fp32
-    # kernels), then the six tokens the steps decoded as a short chunk (the decode session)
+    # the prompt as the cache above read it (one long chunk, on whichever session this
+    # CPU's kernel choice gives it), then the six tokens the steps decoded as a short chunk
+    # (the decode session)
     decoder.feed(fresh, long_prompt)
     decoder.feed(fresh, (tokens * 2)[:6])
     rows = decoder.verify(fresh, (tokens * 2)[6:])
@@ -362,19 +365,23 @@ def test_on_this_cpus_own_int4_kernels_calibration_tells_the_truth_and_speculati
     """The same int4 graph on the kernels this CPU really has (each CPU kind rounds in its own
     way): ``calibrate`` never claims one-row steps agree bit for bit where a verify step's rows
     differ from them, a reply likely to quote runs the rows the calibration chose (one row
-    where one-row steps agree: no two-row cost), and speculated replies equal plain ones token
-    for token, whatever it chose."""
+    where one-row steps agree: no two-row cost), its verify rows then equal its steps bit for
+    bit, and speculated replies equal plain ones token for token, whatever it chose."""
     engine = _load(gqa_int4_model_dir, exact=exact)
     decoder = engine.decoder
     prompt = _prompts(engine.graph.vocab_size, 2, seed=2)[1]
     tokens = [5, 9, 17, 4, 33]
-    cache = engine.new_cache()
-    decoder.feed(cache, prompt)
-    rows = decoder.verify(cache, tokens)
-    step_cache = engine.new_cache()
-    decoder.feed(step_cache, prompt)
-    steps = [decoder.step(step_cache, t).copy() for t in tokens]
-    one_row_equal = all(np.array_equal(r, s) for r, s in zip(rows, steps, strict=True))
+
+    def rows_equal_steps() -> bool:
+        cache = engine.new_cache()
+        decoder.feed(cache, prompt)
+        rows = decoder.verify(cache, tokens)
+        step_cache = engine.new_cache()
+        decoder.feed(step_cache, prompt)
+        steps = [decoder.step(step_cache, t).copy() for t in tokens]
+        return all(np.array_equal(r, s) for r, s in zip(rows, steps, strict=True))
+
+    one_row_equal = rows_equal_steps()
     assert verify_tolerance(decoder) == 0.0
     decoder.calibrate(tolerance=0.0)
     assert decoder.one_row_agrees is not None
@@ -382,6 +389,9 @@ def test_on_this_cpus_own_int4_kernels_calibration_tells_the_truth_and_speculati
     decoder.choose_rows(pairs=True)
     pairs_chosen = not decoder.one_row_agrees and decoder.pairs_agree
     assert decoder.step_rows == (2 if pairs_chosen else 1)
+    # whichever it chose, exactness is what every CPU gets (the forced kinds of CPU:
+    # test_verify_rows_equal_plain_steps_bit_for_bit_whichever_rows_calibration_picks)
+    assert decoder.verify_exact and rows_equal_steps()
     off_settings = replace(GREEDY, speculation="off")
     speculated = {True: set(), False: set()}
     for prompt in _prompts(engine.graph.vocab_size, 3, seed=4):
@@ -397,6 +407,59 @@ def test_on_this_cpus_own_int4_kernels_calibration_tells_the_truth_and_speculati
     agree_plain = agree_quoting if exact else decoder.one_row_agrees
     assert speculated == {True: {"lookup" if agree_quoting else "off"},
                           False: {"lookup" if agree_plain else "off"}}
+
+
+#: What ``calibrate`` finds on each kind of CPU (tests/fixtures/quantized.py ``KERNELS``):
+#: (one_row_agrees, pairs_agree), and the rows a one-token step then runs where exactness
+#: is asked for (a quoting reply, or any reply of an exact decoder)
+CALIBRATED = {"one_row_differs": ((False, True), 2), "one_row_alike": ((True, False), 1)}
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["exact", "inexact"])
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_verify_rows_equal_plain_steps_bit_for_bit_whichever_rows_calibration_picks(
+        gqa_int4_one_row_differs_dir, kernels, exact):
+    """Both kinds of CPU on every machine: where one-row steps round like several-row runs
+    (AVX-512 VNNI) calibration keeps one row; where they do not (AVX2, AMX) it picks two.
+    Either way a verify step's rows then equal plain steps' logits bit for bit, "auto"
+    speculates on the replies whose steps run those rows, and every speculated reply equals
+    the plain one token for token."""
+    engine = load_with_kernels(gqa_int4_one_row_differs_dir, kernels, exact=exact)
+    decoder = engine.decoder
+    prompt = _prompts(engine.graph.vocab_size, 2, seed=2)[1]
+    tokens = [5, 9, 17, 4, 33]
+
+    def rows_and_steps():
+        cache = engine.new_cache()
+        decoder.feed(cache, prompt)
+        rows = decoder.verify(cache, tokens)
+        step_cache = engine.new_cache()
+        decoder.feed(step_cache, prompt)
+        steps = [decoder.step(step_cache, t).copy() for t in tokens]
+        return [np.array_equal(r, s) for r, s in zip(rows, steps, strict=True)]
+
+    (agree, rows) = CALIBRATED[kernels]
+    assert decoder.step_rows == 1  # before any reply: one-row steps, as the CPU rounds them
+    assert all(rows_and_steps()) is (kernels == "one_row_alike")
+    assert (decoder.one_row_agrees, decoder.pairs_agree) == agree
+    decoder.choose_rows(pairs=True)
+    assert (decoder.step_rows, decoder.verify_agrees, decoder.verify_exact) == (rows, True, True)
+    assert all(rows_and_steps())
+    off_settings = replace(GREEDY, speculation="off")
+    speculated = {True: set(), False: set()}
+    step_rows = {True: set(), False: set()}
+    for prompt in _prompts(engine.graph.vocab_size, 3, seed=4):
+        for quoting in (True, False):
+            auto, _, final = _run(engine, engine.new_cache(), prompt, GREEDY, quoting=quoting)
+            step_rows[quoting].add(decoder.step_rows)
+            off, _, _ = _run(engine, engine.new_cache(), prompt, off_settings, quoting=quoting)
+            assert auto == off, (quoting, final.stats.speculation)
+            speculated[quoting].add(final.stats.speculation)
+    # a reply that is not quoting runs one row in the inexact mode: "auto" speculates there
+    # only where one-row steps agree
+    plain_exact = exact or kernels == "one_row_alike"
+    assert speculated == {True: {"lookup"}, False: {"lookup" if plain_exact else "off"}}
+    assert step_rows == {True: {rows}, False: {rows if exact else 1}}
 
 
 def test_a_long_user_message_makes_a_quoting_reply_with_two_row_steps(
