@@ -39,6 +39,21 @@ def engine(gqa_int4_model_dir):
     return _load(gqa_int4_model_dir)
 
 
+#: The rows a one-token step may run on each kind of CPU: this one's own kernels (whichever
+#: the calibration picks), and both kinds made on any machine (tests/fixtures/quantized.py)
+STEP_ROWS = {"this_cpu": {1, 2}, "one_row_differs": {2}, "one_row_alike": {1}}
+
+
+@pytest.fixture(scope="module", params=list(STEP_ROWS))
+def kernel_engine(request, gqa_int4_model_dir, gqa_int4_one_row_differs_dir):
+    """(kind of CPU, an exact engine calibrated as on it)."""
+    from tests.fixtures.quantized import load_with_kernels
+
+    if request.param == "this_cpu":
+        return request.param, _load(gqa_int4_model_dir)
+    return request.param, load_with_kernels(gqa_int4_one_row_differs_dir, request.param)
+
+
 @pytest.fixture(scope="module")
 def tool_engine(tmp_path_factory):
     """The tiny int4 model with a 2048-token context and a template that offers tools."""
@@ -76,7 +91,10 @@ def test_a_draft_is_cut_at_the_first_token_the_grammar_forbids(engine):
         matcher.accept(token)
 
 
-def test_json_schema_replies_speculate_and_equal_plain_ones_token_for_token(engine):
+def test_json_schema_replies_speculate_and_equal_plain_ones_token_for_token(kernel_engine):
+    """On this CPU's kernels and on both kinds of CPU forced: exact mode runs the rows whose
+    verify steps equal plain steps bit for bit, so speculation changes no token."""
+    kernels, engine = kernel_engine
     grammar = Grammar("json_schema", json.dumps(SCHEMA))
     accepted = 0
     for sampling in SAMPLINGS:
@@ -86,7 +104,8 @@ def test_json_schema_replies_speculate_and_equal_plain_ones_token_for_token(engi
         for mode in ("lookup", "auto"):
             ids, spec_text, _, stats = _reply(engine, QUOTE_JSON, mode, sampling,
                                               grammar=grammar)
-            assert engine.decoder.verify_exact  # exact mode: verify rows equal plain steps
+            # exact mode: verify rows equal plain steps, on the rows this kind of CPU needs
+            assert engine.decoder.verify_exact and engine.decoder.step_rows in STEP_ROWS[kernels]
             assert ids == plain, (sampling, mode)
             assert spec_text == text
             assert stats.speculation == "lookup" and stats.speculation_note is None
