@@ -121,8 +121,10 @@ def gqa_model_dir(tmp_path_factory):
 def gqa_int4_model_dir(tmp_path_factory):
     """The GroupQueryAttention model with its weight matmuls as 4-bit MatMulNBits and int8
     activations, as onnxruntime-genai's int4 builder writes them. Whether its one-row steps
-    round like its several-row ones depends on the CPU (they do not on AVX2, they do on
-    AVX-512 VNNI): tests on it assert what holds either way."""
+    round like its several-row ones depends on the CPU (they do not on AVX2 or on this AMX
+    Xeon, they do on AVX-512 VNNI): tests on it assert what holds either way, and the
+    fixture below with tests/fixtures/quantized.py ``load_with_kernels`` makes each way on
+    any machine."""
     from tests.fixtures.quantized import quantize_matmuls
     from tests.fixtures.tiny_models import build_gqa_model
 
@@ -134,8 +136,9 @@ def gqa_int4_model_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def gqa_int4_one_row_differs_dir(tmp_path_factory):
     """The int4 model above whose one-token steps round differently from its several-row
-    runs on every CPU (``perturb_one_row_steps``), as MatMulNBits' one-row kernel does on
-    AVX2 by itself: the two-row policy's tests run both of its branches on any machine."""
+    runs on every CPU (``perturb_one_row_steps``: logits and the KV it writes), as
+    MatMulNBits' one-row kernel does on AVX2 and AMX by itself: the two-row policy's tests
+    run both of its branches on any machine."""
     from tests.fixtures.quantized import perturb_one_row_steps, quantize_matmuls
     from tests.fixtures.tiny_models import build_gqa_model
 
