@@ -1,8 +1,9 @@
 """A reply never depends on the cache: on the path the app and the server take (an engine
 loaded with its defaults, a ``ConversationCaches`` across turns, 4-bit graphs, prompts past the
 prompt-session threshold) every turn's tokens equal a fresh run's, greedy and seeded, on the
-kernels this CPU really has (tests/engine/test_speculative.py makes the one-row difference
-itself as well)."""
+kernels this CPU really has, and as on both kinds of CPU made on any machine: one whose
+one-row steps round otherwise than its several-row runs (AVX2, AMX: two-row steps) and one
+whose do not (AVX-512 VNNI: one row), tests/fixtures/quantized.py ``KERNELS``."""
 
 from __future__ import annotations
 
@@ -19,8 +20,17 @@ SEEDED = GenerationSettings(
     sampling=SamplingSettings(temperature=0.9, top_k=40, top_p=0.95, seed=1234),
     max_new_tokens=16,
 )
+#: model id -> (folder fixture, kind of CPU to calibrate as; None: this CPU's own kernels)
+FOLDERS = {
+    "int4_long_context_dir": ("int4_long_context_dir", None),
+    "starter_model": ("starter_model", None),
+    "int4_one_row_differs": ("int4_one_row_differs_long_dir", "one_row_differs"),
+    "int4_one_row_alike": ("int4_one_row_differs_long_dir", "one_row_alike"),
+}
 MODELS = [
     "int4_long_context_dir",  # an onnxruntime-genai int4 graph (MatMulNBits, accuracy level 4)
+    "int4_one_row_differs",  # the same graph as on a CPU that needs two-row steps
+    "int4_one_row_alike",  # and as on one whose one-row steps already agree
     pytest.param("starter_model", marks=pytest.mark.starter),  # the starter's own conversion
 ]
 SENTENCE = ("the keeper lit the lamp and logged the ships at dawn while gulls cried over the "
@@ -39,6 +49,19 @@ def int4_long_context_dir(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="module")
+def int4_one_row_differs_long_dir(tmp_path_factory):
+    """``int4_long_context_dir`` whose one-token steps round otherwise than its several-row
+    runs on every CPU (``perturb_one_row_steps``)."""
+    from tests.fixtures.quantized import perturb_one_row_steps, quantize_matmuls
+    from tests.fixtures.tiny_models import build_gqa_model
+
+    folder = build_gqa_model(tmp_path_factory.mktemp("int4_long_differs"), context_length=4096)
+    assert quantize_matmuls(folder / "model.onnx") > 0
+    perturb_one_row_steps(folder / "model.onnx")
+    return folder
+
+
 def _user_turns(count: int) -> list[str]:
     """Short and long messages by turns: a long one's new tail is read in chunks of more than
     ``MIN_ROWS`` tokens (where a prompt session would take over), a short one's is not."""
@@ -53,6 +76,15 @@ def _load(folder) -> Engine:
     return Engine.load(folder, provider="cpu", threads=1, huge_pages=False)
 
 
+def _engine(model: str, request) -> Engine:
+    """An engine with its defaults over ``model`` (``FOLDERS``), on its kind of CPU."""
+    from tests.fixtures.quantized import load_with_kernels
+
+    fixture, kernels = FOLDERS[model]
+    folder = request.getfixturevalue(fixture)
+    return _load(folder) if kernels is None else load_with_kernels(folder, kernels)
+
+
 def _reply(chunks) -> tuple[list[int], object]:
     chunks = list(chunks)
     return [c.token_id for c in chunks if c.token_id is not None], chunks[-1].stats
@@ -61,11 +93,15 @@ def _reply(chunks) -> tuple[list[int], object]:
 @pytest.mark.parametrize(("model", "settings"), [
     ("int4_long_context_dir", GREEDY),
     ("int4_long_context_dir", SEEDED),
+    ("int4_one_row_differs", GREEDY),
+    ("int4_one_row_differs", SEEDED),
+    ("int4_one_row_alike", GREEDY),
+    ("int4_one_row_alike", SEEDED),
     pytest.param("starter_model", GREEDY, marks=pytest.mark.starter),
-], ids=["int4-greedy", "int4-seeded", "starter-greedy"])
+], ids=["int4-greedy", "int4-seeded", "one-row-differs-greedy", "one-row-differs-seeded",
+        "one-row-alike-greedy", "one-row-alike-seeded", "starter-greedy"])
 def test_an_eight_turn_chat_with_reuse_equals_the_same_turns_without(model, settings, request):
-    folder = request.getfixturevalue(model)
-    cached, fresh = _load(folder), _load(folder)
+    cached, fresh = _engine(model, request), _engine(model, request)
     assert not cached.decoder.has_prompt_session  # exact by default: one kernel family
     caches = cached.conversation_caches()
     history: list[Message] = []
@@ -87,8 +123,7 @@ def test_an_eight_turn_chat_with_reuse_equals_the_same_turns_without(model, sett
 @pytest.mark.parametrize("model", MODELS)
 def test_a_regenerate_equals_a_fresh_run_and_a_repeat_equals_the_first(model, settings,
                                                                           request):
-    folder = request.getfixturevalue(model)
-    cached, fresh = _load(folder), _load(folder)
+    cached, fresh = _engine(model, request), _engine(model, request)
     caches = cached.conversation_caches()
     history: list[Message] = []
     for text in _user_turns(3):
