@@ -25,6 +25,7 @@ from app.engine.speculative import (
 from app.engine.types import GenerationSettings, SamplingSettings
 from tests.fixtures.quantized import KERNELS, load_with_kernels
 from tests.fixtures.tiny_models import build_gqa_model, build_plain_kv_model
+from tests.rounding import kv_atol
 
 GREEDY = GenerationSettings(sampling=SamplingSettings(temperature=0.0), max_new_tokens=40)
 PATHS = {
@@ -227,6 +228,7 @@ def test_sliding_window_speculates_only_where_no_eviction_happens(plain_model_di
 def test_kv_after_rejections_equals_a_fresh_run(name, request, other_plain_dir):
     engine = _load(request.getfixturevalue(PATHS[name]))
     draft = DraftModel(_load(other_plain_dir).decoder, eos_ids=engine.eos_token_ids)
+    (kv_dtype,) = {layer.dtype for layer in engine.graph.kv_layers} or {"float32"}  # nokv
     rejected = 0
     for prompt in _prompts(engine.graph.vocab_size, 4, seed=13):
         cache = engine.new_cache()
@@ -237,7 +239,9 @@ def test_kv_after_rejections_equals_a_fresh_run(name, request, other_plain_dir):
         assert list(cache.tokens) == sequence[:-1]
         after = engine.decoder.feed(cache, [sequence[-1]]).copy()
         fresh = engine.decoder.feed(engine.new_cache(), sequence)
-        np.testing.assert_allclose(after, fresh, atol=1e-4, rtol=0)
+        # within the KV format's rounding (tests/rounding.py): the steps and the fresh run
+        # round the same float32 values into half-precision KV from sums in another order
+        np.testing.assert_allclose(after, fresh, atol=kv_atol(kv_dtype), rtol=0)
     assert rejected > 0
 
 
