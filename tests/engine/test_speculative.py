@@ -97,8 +97,6 @@ def _agreeing_length(engine: Engine, prompt: list[int], reference: list[int],
                      tolerance: float) -> int:
     """How many reference tokens a plain run decides by more than ``tolerance`` (logits of
     the chosen token over the runner-up): past a closer call, rounding decides."""
-    if tolerance == 0.0:
-        return len(reference)
     cache = engine.new_cache()
     logits = engine.decoder.feed(cache, prompt)
     for i, token in enumerate(reference):
@@ -109,48 +107,75 @@ def _agreeing_length(engine: Engine, prompt: list[int], reference: list[int],
     return len(reference)
 
 
-# GroupQueryAttention on float16 KV computes in float16: a K-token step rounds differently
-# from K one-token steps (as a whole-prompt prefill does), so where the target's top two
-# logits are within float16 rounding (~1e-2 at these magnitudes) either token is "the"
-# greedy one; the outputs must agree up to the first such tie.
-TIE_TOLERANCE = {"gqa_fp16": 5e-2}
-
-
-@pytest.mark.parametrize("name", list(PATHS))
-def test_greedy_output_equals_plain_decoding_on_every_path(name, request, other_plain_dir):
+def _speculated_replies(name: str, request, other_plain_dir):
+    """Per seeded prompt: the plain greedy reply, then each proposer's speculated one (label,
+    tokens, text, final chunk); ``totals`` (label -> [proposed, accepted, target steps])
+    fills as they run."""
     engine = _load(request.getfixturevalue(PATHS[name]))
     other = _load(other_plain_dir)
-    vocab = engine.graph.vocab_size
     off = replace(GREEDY, speculation="off")
     totals: dict[str, list[int]] = {}
-    agreed = [0, 0]
-    for seed, prompt in enumerate(_prompts(vocab, 8, seed=len(name))):
-        reference, ref_text, ref_final = _run(engine, engine.new_cache(), prompt, off)
-        assert ref_final.stats.proposed == 0
-        agree = _agreeing_length(engine, prompt, reference, TIE_TOLERANCE.get(name, 0.0))
-        agreed[0] += agree
-        agreed[1] += len(reference)
+    runs = []
+    for prompt in _prompts(engine.graph.vocab_size, 8, seed=len(name)):
+        reference = _run(engine, engine.new_cache(), prompt, off)
+        assert reference[2].stats.proposed == 0
+        replies = []
         for label, mode, draft, policy in _modes(engine, other):
             settings = replace(GREEDY, speculation=mode)
             tokens, text, final = _run(engine, engine.new_cache(), prompt, settings,
                                        draft=draft, policy=policy)
-            assert tokens[:agree] == reference[:agree], f"{name}/{label}: prompt {seed} diverged"
-            if agree == len(reference):
-                assert tokens == reference
-                assert text == ref_text and final.finish_reason == ref_final.finish_reason
             assert final.stats.generated_tokens == len(tokens)
             assert final.stats.speculation == ("lookup" if mode == "lookup" else "draft")
             total = totals.setdefault(label, [0, 0, 0])
             total[0] += final.stats.proposed
             total[1] += final.stats.accepted
             total[2] += final.stats.target_steps
-    assert agreed[0] >= agreed[1] // 2  # near-ties are the exception
+            replies.append((label, tokens, text, final))
+        runs.append((prompt, reference, replies))
+    return engine, runs, totals
+
+
+def _proposers_did_their_part(totals) -> None:
     # the target verifying its own guesses accepts them all, in fewer target steps
     proposed, accepted, steps = totals["self-draft"]
     assert proposed > 0 and accepted == proposed
-    assert steps < sum(1 for _ in range(8)) * GREEDY.max_new_tokens
+    assert steps < 8 * GREEDY.max_new_tokens
     assert totals["lookup"][1] > 0  # the repeated prompts were looked up and accepted
     assert totals["other-draft"][0] > totals["other-draft"][1]  # a real draft gets rejected
+
+
+@pytest.mark.parametrize("name", [name for name in PATHS if name != "gqa_fp16"])
+def test_greedy_output_equals_plain_decoding_on_every_path(name, request, other_plain_dir):
+    """float32 attention (float16 KV is stored rounded, attention computes in float32) and
+    the int4 graph's exact rows: every speculated reply is the plain one, token for token."""
+    _, runs, totals = _speculated_replies(name, request, other_plain_dir)
+    for seed, (_, (reference, ref_text, ref_final), replies) in enumerate(runs):
+        for label, tokens, text, final in replies:
+            assert tokens == reference, f"{name}/{label}: prompt {seed} diverged"
+            assert text == ref_text and final.finish_reason == ref_final.finish_reason
+    _proposers_did_their_part(totals)
+
+
+# GroupQueryAttention on float16 KV computes in float16: a K-token step rounds differently
+# from K one-token steps (as a whole-prompt prefill does), so where the target's top two
+# logits are within float16 rounding (~1e-2 at these magnitudes) either token is "the"
+# greedy one; the outputs must agree up to the first such tie. Where the ties fall depends
+# on the CPU's float16 kernels, so the assertion covers the agreed prefix of every reply.
+FLOAT16_TIE = 5e-2
+
+
+def test_greedy_output_on_float16_gqa_equals_plain_decoding_up_to_its_first_near_tie(
+        request, other_plain_dir):
+    engine, runs, totals = _speculated_replies("gqa_fp16", request, other_plain_dir)
+    agreed = [0, 0]
+    for seed, (prompt, (reference, _, _), replies) in enumerate(runs):
+        agree = _agreeing_length(engine, prompt, reference, FLOAT16_TIE)
+        agreed[0] += agree
+        agreed[1] += len(reference)
+        for label, tokens, _, _ in replies:
+            assert tokens[:agree] == reference[:agree], f"gqa_fp16/{label}: prompt {seed}"
+    assert agreed[0] >= agreed[1] // 2  # near-ties are the exception
+    _proposers_did_their_part(totals)
 
 
 @pytest.mark.parametrize("name", ["plain", "gqa"])
