@@ -28,8 +28,28 @@ def serving(*argv: str):
     return addresses[0].base_url, stop, thread
 
 
-def test_a_seeded_reply_is_the_same_cold_warm_and_under_concurrent_clients(gqa_model_dir):
-    base, stop, thread = serving(str(gqa_model_dir))
+@pytest.fixture(params=["float", "one_row_differs", "one_row_alike"])
+def served_model(request, monkeypatch):
+    """The folder to serve: the float graph, or the 4-bit graph whose one-token steps round
+    otherwise as the server loads it on either kind of CPU (tests/fixtures/quantized.py)."""
+    if request.param == "float":
+        return request.getfixturevalue("gqa_model_dir")
+    from app.engine.engine import Engine
+    from tests.fixtures.quantized import calibrate_as
+
+    load = Engine.load
+
+    def as_on_that_cpu(*args, **kwargs):
+        engine = load(*args, **{**kwargs, "calibrate": False})
+        calibrate_as(engine, request.param)
+        return engine
+
+    monkeypatch.setattr(Engine, "load", as_on_that_cpu)
+    return request.getfixturevalue("gqa_int4_one_row_differs_dir")
+
+
+def test_a_seeded_reply_is_the_same_cold_warm_and_under_concurrent_clients(served_model):
+    base, stop, thread = serving(str(served_model))
     try:
         client = openai.OpenAI(base_url=base, api_key="x", max_retries=0)
         model = client.models.list().data[0].id
