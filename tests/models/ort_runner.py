@@ -8,11 +8,18 @@ import numpy as np
 import onnxruntime as ort
 
 
-def open_session(folder: Path, threads: int = 2) -> ort.InferenceSession:
+def open_session(folder: Path, threads: int = 2, *,
+                 fp32_kernels: bool = False) -> ort.InferenceSession:
+    """``fp32_kernels``: 4-bit matmuls on ORT's fp32 kernels instead of int8 activations
+    (the prompt session's option, app/engine/prompt_session.py)."""
+    from app.engine.prompt_session import FORCE_FP32
+
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
+    if fp32_kernels:
+        opts.add_session_config_entry(FORCE_FP32, "1")
     return ort.InferenceSession(
         str(Path(folder) / "model.onnx"), opts, providers=["CPUExecutionProvider"]
     )

@@ -53,7 +53,10 @@ def test_tokenizer_known_ids_and_round_trip(starter_model):
 def test_logits_match_reference(starter_gguf, starter_model):
     """Q4_1 → exact 4-bit codes plus block offsets (the default); int8 activations
     (accuracy_level 4) move the logits by up to ~1.5 on a scale of ~±25 for this prompt; the
-    bound below is 10% of the logit range, and the top token must agree."""
+    bound below is 10% of the logit range. The top token must agree on the fp32 kernels:
+    there the conversion's logits are within 0.3 of the reference's, far inside the
+    reference's 1.7 lead, on any CPU; int8 activations round by CPU kind (up to ~1 logit
+    between kernels), so their top token could follow the machine."""
     g = GGUFFile(starter_gguf)
     p = g.params
     w = {}
@@ -69,7 +72,9 @@ def test_logits_match_reference(starter_gguf, starter_model):
     want = forward(w, cfg, ids, RefCache())[-1]
     got = GrowingRunner(open_session(starter_model)).step(ids)
     assert np.abs(got - want).max() <= 0.1 * float(want.max() - want.min())
-    assert int(got.argmax()) == int(want.argmax())
+    fp32 = GrowingRunner(open_session(starter_model, fp32_kernels=True)).step(ids)
+    assert np.abs(fp32 - want).max() <= 0.02 * float(want.max() - want.min())
+    assert int(fp32.argmax()) == int(want.argmax())
 
 
 def test_greedy_chat_mentions_paris(starter_model):
