@@ -35,10 +35,10 @@ PLENTY = 64 << 30
 def engines(gqa_int4_model_dir):
     """(engine with the prompt session, engine without, a decoder that runs everything on
     the fp32 kernels: the reference for the prompt session)."""
-    import app.engine.prompt_session as prompt_session
+    from tests.fixtures.kernel_choice import plan_as_on_avx2
 
-    with pytest.MonkeyPatch.context() as patch:  # as on AVX2, where it pays: every CPU
-        patch.setattr(prompt_session, "cpu_kind", lambda: "avx2")
+    with pytest.MonkeyPatch.context() as patch:  # as on x86 AVX2, where it pays: every CPU
+        plan_as_on_avx2(patch)
         with_prompts = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1, exact=False)
     without = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1, prompt_session=False,
                           exact=False)
