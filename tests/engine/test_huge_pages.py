@@ -143,9 +143,20 @@ def test_populated_memory_is_rebuilt_on_huge_pages_with_its_contents_intact():
     assert "MiB rebuilt" in result["summary"]
 
 
-def test_engine_load_reports_what_it_did(gqa_model_dir):
+def test_engine_load_says_why_it_used_no_huge_pages(gqa_model_dir, tmp_path, monkeypatch):
+    # turned off, as a machine without them says (on any machine: the setting is faked)
+    setting = tmp_path / "enabled"
+    setting.write_text("always madvise [never]\n")
+    monkeypatch.setattr(huge_pages, "_THP_SETTING", setting)
     engine = Engine.load(gqa_model_dir)
-    assert engine.huge_pages.note == thp_unavailable()
-    if not engine.huge_pages.note:
-        assert engine.huge_pages.advised_bytes > 0
+    assert engine.huge_pages.note == thp_unavailable() != ""
+    assert engine.huge_pages.advised_bytes == 0
     assert Engine.load(gqa_model_dir, huge_pages=False).huge_pages.note == "not requested"
+
+
+@pytest.mark.skipif(bool(thp_unavailable()), reason="this machine has no transparent huge "
+                    "pages to advise (the note is tested above)")
+def test_engine_load_advises_huge_pages_where_the_kernel_has_them(gqa_model_dir):
+    engine = Engine.load(gqa_model_dir)
+    assert engine.huge_pages.note == ""
+    assert engine.huge_pages.advised_bytes > 0
