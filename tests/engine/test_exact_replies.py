@@ -142,8 +142,8 @@ def test_a_regenerate_equals_a_fresh_run_and_a_repeat_equals_the_first(model, se
 
 
 def test_the_inexact_mode_is_opt_in_and_named(gqa_int4_model_dir, avx2_kernel_choice):
-    # planned as on AVX2, where the inexact mode's prompt session would pay: on AVX-512 VNNI
-    # and AMX no session is opened either way, and the note says that instead
+    # planned as on x86 AVX2, where the inexact mode's prompt session would pay: on ARM and on
+    # AVX-512 VNNI without AMX no session is opened either way, and the note says that instead
     engine = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1, huge_pages=False)
     assert engine.decoder.exact
     assert "never depends on what the cache held" in engine.prompt_plan.note
