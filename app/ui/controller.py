@@ -27,7 +27,8 @@ One message is in flight at a time (``generating``): a reply streaming, a messag
 for the model to load, or one held while its files are read (``hold``, by
 app/ui/documents_controller.py). A held message is stored in its chat at once; ``release``
 answers it there, also when another chat is open by then (the reply streams unseen, as when
-the user switches chats mid-reply), and Stop leaves it unanswered (``held_stopped``).
+the user switches chats mid-reply), with that chat's own tools (``toolbox_for``), libraries,
+system prompt and settings; Stop leaves it unanswered (``held_stopped``).
 
 A reply that fails stays on its turn: one that wrote nothing is kept as an empty 'failed'
 row (its error in the provenance), and ``retry`` asks again on the same turn (in place; a
@@ -49,6 +50,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,6 +117,7 @@ class ActiveReply:
     # failing before it wrote anything, the reply stays as a failed row offering Retry
     # (False: a regenerated reply, which gives way to the version it was asked beside)
     keep_failed: bool = True
+    toolbox: Toolbox | None = None  # what this turn may call (its own chat's tools)
 
     def measured_thinking_ms(self) -> float | None:
         """How long the model has thought (None: it has not thought)."""
@@ -206,6 +209,9 @@ class ChatController(QObject):
         #: what a turn may call and search (None: none; app/tools and app/documents set them)
         self.toolbox: Toolbox | None = None
         self.retriever: Retriever | None = None
+        #: the toolbox of a chat not on screen, for its held message's reply (``release``);
+        #: app/ui/tool_controller.py sets it (None: such a reply runs without tools)
+        self.toolbox_for: Callable[[str], Toolbox | None] | None = None
         w = self.worker  # its signals arrive queued on this (the UI) thread
         w.loaded.connect(self.on_loaded)
         w.load_failed.connect(self.on_load_failed)
@@ -481,6 +487,12 @@ class ChatController(QObject):
         return message_id
 
     @property
+    def turn_toolbox(self) -> Toolbox | None:
+        """The toolbox the running turn calls (None: no turn, or one without tools); its
+        chat's own, also when another chat is open by now."""
+        return self._active.toolbox if self._active is not None else None
+
+    @property
     def held(self) -> tuple[str, int] | None:
         """(chat, message id) of the message held while its files are read, or None."""
         return self._held
@@ -491,8 +503,9 @@ class ChatController(QObject):
         in its own chat, also when another chat is open by then (the reply streams there
         unseen, as one does when the user opens another chat while it is written); while
         the model still loads it waits for it as any message does. ``retriever``: the
-        held chat's (the open chat's ``retriever`` may be another's); a reply in a chat not
-        on screen runs without tools (the toolbox is the open chat's). ``start`` False: it
+        held chat's (the open chat's ``retriever`` may be another's); its tools are its
+        chat's too (``toolbox_for``), as are its system prompt and settings: the reply is
+        the one it would get were its chat open. ``start`` False: it
         stays unanswered; ``unsent`` says why (none of its files could be read), stored with
         it (provenance ``unsent``, shown on it). True when its reply started or waits for
         the model."""
@@ -1104,13 +1117,14 @@ class ChatController(QObject):
         row = self.chat_model.append(reply) if shown else None
         writer = ReplyWriter(self.history, reply.id)
         user_id = next((m.id for m in reversed(above) if m.role == "user"), None)
+        toolbox = self.toolbox if shown else (
+            self.toolbox_for(cid) if self.toolbox_for is not None else None)
         self._active = ActiveReply(cid, reply.id, writer, gen, row,
                                    user_id=user_id, last_id=reply.id,
-                                   keep_failed=keep_failed)
+                                   keep_failed=keep_failed, toolbox=toolbox)
         self.generating_changed.emit(True)
         request = GenerationRequest(
-            cid, above, gen, system_prompt=values["system_prompt"],
-            toolbox=self.toolbox if shown else None,
+            cid, above, gen, system_prompt=values["system_prompt"], toolbox=toolbox,
             retriever=retriever if conversation_id is not None else self.retriever)
         self.host.post(self.worker.on_generate_requested, request)
         return True
