@@ -113,6 +113,7 @@ class ChatLibrariesList(QWidget):
             rows = [(name, name) for name in sorted(chosen)]
         for box in self.boxes.values():
             self._layout.removeWidget(box)
+            box.hide()  # gone at once, not at the next turn of the event loop
             box.deleteLater()
         self.boxes = {}
         for name, label in rows:

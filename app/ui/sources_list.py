@@ -51,9 +51,10 @@ class SourceButton(QPushButton):
 
 
 class SourcesList(QWidget):
-    """Signals: source_clicked(Source)."""
+    """Signals: source_clicked(Source); changed(): its buttons were made again."""
 
     source_clicked = Signal(object)
+    changed = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -74,6 +75,7 @@ class SourcesList(QWidget):
         self.sources = sources
         for button in self.buttons:
             self._layout.removeWidget(button)
+            button.hide()
             button.deleteLater()
         self.buttons = []
         for number, source in enumerate(sources, 1):
@@ -88,6 +90,7 @@ class SourcesList(QWidget):
             self._layout.addWidget(button)
             self.buttons.append(button)
         self.setVisible(bool(sources))
+        self.changed.emit()
 
     def plain_text(self) -> str:
         return "\n".join(["Sources", *(b.line for b in self.buttons)]) if self.sources else ""

@@ -156,7 +156,7 @@ def chat_stylesheet(c: Colors) -> str:
     reply's folded thinking, the welcome page, the edit banner and the Undo toast. Widgets
     carry object names and properties; no widget sets its own colours."""
     return f"""
-    #chatPage, #chatColumn, #welcomePage {{ background: {c.assistant_bg}; }}
+    #chatPage, #chatColumn, #welcomePage, #welcomeContent {{ background: {c.assistant_bg}; }}
     QScrollArea#chatScroll {{ background: {c.assistant_bg}; border: none; }}
     #messageCard[role="user"] {{ background: {c.user_bg}; border-radius: 14px; }}
     #messageCard[role="assistant"] {{ background: transparent; }}
