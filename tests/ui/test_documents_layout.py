@@ -197,3 +197,22 @@ def test_the_welcome_page_scrolls_instead_of_squeezing_its_cards(small_app, file
     assert welcome.rect().contains(_rect_in(title, welcome).adjusted(0, 0, 0, -title.height()
                                                                      + 1))
     assert title.width() <= welcome.width()
+
+
+def test_a_passage_says_which_part_of_which_file_it_is(qtbot, tmp_path):
+    from app.chat.parts import Source
+    from app.ui.sources_list import PassageDialog
+
+    path = tmp_path / "Manuals" / ("Kitchen" * 8) / ("Appliances" * 4) / "kettle.md"
+    source = Source("kettle.md", "Kettle › Descaling", "Descale monthly.", str(path))
+    dialog = PassageDialog(source)
+    qtbot.addWidget(dialog)
+    dialog.resize(420, 300)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    assert dialog.where_label.text() == "kettle.md — Kettle › Descaling"
+    assert dialog.path_label.text() == str(path)
+    for label in (dialog.where_label, dialog.path_label):  # wrapped, never cut
+        assert dialog.rect().contains(_rect_in(label, dialog))
+        assert label.height() >= label.heightForWidth(label.width())
+    assert dialog.width() == 420 and dialog.open_button.isEnabled()
