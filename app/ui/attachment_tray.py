@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QFileDialog, QSizePolicy, QToolButton, QWidget
 
 from app.chat.parts import Attachment
 from app.ui.flow_layout import FlowLayout, FlowRow
+from app.ui.focus_ring import RingToolButton
 
 DOCUMENT_FILTER = ("Documents (*.pdf *.docx *.html *.htm *.md *.markdown *.txt *.rst *.csv "
                    "*.tsv *.json *.py *.js *.ts *.c *.h *.cpp *.rs *.go *.java *.sh *.toml "
@@ -30,7 +31,7 @@ def chip(name: str, parent: QWidget | None = None, *, suffix: str = "") -> QTool
     """A file chip (on the composer, and on a sent message): the file's ``name`` then
     ``suffix``; a long name is cut in the middle (its start and extension stay, the whole
     name is in the tooltip), so a chip never widens its window."""
-    button = QToolButton(parent)
+    button = RingToolButton(parent)  # the style shows no focus on it
     button.setObjectName("fileChip")
     shown = button.fontMetrics().elidedText(name, Qt.TextElideMode.ElideMiddle,
                                             CHIP_NAME_PX)
@@ -76,7 +77,7 @@ class AttachmentTray(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.files: list[Path] = []
-        self.attach_button = QToolButton(self)
+        self.attach_button = RingToolButton(self)
         self.attach_button.setObjectName("attachButton")
         self.attach_button.setText("Attach…")
         self.attach_button.setAccessibleName("Attach files")

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui.documents_controller import OPENING_TEXT, DocumentsController
+from app.ui.focus_ring import RingToolButton
 
 NO_LIBRARIES = "No libraries yet: make one in Settings ▸ Documents"
 
@@ -30,7 +31,7 @@ def library_label(row: dict) -> str:
     return f"{row['name']} ({files:,} file{'' if files == 1 else 's'})"
 
 
-class ChatLibrariesButton(QToolButton):
+class ChatLibrariesButton(RingToolButton):
     def __init__(self, documents: DocumentsController, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.documents = documents

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QMenu, QToolButton, QWidget
 
+from app.ui.focus_ring import RingToolButton
 from app.ui.tool_controller import ToolController
 
 
-class ChatToolsButton(QToolButton):
+class ChatToolsButton(RingToolButton):
     def __init__(self, tools: ToolController, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.tools = tools

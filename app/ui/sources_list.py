@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.parts import Source
+from app.ui.focus_ring import draw_focus_ring
 
 SNIPPET_CHARS = 90
 
@@ -42,6 +43,10 @@ class SourceButton(QPushButton):
 
     def minimumSizeHint(self) -> QSize:
         return QSize(0, super().minimumSizeHint().height())
+
+    def paintEvent(self, event) -> None:
+        super().paintEvent(event)
+        draw_focus_ring(self)  # a flat button shows no focus of its own
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
@@ -83,6 +88,7 @@ class SourcesList(QWidget):
             button = SourceButton(line, self)
             button.setObjectName("sourceButton")
             button.setFlat(True)
+            button.setCursor(Qt.CursorShape.PointingHandCursor)
             button.setStyleSheet("text-align: left; padding: 1px 2px;")
             button.setToolTip(f"{line}\n{source.path or source.document}")
             button.setAccessibleName(line)

@@ -216,3 +216,51 @@ def test_a_passage_says_which_part_of_which_file_it_is(qtbot, tmp_path):
         assert dialog.rect().contains(_rect_in(label, dialog))
         assert label.height() >= label.heightForWidth(label.width())
     assert dialog.width() == 420 and dialog.open_button.isEnabled()
+
+
+def _looks(widget):
+    return widget.grab().toImage()
+
+
+def test_tab_shows_where_it_is_on_chips_sources_and_the_composer_buttons(small_app, files):
+    app = small_app
+    documents = app.window.documents
+    documents.index("Home", [files[1]])
+    app.qtbot.waitUntil(lambda: documents.is_open and documents.indexing is None,
+                        timeout=15000)
+    documents.set_library_on("Home", True)
+    app.window.attachments.add([files[2]])
+    app.send("How often should I descale the kettle?")
+    app.qtbot.waitUntil(lambda: len(app.rows()) == 2 and not app.controller.generating,
+                        timeout=10000)
+    app.window.attachments.add([files[3]])
+    app.qtbot.wait(20)
+    user, reply = (app.window.chat_view.message_widget(i) for i in (0, 1))
+    widgets = [_chips(user)[0], reply.sources.buttons[0], _chips(app.window.attachments)[0],
+               app.window.attachments.attach_button, app.window.tools_button,
+               app.window.libraries_button]
+    for widget in widgets:
+        app.window.composer.edit.setFocus()
+        app.qtbot.wait(10)
+        before = _looks(widget)
+        widget.setFocus(Qt.FocusReason.TabFocusReason)
+        app.qtbot.waitUntil(widget.hasFocus, timeout=2000)
+        assert _looks(widget) != before, widget.objectName()  # a ring shows the focus
+
+
+def test_a_theme_switched_while_open_recolours_the_composers_menu_buttons(small_app):
+    from PySide6.QtGui import QPalette
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.theme import apply_theme
+
+    app = small_app
+    try:
+        for theme in ("dark", "light", "dark"):
+            apply_theme(theme)
+            app.qtbot.wait(10)
+            wanted = QApplication.palette().color(QPalette.ColorRole.Button)
+            for button in (app.window.tools_button, app.window.libraries_button):
+                assert button.palette().color(QPalette.ColorRole.Button) == wanted, theme
+    finally:
+        apply_theme("system")
