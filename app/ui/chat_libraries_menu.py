@@ -37,7 +37,7 @@ class ChatLibrariesButton(RingToolButton):
         self.documents = documents
         self.setObjectName("chatLibrariesButton")
         self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        self.setStyleSheet("QToolButton::menu-indicator { image: none; width: 0px; }")
+        self.show_menu_arrow = False  # its text ends with "▾" (no sheet: it zooms, themes)
         self.setAccessibleDescription("Choose the document libraries this chat searches.")
         self.menu_ = QMenu(self)
         self.menu_.aboutToShow.connect(self.rebuild)

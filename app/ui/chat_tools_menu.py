@@ -16,7 +16,7 @@ class ChatToolsButton(RingToolButton):
         self.tools = tools
         self.setObjectName("chatToolsButton")
         self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        self.setStyleSheet("QToolButton::menu-indicator { image: none; width: 0px; }")
+        self.show_menu_arrow = False  # its text ends with "▾" (no sheet: it zooms, themes)
         self.setAccessibleDescription("Choose the MCP servers and tools this chat may use.")
         self.menu_ = QMenu(self)
         self.menu_.aboutToShow.connect(self.rebuild)

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPainter, QPalette, QPen
-from PySide6.QtWidgets import QToolButton, QWidget
+from PySide6.QtWidgets import (
+    QStyle,
+    QStyleOptionToolButton,
+    QStylePainter,
+    QToolButton,
+    QWidget,
+)
 
 RING_PX = 2
 
@@ -26,8 +32,20 @@ def draw_focus_ring(widget: QWidget) -> None:
 
 class RingToolButton(QToolButton):
     """A tool button that shows the focus ring (the composer's Attach, Tools, Libraries
-    and the file chips)."""
+    and the file chips). ``show_menu_arrow`` False: a button with a menu drawn without the
+    style's arrow (its text has one), with no style sheet, which would keep the button
+    from the window's text size and theme."""
+
+    show_menu_arrow = True
 
     def paintEvent(self, event) -> None:
-        super().paintEvent(event)
+        if self.show_menu_arrow:
+            super().paintEvent(event)
+        else:
+            painter = QStylePainter(self)
+            option = QStyleOptionToolButton()
+            self.initStyleOption(option)
+            option.features &= ~QStyleOptionToolButton.ToolButtonFeature.HasMenu
+            painter.drawComplexControl(QStyle.ComplexControl.CC_ToolButton, option)
+            painter.end()
         draw_focus_ring(self)

@@ -248,19 +248,40 @@ def test_tab_shows_where_it_is_on_chips_sources_and_the_composer_buttons(small_a
         assert _looks(widget) != before, widget.objectName()  # a ring shows the focus
 
 
-def test_a_theme_switched_while_open_recolours_the_composers_menu_buttons(small_app):
+def test_a_theme_switched_while_open_recolours_the_sources_and_menu_buttons(small_app):
     from PySide6.QtGui import QPalette
     from PySide6.QtWidgets import QApplication
 
+    from app.chat.parts import Source
     from app.ui.theme import apply_theme
 
     app = small_app
+    from app.ui.sources_list import SourcesList
+
+    listing = SourcesList(app.window.composer)  # a reply's list: it has a sheet of its own
+    listing.set_sources((Source("kettle.md", "Kettle", "Descale monthly."),))
+    listing.show()
     try:
         for theme in ("dark", "light", "dark"):
             apply_theme(theme)
             app.qtbot.wait(10)
-            wanted = QApplication.palette().color(QPalette.ColorRole.Button)
-            for button in (app.window.tools_button, app.window.libraries_button):
-                assert button.palette().color(QPalette.ColorRole.Button) == wanted, theme
+            for role in (QPalette.ColorRole.Button, QPalette.ColorRole.ButtonText):
+                wanted = QApplication.palette().color(role)
+                for button in (app.window.tools_button, app.window.libraries_button,
+                               listing.buttons[0]):
+                    assert button.palette().color(role) == wanted, (theme, button)
     finally:
         apply_theme("system")
+
+
+def test_the_composers_menu_buttons_follow_the_text_size(small_app):
+    from app.ui.zoom import system_points
+
+    app = small_app
+    points = round(1.5 * system_points())
+    app.window.set_setting("font_size", points)
+    app.qtbot.wait(10)
+    attach = app.window.attachments.attach_button
+    for button in (app.window.tools_button, app.window.libraries_button):
+        assert button.font().pointSizeF() == attach.font().pointSizeF() == points
+        assert button.height() >= button.fontMetrics().height()
