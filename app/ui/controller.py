@@ -397,17 +397,20 @@ class ChatController(QObject):
         if conversation_id == self.current_id:
             self.new_conversation()
 
-    def update_chat_values(self, values: dict[str, Any]) -> None:
-        """The side panel changed a per-chat value."""
+    def update_chat_values(self, values: dict[str, Any], *,
+                           conversation_id: str | None = None) -> None:
+        """The side panel changed a per-chat value of the open chat (or of
+        ``conversation_id``: the chat it was typed in, when another one is opening)."""
         keys = {s.key for s in PER_CHAT}
         values = {k: v for k, v in values.items() if k in keys}
-        if self.current_id is None:
+        target = conversation_id or self.current_id
+        if target is None:
             self._pending_values = values
             return
         prompt = values.pop("system_prompt", None)
         self._guard(
             self.history.update_conversation,
-            self.current_id,
+            target,
             system_prompt=prompt,
             settings=values,
         )

@@ -457,6 +457,10 @@ class MainWindow(QMainWindow):
             self._placeholder = None
 
     def on_conversation_opened(self, conversation_id: str | None, values: dict) -> None:
+        previous = self._draft_chat
+        pending = self.settings_panel.take_pending()  # typed just before the switch
+        if pending is not None and previous is not None and previous != conversation_id:
+            self.controller.update_chat_values(pending, conversation_id=previous)
         self._swap_draft(conversation_id)
         self.settings_panel.set_values(values)
         info = self.controller.model_info

@@ -151,3 +151,24 @@ def test_a_call_asked_after_the_user_opened_another_chat_can_still_be_allowed(
     assert [m.role for m in path] == ["user", "assistant", "tool", "assistant"]
     (result,) = path[2].parts
     assert not result.is_error and '"timezone": "UTC"' in result.content
+
+
+def test_a_system_prompt_typed_just_before_opening_another_chat_stays_with_its_chat(
+        make_app, model_dir):
+    app = make_app(FakeLoader(script=["Done."]))
+    app.load(model_dir)
+    app.send("Hello there")
+    other = app.controller.current_id
+    app.controller.new_conversation()
+    app.send("A question about the kettle")
+    first = app.controller.current_id
+    panel = app.window.settings_panel
+    panel.editors["system_prompt"].setPlainText(PROMPT)  # saved after a short pause…
+    app.controller.open_conversation(other)  # …but the user opens another chat at once
+    assert app.history.get_conversation(first).system_prompt == PROMPT
+    assert app.history.get_conversation(other).system_prompt == ""
+    assert panel.editors["system_prompt"].toPlainText() == ""  # the other chat's own
+    app.qtbot.wait(600)  # nothing left to land in the wrong chat later
+    assert app.history.get_conversation(other).system_prompt == ""
+    app.controller.open_conversation(first)
+    assert panel.editors["system_prompt"].toPlainText() == PROMPT
