@@ -28,7 +28,9 @@ for the model to load, or one held while its files are read (``hold``, by
 app/ui/documents_controller.py). A held message is stored in its chat at once; ``release``
 answers it there, also when another chat is open by then (the reply streams unseen, as when
 the user switches chats mid-reply), with that chat's own tools (``toolbox_for``), libraries,
-system prompt and settings; Stop leaves it unanswered (``held_stopped``).
+system prompt and settings; Stop leaves it unanswered (``held_stopped``). A message that
+waits for the model to load is answered the same way once it is ready: in its own chat,
+which is not opened over the one on screen.
 
 A reply that fails stays on its turn: one that wrote nothing is kept as an empty 'failed'
 row (its error in the provenance), and ``retry`` asks again on the same turn (in place; a
@@ -195,6 +197,7 @@ class ChatController(QObject):
         self.last_stats: GenerationStats | None = None
         self._active: ActiveReply | None = None
         self._queued: str | None = None  # the conversation whose message waits for the model
+        self._queued_retriever: Retriever | None = None  # what its chat searches
         #: the message stored in its chat and held while its files are read: (chat, id)
         self._held: tuple[str, int] | None = None
         self._reading = False  # a prefill progress is showing
@@ -312,10 +315,13 @@ class ChatController(QObject):
         if self.current_id is None:  # the unsent new chat now shows this model's defaults
             self.conversation_opened.emit(None, self.chat_values())
         self.model_loaded.emit(info)
-        queued = self._take_queued()
+        retriever, queued = self._queued_retriever, self._take_queued()
         if queued is not None and self.history.get_conversation(queued) is not None:
-            self.open_conversation(queued)  # the reply goes where the message was written
-            if not self._start_reply():
+            # the reply goes where the message was written, in its chat's own settings and
+            # tools; another chat opened meanwhile stays open (it streams there unseen)
+            started = self._start_reply() if queued == self.current_id else \
+                self._start_reply(conversation_id=queued, retriever=retriever)
+            if not started:
                 self.generating_changed.emit(False)
 
     def on_load_failed(self, message: str) -> None:
@@ -329,6 +335,7 @@ class ChatController(QObject):
 
     def _take_queued(self) -> str | None:
         queued, self._queued = self._queued, None
+        self._queued_retriever = None
         if queued is not None:
             self.waiting_for_model.emit(False)
         return queued
@@ -463,7 +470,7 @@ class ChatController(QObject):
         if not start:
             return True
         if waiting:
-            self._queued = self.current_id
+            self._queued, self._queued_retriever = self.current_id, self.retriever
             self.waiting_for_model.emit(True)
             self.generating_changed.emit(True)  # the composer offers Stop, not Send
             return True
@@ -534,7 +541,7 @@ class ChatController(QObject):
             self.generating_changed.emit(False)
             return False
         if self.model_info is None and self.loading_path is not None:
-            self._queued = cid  # answered once the model has loaded, in its chat
+            self._queued, self._queued_retriever = cid, retriever  # answered in its chat
             self.waiting_for_model.emit(True)
             return True
         if self.model_info is None:

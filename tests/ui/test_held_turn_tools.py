@@ -172,3 +172,66 @@ def test_a_system_prompt_typed_just_before_opening_another_chat_stays_with_its_c
     assert app.history.get_conversation(other).system_prompt == ""
     app.controller.open_conversation(first)
     assert panel.editors["system_prompt"].toPlainText() == PROMPT
+
+
+class GatedLoader(FakeLoader):
+    """Loads once ``gate`` is set (a model still loading when the files are read)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        import threading
+
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def __call__(self, path):
+        self.gate.wait(30)
+        return super().__call__(path)
+
+
+def test_a_held_message_that_waited_for_the_model_is_answered_in_its_chat_out_of_sight(
+        make_app, model_dir, tmp_path):
+    loader = GatedLoader(tool_calls=[CALL], script=["Done."])
+    app = make_app(loader)
+    app.load(model_dir)
+    tools = app.window.tools
+    assert tools.add_server(time_server())
+    app.send("Hello there")
+    other = app.controller.current_id
+    assert app.controller.unload_model()
+    app.qtbot.waitUntil(lambda: app.controller.model_info is None, timeout=15000)
+    loader.gate.clear()
+    app.controller.load_model(model_dir)  # loading, until the gate opens
+    app.controller.new_conversation()
+    tools.set_server_on("time", True)
+    slow = Slow()
+
+    def read(path: Path, context: int, used: int) -> Attachment:
+        slow.wait()
+        return attachment(path, context, used)
+
+    app.window.documents.read_file = read
+    # (with no model loaded yet the context is unknown: the file is searched, not whole)
+    app.window.documents.library_factory = lambda **_: Opened(tmp_path / "index.sqlite3",
+                                                              WordsEmbedder())
+    note = tmp_path / "note.txt"
+    note.write_text("The kettle is the silver one.\n", encoding="utf-8")
+    app.window.attachments.add([note])
+    app.send("What time is it in UTC?", wait=False)
+    app.qtbot.waitUntil(slow.started.is_set, timeout=5000)
+    first = app.controller.current_id
+    app.controller.open_conversation(other)
+    slow.gate.set()
+    app.qtbot.waitUntil(lambda: app.controller.queued, timeout=15000)  # read; waits
+    loader.gate.set()
+    bar = app.window.approval_bar
+    app.qtbot.waitUntil(lambda: bar.isVisible() or not app.controller.generating,
+                        timeout=30000)
+    assert app.controller.current_id == other  # the user's chat stays on screen
+    assert bar.isVisible() and bar.question.text().startswith("In the chat “")
+    app.qtbot.mouseClick(bar.allow_once, Qt.MouseButton.LeftButton)
+    app.wait_idle(timeout=30000)
+    assert app.controller.current_id == other and len(app.rows()) == 2
+    path = app.history.active_path(first)
+    assert [m.role for m in path] == ["user", "assistant", "tool", "assistant"]
+    assert '"timezone": "UTC"' in path[2].parts[0].content
