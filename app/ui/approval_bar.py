@@ -1,5 +1,6 @@
 """The question a tool call puts to the user, in a bar above the composer:
-"Run get_time (server time) with {…}?" — Allow once / Always allow this tool / Deny.
+"Run get_time (server time) with {…}?" — Allow once / Always allow this tool / Deny. A
+reply running in a chat that is not on screen names its chat in the question.
 
 It shows while the turn waits (the call's card says "waiting for your answer") and goes
 once it is answered, or when the reply ends (Stop is a no).
@@ -49,16 +50,18 @@ class ApprovalBar(QFrame):
         layout.addLayout(buttons)
         self.hide()
 
-    def ask(self, name: str, arguments: str, tool: Tool | None, *, can_run: bool = True
-            ) -> None:
+    def ask(self, name: str, arguments: str, tool: Tool | None, *, can_run: bool = True,
+            chat: str = "") -> None:
         """Show the question for a call of ``name`` (``tool``: the MCP tool it names, which
         "always" remembers; None: not an MCP server's). ``can_run`` False: nothing offers
-        the tool, so only Deny makes sense."""
+        the tool, so only Deny makes sense. ``chat``: the title of the chat whose reply
+        asks, when that is not the chat on screen ("": it is)."""
         shown = pretty_arguments(arguments)
         if len(shown) > ARGUMENTS_SHOWN:
             shown = shown[:ARGUMENTS_SHOWN] + "…"
         where = f" (server {tool.server})" if tool is not None else ""
-        self.question.setText(f"The model wants to run the tool {name}{where} with:\n{shown}")
+        asker = f"In the chat “{chat}”, the model" if chat else "The model"
+        self.question.setText(f"{asker} wants to run the tool {name}{where} with:\n{shown}")
         self.allow_once.setEnabled(can_run)
         self.always.setEnabled(can_run and tool is not None)
         self.show()

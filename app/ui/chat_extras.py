@@ -41,8 +41,12 @@ def install_tools(window: MainWindow, chat_layout) -> ToolController:
         if card is not None:
             card.set_asking(True)
             asked[:] = [card]
+        chat = ""
+        if request.conversation_id != window.controller.current_id:  # asked out of sight
+            conv = window.controller.history.get_conversation(request.conversation_id)
+            chat = (conv.title if conv is not None else "") or "New chat"
         bar.ask(request.call.name, request.call.arguments, tool,  # type: ignore[arg-type]
-                can_run=can_run)
+                can_run=can_run, chat=chat)
 
     def on_done() -> None:
         bar.hide()

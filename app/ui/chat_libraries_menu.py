@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui.documents_controller import OPENING_TEXT, DocumentsController
+from app.ui.focus_ring import RingToolButton
 
 NO_LIBRARIES = "No libraries yet: make one in Settings ▸ Documents"
 
@@ -30,13 +31,13 @@ def library_label(row: dict) -> str:
     return f"{row['name']} ({files:,} file{'' if files == 1 else 's'})"
 
 
-class ChatLibrariesButton(QToolButton):
+class ChatLibrariesButton(RingToolButton):
     def __init__(self, documents: DocumentsController, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.documents = documents
         self.setObjectName("chatLibrariesButton")
         self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        self.setStyleSheet("QToolButton::menu-indicator { image: none; width: 0px; }")
+        self.show_menu_arrow = False  # its text ends with "▾" (no sheet: it zooms, themes)
         self.setAccessibleDescription("Choose the document libraries this chat searches.")
         self.menu_ = QMenu(self)
         self.menu_.aboutToShow.connect(self.rebuild)
@@ -113,6 +114,7 @@ class ChatLibrariesList(QWidget):
             rows = [(name, name) for name in sorted(chosen)]
         for box in self.boxes.values():
             self._layout.removeWidget(box)
+            box.hide()  # gone at once, not at the next turn of the event loop
             box.deleteLater()
         self.boxes = {}
         for name, label in rows:

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QMenu, QToolButton, QWidget
 
+from app.ui.focus_ring import RingToolButton
 from app.ui.tool_controller import ToolController
 
 
-class ChatToolsButton(QToolButton):
+class ChatToolsButton(RingToolButton):
     def __init__(self, tools: ToolController, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.tools = tools
         self.setObjectName("chatToolsButton")
         self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        self.setStyleSheet("QToolButton::menu-indicator { image: none; width: 0px; }")
+        self.show_menu_arrow = False  # its text ends with "▾" (no sheet: it zooms, themes)
         self.setAccessibleDescription("Choose the MCP servers and tools this chat may use.")
         self.menu_ = QMenu(self)
         self.menu_.aboutToShow.connect(self.rebuild)

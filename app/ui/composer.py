@@ -190,8 +190,10 @@ class Composer(QWidget):
             event.acceptProposedAction()
 
     def add_accessory(self, widget: QWidget, *, end: bool = False) -> None:
-        """Put ``widget`` in the row below the text box (``end``: after the stretch)."""
-        stretch = self.accessories.count() - 1
+        """Put ``widget`` in the row below the text box: at its start, after the ones put
+        there before (``end``: at its end, after the stretch between the two)."""
+        stretch = next(i for i in range(self.accessories.count())
+                       if self.accessories.itemAt(i).spacerItem() is not None)
         self.accessories.insertWidget(self.accessories.count() if end else stretch, widget)
 
     @property

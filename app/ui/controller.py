@@ -27,7 +27,10 @@ One message is in flight at a time (``generating``): a reply streaming, a messag
 for the model to load, or one held while its files are read (``hold``, by
 app/ui/documents_controller.py). A held message is stored in its chat at once; ``release``
 answers it there, also when another chat is open by then (the reply streams unseen, as when
-the user switches chats mid-reply), and Stop leaves it unanswered (``held_stopped``).
+the user switches chats mid-reply), with that chat's own tools (``toolbox_for``), libraries,
+system prompt and settings; Stop leaves it unanswered (``held_stopped``). A message that
+waits for the model to load is answered the same way once it is ready: in its own chat,
+which is not opened over the one on screen.
 
 A reply that fails stays on its turn: one that wrote nothing is kept as an empty 'failed'
 row (its error in the provenance), and ``retry`` asks again on the same turn (in place; a
@@ -49,6 +52,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,6 +119,7 @@ class ActiveReply:
     # failing before it wrote anything, the reply stays as a failed row offering Retry
     # (False: a regenerated reply, which gives way to the version it was asked beside)
     keep_failed: bool = True
+    toolbox: Toolbox | None = None  # what this turn may call (its own chat's tools)
 
     def measured_thinking_ms(self) -> float | None:
         """How long the model has thought (None: it has not thought)."""
@@ -192,6 +197,7 @@ class ChatController(QObject):
         self.last_stats: GenerationStats | None = None
         self._active: ActiveReply | None = None
         self._queued: str | None = None  # the conversation whose message waits for the model
+        self._queued_retriever: Retriever | None = None  # what its chat searches
         #: the message stored in its chat and held while its files are read: (chat, id)
         self._held: tuple[str, int] | None = None
         self._reading = False  # a prefill progress is showing
@@ -206,6 +212,9 @@ class ChatController(QObject):
         #: what a turn may call and search (None: none; app/tools and app/documents set them)
         self.toolbox: Toolbox | None = None
         self.retriever: Retriever | None = None
+        #: the toolbox of a chat not on screen, for its held message's reply (``release``);
+        #: app/ui/tool_controller.py sets it (None: such a reply runs without tools)
+        self.toolbox_for: Callable[[str], Toolbox | None] | None = None
         w = self.worker  # its signals arrive queued on this (the UI) thread
         w.loaded.connect(self.on_loaded)
         w.load_failed.connect(self.on_load_failed)
@@ -306,10 +315,13 @@ class ChatController(QObject):
         if self.current_id is None:  # the unsent new chat now shows this model's defaults
             self.conversation_opened.emit(None, self.chat_values())
         self.model_loaded.emit(info)
-        queued = self._take_queued()
+        retriever, queued = self._queued_retriever, self._take_queued()
         if queued is not None and self.history.get_conversation(queued) is not None:
-            self.open_conversation(queued)  # the reply goes where the message was written
-            if not self._start_reply():
+            # the reply goes where the message was written, in its chat's own settings and
+            # tools; another chat opened meanwhile stays open (it streams there unseen)
+            started = self._start_reply() if queued == self.current_id else \
+                self._start_reply(conversation_id=queued, retriever=retriever)
+            if not started:
                 self.generating_changed.emit(False)
 
     def on_load_failed(self, message: str) -> None:
@@ -323,6 +335,7 @@ class ChatController(QObject):
 
     def _take_queued(self) -> str | None:
         queued, self._queued = self._queued, None
+        self._queued_retriever = None
         if queued is not None:
             self.waiting_for_model.emit(False)
         return queued
@@ -391,17 +404,20 @@ class ChatController(QObject):
         if conversation_id == self.current_id:
             self.new_conversation()
 
-    def update_chat_values(self, values: dict[str, Any]) -> None:
-        """The side panel changed a per-chat value."""
+    def update_chat_values(self, values: dict[str, Any], *,
+                           conversation_id: str | None = None) -> None:
+        """The side panel changed a per-chat value of the open chat (or of
+        ``conversation_id``: the chat it was typed in, when another one is opening)."""
         keys = {s.key for s in PER_CHAT}
         values = {k: v for k, v in values.items() if k in keys}
-        if self.current_id is None:
+        target = conversation_id or self.current_id
+        if target is None:
             self._pending_values = values
             return
         prompt = values.pop("system_prompt", None)
         self._guard(
             self.history.update_conversation,
-            self.current_id,
+            target,
             system_prompt=prompt,
             settings=values,
         )
@@ -454,7 +470,7 @@ class ChatController(QObject):
         if not start:
             return True
         if waiting:
-            self._queued = self.current_id
+            self._queued, self._queued_retriever = self.current_id, self.retriever
             self.waiting_for_model.emit(True)
             self.generating_changed.emit(True)  # the composer offers Stop, not Send
             return True
@@ -481,6 +497,12 @@ class ChatController(QObject):
         return message_id
 
     @property
+    def turn_toolbox(self) -> Toolbox | None:
+        """The toolbox the running turn calls (None: no turn, or one without tools); its
+        chat's own, also when another chat is open by now."""
+        return self._active.toolbox if self._active is not None else None
+
+    @property
     def held(self) -> tuple[str, int] | None:
         """(chat, message id) of the message held while its files are read, or None."""
         return self._held
@@ -491,8 +513,9 @@ class ChatController(QObject):
         in its own chat, also when another chat is open by then (the reply streams there
         unseen, as one does when the user opens another chat while it is written); while
         the model still loads it waits for it as any message does. ``retriever``: the
-        held chat's (the open chat's ``retriever`` may be another's); a reply in a chat not
-        on screen runs without tools (the toolbox is the open chat's). ``start`` False: it
+        held chat's (the open chat's ``retriever`` may be another's); its tools are its
+        chat's too (``toolbox_for``), as are its system prompt and settings: the reply is
+        the one it would get were its chat open. ``start`` False: it
         stays unanswered; ``unsent`` says why (none of its files could be read), stored with
         it (provenance ``unsent``, shown on it). True when its reply started or waits for
         the model."""
@@ -518,7 +541,7 @@ class ChatController(QObject):
             self.generating_changed.emit(False)
             return False
         if self.model_info is None and self.loading_path is not None:
-            self._queued = cid  # answered once the model has loaded, in its chat
+            self._queued, self._queued_retriever = cid, retriever  # answered in its chat
             self.waiting_for_model.emit(True)
             return True
         if self.model_info is None:
@@ -1104,13 +1127,14 @@ class ChatController(QObject):
         row = self.chat_model.append(reply) if shown else None
         writer = ReplyWriter(self.history, reply.id)
         user_id = next((m.id for m in reversed(above) if m.role == "user"), None)
+        toolbox = self.toolbox if shown else (
+            self.toolbox_for(cid) if self.toolbox_for is not None else None)
         self._active = ActiveReply(cid, reply.id, writer, gen, row,
                                    user_id=user_id, last_id=reply.id,
-                                   keep_failed=keep_failed)
+                                   keep_failed=keep_failed, toolbox=toolbox)
         self.generating_changed.emit(True)
         request = GenerationRequest(
-            cid, above, gen, system_prompt=values["system_prompt"],
-            toolbox=self.toolbox if shown else None,
+            cid, above, gen, system_prompt=values["system_prompt"], toolbox=toolbox,
             retriever=retriever if conversation_id is not None else self.retriever)
         self.host.post(self.worker.on_generate_requested, request)
         return True

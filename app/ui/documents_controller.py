@@ -67,6 +67,7 @@ OPEN_JOB = "open-library"
 READ_JOB = "read-attachments"
 REMOVE_JOB = "remove-library"
 REMOVING_TEXT = "Removing…"
+INDEXING_TEXT = "indexing…"
 #: the chat row of a message whose files are being read (on screen only, never stored)
 READING_STATUS = "reading"
 OPENING_TEXT = "Opening the document library…"
@@ -107,6 +108,11 @@ class _Reading:
 
 def names_of(paths: Sequence[Path]) -> str:
     return ", ".join(Path(p).name for p in paths)
+
+
+def were(paths: Sequence[Path]) -> str:
+    """"was" for one file, "were" for more ("a.txt, b.txt were read")."""
+    return "was" if len(paths) == 1 else "were"
 
 
 def default_embedder_store() -> EmbedderStore:
@@ -165,6 +171,7 @@ class DocumentsController(QObject):
         self._held_parts: tuple[Attachment, ...] | None = None
         self._reading: _Reading | None = None
         self.indexing: str | None = None  # the library being indexed
+        self._job_title = ""  # what the indexing job's progress lines start with
         self.removing: str | None = None  # the library being removed
         self.jobs = JobRunner("hearth-documents", self)  # opening the library, indexing
         w = self.jobs.worker
@@ -330,7 +337,7 @@ class DocumentsController(QObject):
 
         if not self.jobs.submit(Job(INDEX_JOB, f"Indexing {name}", work)):
             return False
-        self.indexing = name
+        self.indexing, self._job_title = name, f"Indexing {name}"
         self.index_progress.emit(Progress(None, f"Indexing {name}…"))
         return True
 
@@ -363,8 +370,14 @@ class DocumentsController(QObject):
         self.apply_choice()
 
     def on_progress(self, job_id: str, progress: Progress) -> None:
-        if job_id != OPEN_JOB:
-            self.index_progress.emit(progress)
+        """An indexing job's line names what it indexes ("Indexing Manuals: 3 of 14
+        files: a.pdf"), in the Documents tab and the status bar alike."""
+        if job_id == OPEN_JOB:
+            return
+        if job_id == INDEX_JOB and self._job_title:
+            progress = Progress(progress.fraction, f"{self._job_title}: {progress.message}",
+                                progress.state)
+        self.index_progress.emit(progress)
 
     def on_finished(self, job_id: str, result: Any) -> None:
         if job_id == OPEN_JOB:
@@ -607,7 +620,7 @@ class DocumentsController(QObject):
         self.reader.cancel(READ_JOB)
         self._end_reading()
         self._mark_unsent(reading, f"Not sent: stopped while {names_of(reading.paths)} "
-                                   "was read.")
+                                   f"{were(reading.paths)} read.")
 
     def _unsent(self, reading: _Reading, sentence: str) -> None:
         """None of the files could be read: the message stays in its own chat, unanswered,
@@ -665,7 +678,7 @@ class DocumentsController(QObject):
                                   f"“{self.indexing}” is indexed; then ask again.")
             self._send_waiting(answer=False)
             return
-        self.indexing = name
+        self.indexing, self._job_title = name, f"Reading {names_of(large)}"
         self.index_progress.emit(Progress(None, f"Reading {names_of(large)}…"))
 
     def _send_waiting(self, *, answer: bool = True) -> None:
@@ -699,7 +712,7 @@ class DocumentsController(QObject):
         self._when_open.clear()
         if reading is not None:  # the message stays in its chat and says why it went not
             self._mark_unsent(reading, f"Not sent: Hearth was closed while "
-                                       f"{names_of(reading.paths)} was read.")
+                                       f"{names_of(reading.paths)} {were(reading.paths)} read.")
         read = self.reader.shutdown()
         done = self.jobs.shutdown(SHUTDOWN_WAIT_MS)
         with self._handoff:

@@ -29,7 +29,12 @@ from PySide6.QtWidgets import (
 
 from app.jobs import Progress
 from app.ui.attachment_tray import DOCUMENT_FILTER
-from app.ui.documents_controller import OPENING_TEXT, REMOVING_TEXT, DocumentsController
+from app.ui.documents_controller import (
+    INDEXING_TEXT,
+    OPENING_TEXT,
+    REMOVING_TEXT,
+    DocumentsController,
+)
 
 ROLE_NAME = Qt.ItemDataRole.UserRole + 1
 
@@ -56,6 +61,7 @@ class DocumentsPage(QWidget):
         self.refresh_button = QPushButton("Re-index", self)
         self.remove_button = QPushButton("Remove", self)
         self.job_label = QLabel(self)
+        self.job_label.setWordWrap(True)  # a long file name or problem never widens it
         self.job_bar = QProgressBar(self)
         self.job_bar.setAccessibleName("Indexing progress")
         self.cancel_button = QPushButton("Cancel", self)
@@ -156,6 +162,7 @@ class DocumentsPage(QWidget):
             item.setExpanded(True)
             if row["name"] == current:
                 self.tree.setCurrentItem(item)
+        self._show_indexing()
         self._update_buttons()
 
     def library_item(self, name: str) -> QTreeWidgetItem | None:
@@ -240,12 +247,26 @@ class DocumentsPage(QWidget):
         self.cancel_button.setVisible(running)
         if progress is None:
             return
+        self._show_indexing()
         self.job_label.setText(progress.message)
         if progress.fraction is None:
             self.job_bar.setRange(0, 0)
         else:
             self.job_bar.setRange(0, 100)
             self.job_bar.setValue(progress.percent)
+
+    def _show_indexing(self) -> None:
+        """The library being indexed says so in the list; a new one is listed at once (its
+        counts once it is done), not only when its job ends."""
+        name = self.documents.indexing
+        if name is None or name.startswith("chat-") or not self.documents.is_open:
+            return  # (a chat's own files are not listed)
+        item = self.library_item(name)
+        if item is None:
+            item = QTreeWidgetItem([name, "…", "…", ""])
+            item.setData(0, ROLE_NAME, name)
+            self.tree.addTopLevelItem(item)
+        item.setText(0, f"{name} · {INDEXING_TEXT}")
 
     def ask_files(self) -> list[Path]:  # tests replace these
         names, _ = QFileDialog.getOpenFileNames(self, "Add files to the library", "",

@@ -200,12 +200,14 @@ class MainWindow(QMainWindow):
 
     def _tab_order(self) -> None:
         """Tab goes the way the eye reads: model picker, Models, Chat settings, the chat
-        list, the message box, Send."""
+        list, the message box, Send, then the row below it: Attach (and the files
+        attached), the chat's Tools and Libraries."""
         bar = self.toolbar
         chain = [self.model_picker, bar.widgetForAction(self.models_action),
                  bar.widgetForAction(self.panel_action), self.conversation_list.new_button,
                  self.conversation_list.search, self.conversation_list.view,
-                 self.composer.edit, self.composer.button]
+                 self.composer.edit, self.composer.button, self.attachments.attach_button,
+                 self.tools_button, self.libraries_button]
         for first, second in itertools.pairwise(chain):
             QWidget.setTabOrder(first, second)
 
@@ -455,6 +457,10 @@ class MainWindow(QMainWindow):
             self._placeholder = None
 
     def on_conversation_opened(self, conversation_id: str | None, values: dict) -> None:
+        previous = self._draft_chat
+        pending = self.settings_panel.take_pending()  # typed just before the switch
+        if pending is not None and previous is not None and previous != conversation_id:
+            self.controller.update_chat_values(pending, conversation_id=previous)
         self._swap_draft(conversation_id)
         self.settings_panel.set_values(values)
         info = self.controller.model_info

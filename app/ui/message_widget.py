@@ -150,6 +150,7 @@ class MessageWidget(QWidget):
         self.unsent_note.setVisible(False)
         card_layout.addWidget(self.unsent_note)
         self.sources = SourcesList(self.card)  # a reply's: the passages its turn used
+        self.sources.changed.connect(self.chain_focus)
         card_layout.addWidget(self.sources)
         #: the reply's tool calls by id (a ``tool`` row's result fills its card in)
         self.tool_cards: dict[str, ToolCallCard] = {}
@@ -258,11 +259,22 @@ class MessageWidget(QWidget):
         self._chips_of = key
         if self.chips is not None:
             self._card_layout.removeWidget(self.chips)
+            self.chips.hide()
             self.chips.deleteLater()
         self.chips = attachment_chips(self.message.parts, self.card, reading=key[1])
         if self.chips is not None:
             self._card_layout.insertWidget(self._card_layout.indexOf(self.body) + 1,
                                            self.chips)
+        self.chain_focus()
+
+    def chain_focus(self) -> None:
+        """Tab reaches the message's file chips and sources within the message (after its
+        branch arrows), not after every other widget of the window: they are made after the
+        rest of it, and a widget made later joins the end of the focus chain."""
+        chips = self.chips.findChildren(QToolButton) if self.chips is not None else []
+        chain = [self.next_button, *chips, *self.sources.buttons]
+        for first, second in itertools.pairwise(chain):
+            QWidget.setTabOrder(first, second)
 
     def _update_tool_cards(self) -> None:
         for part in self.message.parts:

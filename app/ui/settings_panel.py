@@ -282,6 +282,15 @@ class SettingsPanel(QWidget):
             self._prompt_timer.stop()
             self.changed.emit(self.values())
 
+    def take_pending(self) -> dict[str, Any] | None:
+        """The values with a system-prompt edit still waiting to be emitted (None: none);
+        it is not emitted then: the caller stores it where it belongs (another chat may be
+        opening)."""
+        if not self._prompt_timer.isActive():
+            return None
+        self._prompt_timer.stop()
+        return self.values()
+
     def flush(self) -> None:
         """Emit a pending system-prompt edit now (before sending a message)."""
         if self._prompt_timer.isActive():

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.parts import Source
+from app.ui.focus_ring import draw_focus_ring
 
 SNIPPET_CHARS = 90
 
@@ -43,6 +44,10 @@ class SourceButton(QPushButton):
     def minimumSizeHint(self) -> QSize:
         return QSize(0, super().minimumSizeHint().height())
 
+    def paintEvent(self, event) -> None:
+        super().paintEvent(event)
+        draw_focus_ring(self)  # a flat button shows no focus of its own
+
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         width = max(0, event.size().width() - self.PADDING_PX)
@@ -51,9 +56,10 @@ class SourceButton(QPushButton):
 
 
 class SourcesList(QWidget):
-    """Signals: source_clicked(Source)."""
+    """Signals: source_clicked(Source); changed(): its buttons were made again."""
 
     source_clicked = Signal(object)
+    changed = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -74,6 +80,7 @@ class SourcesList(QWidget):
         self.sources = sources
         for button in self.buttons:
             self._layout.removeWidget(button)
+            button.hide()
             button.deleteLater()
         self.buttons = []
         for number, source in enumerate(sources, 1):
@@ -81,6 +88,7 @@ class SourcesList(QWidget):
             button = SourceButton(line, self)
             button.setObjectName("sourceButton")
             button.setFlat(True)
+            button.setCursor(Qt.CursorShape.PointingHandCursor)
             button.setStyleSheet("text-align: left; padding: 1px 2px;")
             button.setToolTip(f"{line}\n{source.path or source.document}")
             button.setAccessibleName(line)
@@ -88,6 +96,7 @@ class SourcesList(QWidget):
             self._layout.addWidget(button)
             self.buttons.append(button)
         self.setVisible(bool(sources))
+        self.changed.emit()
 
     def plain_text(self) -> str:
         return "\n".join(["Sources", *(b.line for b in self.buttons)]) if self.sources else ""
@@ -103,14 +112,26 @@ class PassageDialog(QDialog):
         self.setWindowTitle(f"{source.document}{where}")
         self.text = QPlainTextEdit(source.text, self)
         self.text.setReadOnly(True)
+        self.text.setAccessibleName("Passage")
+        # which part of the file (the window's title is not shown everywhere), then where
+        # the file is
+        self.where_label = QLabel(f"{source.document}{where}", self)
+        self.where_label.setObjectName("passageWhere")
+        self.where_label.setWordWrap(True)
+        self.where_label.setTextFormat(Qt.TextFormat.PlainText)
+        bold = self.where_label.font()
+        bold.setBold(True)
+        self.where_label.setFont(bold)
         self.path_label = QLabel(source.path or source.document, self)
         self.path_label.setWordWrap(True)
+        self.path_label.setTextFormat(Qt.TextFormat.PlainText)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
         self.open_button = buttons.addButton("Open file", QDialogButtonBox.ButtonRole.ActionRole)
         self.open_button.setEnabled(bool(source.path))
         self.open_button.clicked.connect(self.on_open)
         buttons.rejected.connect(self.close)
         layout = QVBoxLayout(self)
+        layout.addWidget(self.where_label)
         layout.addWidget(self.path_label)
         layout.addWidget(self.text, 1)
         layout.addWidget(buttons)

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 
 from app.engine.types import GenerationStats
 from app.jobs import Progress
+from app.ui.elided_label import ElidedLabel
 from app.ui.speculation_text import (
     SpeculationFigures,
     compact_status_text,
@@ -69,7 +70,8 @@ class ChatStatusBar(QStatusBar):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.activity_label = QLabel("", self)  # reading a long prompt / waiting for the model
+        # reading a long prompt / files, waiting for the model: cut to its room ("…")
+        self.activity_label = ElidedLabel("", self)
         self.activity_label.setAccessibleName("Activity")
         self.activity_label.hide()
         self.addWidget(self.activity_label, 1)

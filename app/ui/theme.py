@@ -134,8 +134,20 @@ def apply_theme(choice: str) -> None:
         _SYSTEM_PALETTE = QPalette(app.palette())
     if choice == "system":
         app.setPalette(_SYSTEM_PALETTE)
-        return
-    app.setPalette(palette_for(DARK if choice == "dark" else LIGHT, _SYSTEM_PALETTE))
+    else:
+        app.setPalette(palette_for(DARK if choice == "dark" else LIGHT, _SYSTEM_PALETTE))
+    _restyle(app)
+
+
+def _restyle(app) -> None:
+    """A widget with a style sheet of its own keeps the palette it was polished with (Qt
+    sends it no palette change): apply each such sheet again so that it takes the new
+    colours (the composer's Tools and Libraries buttons stayed light in a dark theme)."""
+    for widget in app.allWidgets():
+        sheet = widget.styleSheet()
+        if sheet:
+            widget.setStyleSheet("")  # the same sheet again would change nothing
+            widget.setStyleSheet(sheet)
 
 
 def relative_luminance(hex_color: str) -> float:
@@ -156,7 +168,7 @@ def chat_stylesheet(c: Colors) -> str:
     reply's folded thinking, the welcome page, the edit banner and the Undo toast. Widgets
     carry object names and properties; no widget sets its own colours."""
     return f"""
-    #chatPage, #chatColumn, #welcomePage {{ background: {c.assistant_bg}; }}
+    #chatPage, #chatColumn, #welcomePage, #welcomeContent {{ background: {c.assistant_bg}; }}
     QScrollArea#chatScroll {{ background: {c.assistant_bg}; border: none; }}
     #messageCard[role="user"] {{ background: {c.user_bg}; border-radius: 14px; }}
     #messageCard[role="assistant"] {{ background: transparent; }}

@@ -7,10 +7,13 @@ chat offers, the toolbox the chat controller hands each turn, and the user's con
 - **Per chat** choices are ``ChatToolsStore``'s (a chat starts with none). The unsent new
   chat keeps its choice here until its first message creates the conversation.
 - **The toolbox**: ``ChatController.toolbox`` is an ``McpToolbox`` over the chat's servers
-  (``allow``: its tool switches), or None when it has none. A toolbox whose servers are no
+  (``allow``: its tool switches), or None when it has none. A message held in a chat that
+  is no longer open (its files were being read) gets that chat's own toolbox
+  (``toolbox_for``, set as ``ChatController.toolbox_for``). A toolbox whose servers are no
   longer chosen is closed once no reply is using it, and every toolbox is closed on quit
   (``shutdown``): no server process outlives the window.
-- **Consent**: ``ChatController.approval_requested`` lands here. A tool the user always
+- **Consent**: ``ChatController.approval_requested`` lands here; the call is the running
+  turn's (``ChatController.turn_toolbox``), whichever chat is open. A tool the user always
   allows is answered at once; any other call goes to ``approval_needed`` (the window's
   approval bar), whose answer is ``answer`` (Allow once / Always allow this tool / Deny,
   ``app/tools/consent.py`` ``Decision``; "always" is kept in ``AlwaysAllowed``).
@@ -81,6 +84,7 @@ class ToolController(QObject):
         self.jobs.worker.finished.connect(self.on_listed)
         self.jobs.worker.failed.connect(self.on_list_failed)
         self.jobs.worker.crashed.connect(chat.bridge.crash)
+        chat.toolbox_for = self.toolbox_for
         chat.conversation_opened.connect(self.on_conversation_opened)
         chat.generating_changed.connect(self.on_generating_changed)
         chat.approval_requested.connect(self.on_approval_requested)
@@ -221,6 +225,22 @@ class ToolController(QObject):
     def toolbox(self) -> McpToolbox | None:
         return self._toolbox
 
+    def toolbox_for(self, conversation_id: str) -> McpToolbox | None:
+        """The toolbox of chat ``conversation_id`` for a reply starting now: the open
+        chat's, or for another chat a toolbox of its own servers and tool switches, closed
+        once the reply has ended (None: the chat offers no tools)."""
+        if conversation_id == self.chat.current_id:
+            return self._toolbox
+        choice = self.choices.get(conversation_id)
+        configs = [c for n in sorted(choice.servers) if (c := self.servers.get(n)) is not None]
+        if not configs:
+            return None
+        from app.tools.toolbox import McpToolbox
+
+        toolbox = McpToolbox(configs, allow=choice.allows)
+        self._retired.append(toolbox)  # closed when no reply is running any more
+        return toolbox
+
     def on_generating_changed(self, generating: bool) -> None:
         cid = self.chat.current_id
         if generating and cid is not None and (self._pending.servers or self._pending.tools_off):
@@ -243,14 +263,16 @@ class ToolController(QObject):
     # consent ------------------------------------------------------------------------------
 
     def on_approval_requested(self, request: ApprovalRequest) -> None:
-        toolbox = self._toolbox
-        tool = toolbox.resolve(request.call.name) if toolbox is not None else None
+        toolbox = self.chat.turn_toolbox  # the turn's (its chat may no longer be open)
+        mine = toolbox is not None and (toolbox is self._toolbox or any(
+            toolbox is t for t in self._retired))
+        tool = toolbox.resolve(request.call.name) if mine else None  # type: ignore[union-attr]
         if tool is not None and tool in self.always:
             self.chat.answer_approval(True)
             return
         self._asking, self._asking_tool = request, tool
-        can_run = tool is not None or (self.chat.toolbox is not None
-                                       and self.chat.toolbox is not toolbox)
+        # a toolbox not made here (a test's, an embedder's) runs what it offers
+        can_run = tool is not None or (toolbox is not None and not mine)
         self.approval_needed.emit(request, tool, can_run)
 
     def answer(self, decision: Decision) -> None:

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QGridLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtWidgets import (
+    QFrame,
+    QGridLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 EXAMPLE_PROMPTS = (
     "Explain how a transformer language model works, in three short paragraphs.",
@@ -20,6 +29,37 @@ def shortcuts_text(send_key: str = "enter") -> str:
 
 
 SHORTCUTS = shortcuts_text()
+
+
+class PromptCard(QPushButton):
+    """An example prompt: a button whose wrapped label sets its height (a narrow column
+    gives it more lines and a taller card, never cut text)."""
+
+    def __init__(self, text: str, parent: QWidget | None = None) -> None:
+        super().__init__(text, parent)
+        policy = QSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        policy.setHeightForWidth(True)
+        self.setSizePolicy(policy)
+
+    def hasHeightForWidth(self) -> bool:
+        return self.layout() is not None
+
+    def heightForWidth(self, width: int) -> int:
+        inner = self.layout()
+        needed = inner.heightForWidth(width) if inner is not None else -1
+        return max(self.minimumHeight(), needed)
+
+    def sizeHint(self) -> QSize:
+        inner = self.layout()
+        if inner is None:
+            return super().sizeHint()
+        return inner.sizeHint().expandedTo(QSize(0, self.minimumHeight()))
+
+    def minimumSizeHint(self) -> QSize:
+        inner = self.layout()
+        if inner is None:
+            return super().minimumSizeHint()
+        return inner.minimumSize().expandedTo(QSize(0, self.minimumHeight()))
 
 
 class WelcomePage(QWidget):
@@ -39,6 +79,7 @@ class WelcomePage(QWidget):
         self.title = QLabel("What can I help with?", self)
         self.title.setObjectName("welcomeTitle")
         self.title.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.title.setWordWrap(True)  # a narrow chat column: two lines, never cut
         self.model_label = QLabel(self)
         self.model_label.setObjectName("welcomeModel")
         self.model_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -47,7 +88,7 @@ class WelcomePage(QWidget):
         grid = QGridLayout()
         grid.setSpacing(10)
         for i, prompt in enumerate(EXAMPLE_PROMPTS):
-            button = QPushButton(prompt, self)
+            button = PromptCard(prompt, self)
             button.setObjectName("examplePrompt")
             button.setAccessibleName(f"Example prompt: {prompt}")
             button.setAccessibleDescription("Sends this message to the model.")
@@ -70,7 +111,20 @@ class WelcomePage(QWidget):
         self.hints.setObjectName("welcomeHints")
         self.hints.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.hints.setWordWrap(True)
-        layout = QVBoxLayout(self)
+        # a short window (a tall composer, 150% text) scrolls the page, never squeezes it
+        content = QWidget(self)
+        content.setObjectName("welcomeContent")
+        self.scroll = QScrollArea(self)
+        self.scroll.setObjectName("welcomeScroll")
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(self.scroll)
+        for widget in (self.title, self.model_label, *self.prompt_buttons, self.hints):
+            widget.setParent(content)
+        layout = QVBoxLayout(content)
         layout.setContentsMargins(24, 24, 24, 24)
         layout.setSpacing(14)
         layout.addStretch(2)
@@ -81,6 +135,7 @@ class WelcomePage(QWidget):
         layout.addSpacing(10)
         layout.addWidget(self.hints)
         layout.addStretch(3)
+        self.scroll.setWidget(content)
         self.set_model(None)
 
     def set_model(self, name: str | None) -> None:

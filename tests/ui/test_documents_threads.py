@@ -238,7 +238,7 @@ def test_quitting_while_files_are_read_stops_between_files_and_keeps_the_message
     assert stored.content == "Summarise the parts" and stored.parts == ()
     assert stored.provenance["unsent"] == ("Not sent: Hearth was closed while part0.txt, "
                                            "part1.txt, part2.txt, part3.txt, part4.txt, "
-                                           "part5.txt was read.")
+                                           "part5.txt were read.")
 
 
 def test_a_message_sent_while_the_library_opens_is_answered_once_it_is_open(
