@@ -96,6 +96,8 @@ def test_float_paths_match_reference(tmp_path, arch, qtype, tied, bias, precisio
         ("qwen2", Q.Q6_K, True, True, False),
         ("llama", Q.Q4_K, False, False, False),
         ("llama", Q.Q4_K, False, False, True),
+        ("llama", Q.Q5_1, True, False, True),
+        ("llama", Q.Q5_K, False, False, True),
     ],
 )
 def test_native_quantized_paths_match_reference(tmp_path, arch, qtype, tied, bias, exact_offsets):
@@ -117,18 +119,27 @@ def test_native_quantized_paths_match_reference(tmp_path, arch, qtype, tied, bia
 
 def test_default_carries_q4_1_exactly(tmp_path):
     """Q4_1 converts by default as exact 4-bit codes plus block offsets (the form
-    bench/bench_prefill.py chose): every block matrix is a 4-bit MatMulNBits followed by its
-    offset Gemm, the manifest says so, and the logits are the GGUF's own weights'."""
+    bench/bench_prefill.py chose): every block matrix is a 4-bit MatMulNBits with a zero
+    point per block (its zero_points input, exact-offsets form 3) followed by its offset
+    Gemm, the manifest says so, and at accuracy_level 0 the logits are the GGUF's own
+    weights'."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=Q.Q4_1)
     dest = convert_gguf(src, tmp_path / "model", accuracy_level=0)
     conversion = json.loads((dest / "hearth-manifest.json").read_text())["conversion"]
-    assert conversion["exact_offsets"] is True
+    assert conversion["exact_offsets"] is True and conversion["offsets_form"] == 3
     assert conversion["weights"] == {"Q4_1->nbits4": LAYERS * 7 + 1}  # q k v o gate up down; head
     graph = _graph(dest)
-    bits = {a.i for n in graph.node if n.op_type == "MatMulNBits"
-            for a in n.attribute if a.name == "bits"}  # fmt: skip
+    nbits = [n for n in graph.node if n.op_type == "MatMulNBits"]
+    bits = {a.i for n in nbits for a in n.attribute if a.name == "bits"}
     assert bits == {4}
+    zero_points = {i.name: i for i in graph.initializer if i.name.endswith(".qzeros")}
+    assert len(nbits) == LAYERS * 4 + 1
+    for node in nbits:  # input 3 of MatMulNBits: uint8, two 4-bit zero points per byte
+        assert len(node.input) >= 4 and node.input[3] in zero_points
+        k = next(a.i for a in node.attribute if a.name == "K")
+        n = next(a.i for a in node.attribute if a.name == "N")
+        assert zero_points[node.input[3]].dims == [n * ((k // 32 + 1) // 2)]
     for g, w in zip(onnx_logits(GrowingRunner(open_session(dest))),
                     reference_logits(weights, "llama"), strict=True):  # fmt: skip
         np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
