@@ -55,8 +55,8 @@ def test_blocks_map_exactly(qtype):
     w = quant.to_nbits(raw, qtype, N, K, exact_offsets=True)
     bits, block, offsets = FORMS[qtype]
     assert (w.bits, w.block_size, w.exact, w.fallback_blocks) == (bits, block, True, 0)
-    # a type with offsets carries a zero point per block; the others MatMulNBits' default
-    assert (w.zero_points is not None) is offsets and (w.offsets is not None) is offsets
+    # Q2_K's per-block zero points are in its shifted codes: MatMulNBits' default, as the rest
+    assert w.zero_points is None and (w.offsets is not None) is offsets
     np.testing.assert_array_equal(w.dequantize(), ref)
     assert quant.nbits_size(qtype, N, K, exact_offsets=True) == w.nbytes
 
@@ -149,22 +149,27 @@ def test_default_accuracy_level_errs_like_q4_0_and_q8_0(tmp_path, qtype):
     assert _max_diff(got, want) <= 1e-2 * peak
 
 
-def test_q2_k_zero_points_bring_the_int8_part_near_the_weights():
-    """Q2_K's 2-bit codes are carried as they are, against a zero point per 16-element
-    sub-block (round(−o/s) clamped to 0…3; the offsets take the rest), so the int8 part of
-    the product is as near the weights as a zero point can bring it (with zero point 8 it was
-    ~5x their size)."""
+def test_q2_k_codes_are_shifted_to_bring_the_int8_part_near_the_weights():
+    """Q2_K's 2-bit codes are stored as q + 8 − z against MatMulNBits' default zero point 8,
+    z = round(−o/s) per 16-element sub-block (−4…8: every code stays in 0…15; the offsets
+    take the rest), so the int8 part s·(q − z) is the weights within half a step wherever z
+    is not clamped (with codes 0…3 against zero point 8 it was ~5x their size)."""
     raw, ref = _raw(Q.Q2_K)
     w = quant.to_nbits(raw, Q.Q2_K, N, K, exact_offsets=True)
-    codes = w.codes().reshape(N, -1, 16)
-    assert codes.min() >= 0 and codes.max() <= 3
-    z = w.zero_point_array()
-    assert z.min() >= 0 and z.max() <= 3
+    assert w.zero_points is None
     blocks = raw.reshape(N * K // 256, -1)
     _, _, scale, offset = quant._affine_params(blocks, Q.Q2_K)  # w = s·q + o per sub-block
     with np.errstate(divide="ignore", invalid="ignore"):
-        best = np.clip(np.nan_to_num(np.where(scale != 0, np.rint(-offset / scale), 0)), 0, 3)
-    np.testing.assert_array_equal(z.reshape(-1), best)
+        z = np.where(scale != 0, np.rint(-offset / scale), 0)
+    z = np.clip(np.nan_to_num(z), -4, 8)
+    codes = w.codes().reshape(-1, 16).astype(np.int64)
+    gguf_codes = codes - 8 + z[:, None].astype(np.int64)  # the file's 2-bit codes back
+    assert gguf_codes.min() >= 0 and gguf_codes.max() <= 3
+    part = (w.dequantize() - np.repeat(w.offsets, 16, axis=1)).reshape(-1, 16)
+    free = (z > -4) & (z < 8) & (scale != 0)
+    assert free.mean() > 0.5
+    near = np.abs(part - ref.reshape(-1, 16)) <= np.abs(scale)[:, None] * 0.5 * (1 + 1e-5)
+    assert near[free].all()
     np.testing.assert_array_equal(w.dequantize(), ref)
 
 

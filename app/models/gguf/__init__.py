@@ -2,7 +2,8 @@
 
 #: The exact-offsets form the converter writes (``quant``), recorded in a conversion's
 #: manifest: 3 = a zero point per block, ``round(−o/s)``, and the residual block offset
-#: ``o + z·s`` (Q4_1 / Q4_K / Q2_K on 4-bit blocks, Q5_1 / Q5_K on 8-bit ones); 2 = the
+#: ``o + z·s`` (Q4_1 / Q4_K: a zero-point tensor; Q2_K on 4-bit and Q5_1 / Q5_K on 8-bit
+#: blocks: codes shifted against the default zero point); 2 = the
 #: default zero point 8 and offsets ``o + 8·s`` (Q5_1 / Q5_K then with rounded offsets): the
 #: same Q4_1 weights, further from them with int8 activations; conversions without a record
 #: (form 1) carried per-block zero points without the residual offset. The starter converts

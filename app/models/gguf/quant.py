@@ -15,13 +15,15 @@ carry over as they are:
   whose offset does not fit the uint8 zero point falls back to a plain 8-bit min/max
   quantization of its values (counted).
 * ``exact_offsets=True`` (the default, ``weights.DEFAULT_EXACT_OFFSETS``), Q4_1 / Q4_K / Q2_K
-  on 4-bit blocks, Q5_1 / Q5_K on 8-bit ones → the codes unchanged, a zero point per block
-  ``z = round(−o/s)`` (clamped to the codes' range; MatMulNBits' ``zero_points``) and the
-  residual float block offset ``o + z·s``: ``w = s·(q − z) + (o + z·s)``, exact. MatMulNBits
-  computes the first term; the graph adds ``block_sums(x) @ offsets`` (a small float Gemm).
-  With int8 activations (accuracy_level 4) the error is the activations' rounding error
-  times the first term, which ``z`` makes the weights themselves within half a step, as
-  llama.cpp's dot products have it (bench/bench_fidelity.py; ``EXACT_OFFSETS_FORM`` 3).
+  on 4-bit blocks, Q5_1 / Q5_K on 8-bit ones → ``w = s·(q − z) + (o + z·s)``, exact: a zero
+  point per block ``z = round(−o/s)`` (Q4_1 / Q4_K: MatMulNBits' ``zero_points``; the
+  narrower codes of Q2_K and Q5_1 / Q5_K are stored shifted, ``q + 8 − z`` / ``q + 128 − z``,
+  against the default zero point) and the residual float block offset ``o + z·s``.
+  MatMulNBits computes the first term; the graph adds ``block_sums(x) @ offsets`` (a small
+  float Gemm). With int8 activations (accuracy_level 4) the error is the activations'
+  rounding error times the first term, which ``z`` makes the weights themselves within half
+  a step, as llama.cpp's dot products have it (bench/bench_fidelity.py; ``EXACT_OFFSETS_FORM``
+  3; ``_with_offsets``).
   Form 2 used the default zero point 8 for every block (Q4_1's int8 part sat about ``s/2``
   plus the block's midrange off the weights: 3–6% behind llama.cpp on the starter) and
   rounded Q5_1 / Q5_K's offsets (up to 4x behind). On the SmolLM2 starter
@@ -46,9 +48,9 @@ The low-bit types people download for 7–14B models map the same way, all exact
 
 * Q3_K (``w = d·sc·q``, q in −4…3, 16-element sub-blocks) → 4-bit block 16, default zero
   point 8 (codes ``q + 8``). ORT has no 3-bit MatMulNBits.
-* Q2_K (``w = d·sc·q − dmin·m``, 2-bit codes, sub-blocks of 16) → 4-bit block 16 codes with
-  zero points and block offsets (``exact_offsets``, the default, as Q4_1), or 8-bit codes
-  with rounded offsets like Q4_K. Codes ``q`` against zero point 8 erred ~4x as much as
+* Q2_K (``w = d·sc·q − dmin·m``, 2-bit codes, sub-blocks of 16) → 4-bit block 16 shifted
+  codes and block offsets (``exact_offsets``, the default, above), or 8-bit codes with
+  rounded offsets like Q4_K. Codes ``q`` against zero point 8 erred ~4x as much as
   llama.cpp's Q2_K with int8 activations. ORT's 2-bit MatMulNBits computes it exactly too,
   but has no fast CPU kernel (it dequantizes the whole matrix per call: ~70x the 4-bit
   kernel's time for one row).
@@ -438,27 +440,40 @@ def _checked_by_rows(w: NBitsWeight, raw: np.ndarray, qtype: Q) -> NBitsWeight:
 def _with_offsets(
     codes: np.ndarray, s: np.ndarray, o: np.ndarray, n: int, k: int, sub: int, bits: int
 ) -> NBitsWeight:
-    """Codes with ``w = s·code + o`` → ``s·(code − z) + (o + z·s)``: the codes unchanged
-    (4-bit blocks for codes of up to 4 bits, 8-bit ones for Q5_1 / Q5_K's 5-bit codes), ``z``
-    a zero point per block (MatMulNBits' ``zero_points``) and the residual ``o + z·s`` the
-    block offset the graph adds in float: exact (see the module docstring).
+    """Codes with ``w = s·code + o`` → ``s·(code − z) + (o + z·s)``, ``z`` a zero point per
+    block and the residual ``o + z·s`` the block offset the graph adds in float: exact (see
+    the module docstring).
 
     ``z`` only moves weight between the two terms, but with int8 activations
     (accuracy_level 4) it decides the error, which is the activations' rounding error times
-    the int8 part ``s·(code − z)``. ``z = round(−o/s)`` (clamped to the codes' range) makes
-    that part the weights themselves within half a step, as llama.cpp's dot products have it
-    (Q4_1 · Q8_1, Q4_K · Q8_K take the offset against the activations' block sums)."""
+    the int8 part ``s·(code − z)``. ``z = round(−o/s)`` makes that part the weights themselves
+    within half a step, as llama.cpp's dot products have it (Q4_1 · Q8_1, Q4_K · Q8_K take the
+    offset against the activations' block sums), as far as ``z`` can go:
+
+    * codes narrower than their blocks (Q2_K's 2-bit codes on 4 bits, Q5_1 / Q5_K's 5-bit
+      codes on 8) are stored shifted, ``code + m − z`` against MatMulNBits' default zero point
+      ``m`` (8, 128), so no zero-point tensor is needed (``z`` within what keeps every code
+      in range: −4…8 for 2-bit codes);
+    * 4-bit codes (Q4_1 / Q4_K) fill their blocks, so ``z`` (0…15) is a zero-point tensor,
+      two per byte, each row padded to whole bytes; ORT's int8 kernel then does ~9% more work
+      per decoded token on the starter (bench_fidelity's companion figures in
+      docs/ARCHITECTURE.md)."""
     kb = k // sub
     s = s.astype(np.float32)
+    store = 4 if bits <= 4 else 8
+    mid = 2 ** (store - 1)
+    top = 2**bits - 1
+    lo, hi = (0, top) if bits == store else (top + 1 - mid, mid)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(s != 0, np.rint(-o / s), 0)
-    z = np.clip(np.nan_to_num(z), 0, 2**bits - 1).astype(np.int64)
+    z = np.clip(np.nan_to_num(z), lo, hi).astype(np.int64)
     offsets = (o + z.astype(np.float32) * s).astype(np.float32).reshape(n, kb)
+    if bits < store:  # shifted codes, the default zero point
+        stored = (codes + (mid - z)[:, None]).astype(np.uint8).reshape(n, kb, sub)
+        packed = stored if store == 8 else _pack4(stored)
+        return NBitsWeight(store, sub, n, k, packed, s.reshape(n, kb), None, offsets=offsets)
     zp = z.astype(np.uint8).reshape(n, kb)
-    if bits > 4:
-        q8 = codes.astype(np.uint8).reshape(n, kb, sub)
-        return NBitsWeight(8, sub, n, k, q8, s.reshape(n, kb), zp, offsets=offsets)
-    if kb % 2:  # 4-bit zero points: two per byte, each row padded to whole bytes
+    if kb % 2:
         zp = np.concatenate([zp, np.zeros((n, 1), np.uint8)], axis=1)
     packed = _pack4(codes.astype(np.uint8).reshape(n, kb, sub))
     return NBitsWeight(4, sub, n, k, packed, s.reshape(n, kb), _pack4(zp), offsets=offsets)
@@ -488,9 +503,11 @@ def nbits_size(qtype: Q, n: int, k: int, *, exact_offsets: bool = False) -> int:
         return n * k * bits // 8 + n * k // sub * 4
     sub = 16 if qtype in (Q.Q6_K, Q.Q2_K) else 32
     kb = k // sub
-    if exact_offsets and qtype in (Q.Q4_1, Q.Q4_K, Q.Q2_K):  # codes, scales, offsets, zps
+    if exact_offsets and qtype in (Q.Q4_1, Q.Q4_K):  # codes, scales, offsets, zero points
         return n * k // 2 + n * kb * 8 + n * ((kb + 1) // 2)
-    if exact_offsets and qtype in (Q.Q5_1, Q.Q5_K):  # 8-bit codes, scales, offsets, zps
-        return n * k + n * kb * 9
+    if exact_offsets and qtype == Q.Q2_K:  # shifted 4-bit codes, scales, offsets
+        return n * k // 2 + n * kb * 8
+    if exact_offsets and qtype in (Q.Q5_1, Q.Q5_K):  # shifted 8-bit codes, scales, offsets
+        return n * k + n * kb * 8
     zp = 0 if qtype in (Q.Q8_0, Q.Q5_0, Q.Q6_K) else n * k // sub
     return n * k + n * k // sub * 4 + zp
