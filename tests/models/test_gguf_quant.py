@@ -32,7 +32,7 @@ def test_symmetric_types_are_exact(qtype):
 @pytest.mark.parametrize(("qtype", "bits"), [(Q.Q4_1, 4), (Q.Q4_K, 4), (Q.Q5_1, 8), (Q.Q5_K, 8)])
 @pytest.mark.parametrize("offset", [0.0, 0.04, 1.0])
 def test_affine_types_are_exact_with_offsets(qtype, bits, offset):
-    """w = s·q + o → s·(q − z) + (o + z·s) with z = round(−o/s) per block (4-bit codes: a
+    """w = s·q + o → s·(q − z) + (o + z·s) with a zero point z per block (4-bit codes: a
     zero-point tensor, 0…15; 5-bit ones on 8 bits: codes q + 128 − z against the default
     zero point) and the residual as a float block offset: bit-exact, whatever the offset."""
     raw, ref = _raw(qtype, offset=offset)
@@ -56,6 +56,22 @@ def test_zero_points_leave_the_int8_part_near_the_weights(qtype):
     part = w.dequantize().reshape(N, -1, 32) - w.offsets[..., None]
     assert np.all(np.abs(part - ref.reshape(N, -1, 32))
                   <= w.scales[..., None] * 0.5 * (1 + 1e-5))
+
+
+@pytest.mark.parametrize("qtype", [Q.Q4_K, Q.Q5_K])
+def test_k_quant_zero_points_are_the_block_mean_codes(qtype):
+    """The K-quants' zero point is each 32-element sub-block's mean code, rounded, so the
+    int8 part s·(q − z) is the weights less their sub-block mean within half a step."""
+    raw, ref = _raw(qtype, seed=6)
+    w = quant.to_nbits(raw, qtype, N, K, exact_offsets=True)
+    blocks = raw.reshape(N * K // 256, -1)
+    scale = quant._affine_params(blocks, qtype)[2]
+    ok = (scale != 0).reshape(N, -1)
+    part = w.dequantize().reshape(N, -1, 32) - w.offsets[..., None]
+    blocks_ref = ref.reshape(N, -1, 32)
+    centred = blocks_ref - blocks_ref.mean(axis=-1, keepdims=True)
+    near = np.abs(part - centred) <= scale.reshape(N, -1, 1) * 0.5 * (1 + 1e-5) + 1e-9
+    assert ok.mean() > 0.9 and near[ok].all()
 
 
 def test_q4_1_codes_carry_over_unchanged():

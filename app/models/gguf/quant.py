@@ -16,14 +16,14 @@ carry over as they are:
   quantization of its values (counted).
 * ``exact_offsets=True`` (the default, ``weights.DEFAULT_EXACT_OFFSETS``), Q4_1 / Q4_K / Q2_K
   on 4-bit blocks, Q5_1 / Q5_K on 8-bit ones → ``w = s·(q − z) + (o + z·s)``, exact: a zero
-  point per block ``z = round(−o/s)`` (Q4_1 / Q4_K: MatMulNBits' ``zero_points``; the
-  narrower codes of Q2_K and Q5_1 / Q5_K are stored shifted, ``q + 8 − z`` / ``q + 128 − z``,
-  against the default zero point) and the residual float block offset ``o + z·s``.
-  MatMulNBits computes the first term; the graph adds ``block_sums(x) @ offsets`` (a small
-  float Gemm). With int8 activations (accuracy_level 4) the error is the activations'
-  rounding error times the first term, which ``z`` makes the weights themselves within half
-  a step, as llama.cpp's dot products have it (bench/bench_fidelity.py; ``EXACT_OFFSETS_FORM``
-  3; ``_with_offsets``).
+  point per block ``z`` (Q4_1 / Q5_1: ``round(−o/s)``; the K-quants: the block's mean code;
+  Q4_1 / Q4_K: MatMulNBits' ``zero_points``; the narrower codes of Q2_K and Q5_1 / Q5_K are
+  stored shifted, ``q + 8 − z`` / ``q + 128 − z``, against the default zero point) and the
+  residual float block offset ``o + z·s``. MatMulNBits computes the first term; the graph
+  adds ``block_sums(x) @ offsets`` (a small float Gemm). With int8 activations
+  (accuracy_level 4) the error is the activations' rounding error times the first term,
+  which ``z`` keeps near the weights (``_with_offsets``; bench/bench_fidelity.py;
+  ``EXACT_OFFSETS_FORM`` 3).
   Form 2 used the default zero point 8 for every block (Q4_1's int8 part sat about ``s/2``
   plus the block's midrange off the weights: 3–6% behind llama.cpp on the starter) and
   rounded Q5_1 / Q5_K's offsets (up to 4x behind). On the SmolLM2 starter
@@ -377,7 +377,7 @@ def to_nbits(
             NBitsWeight(8, sub, n, k, q8.reshape(n, kb, sub), s.reshape(n, kb), None), w
         )
     if exact_offsets:
-        return _checked(_with_offsets(codes, s, o, n, k, sub, bits), w)
+        return _checked(_with_offsets(codes, s, o, n, k, sub, bits, qtype), w)
     f = 2 ** (8 - bits)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(s != 0, np.rint(f * o / s), 0).astype(np.int64)
@@ -437,8 +437,14 @@ def _checked_by_rows(w: NBitsWeight, raw: np.ndarray, qtype: Q) -> NBitsWeight:
     return w
 
 
+#: types whose zero point is the block's mean code; the others' is ``round(−o/s)`` (see
+#: ``_with_offsets``)
+MEAN_ZERO_TYPES = (Q.Q2_K, Q.Q4_K, Q.Q5_K)
+
+
 def _with_offsets(
-    codes: np.ndarray, s: np.ndarray, o: np.ndarray, n: int, k: int, sub: int, bits: int
+    codes: np.ndarray, s: np.ndarray, o: np.ndarray, n: int, k: int, sub: int, bits: int,
+    qtype: Q,
 ) -> NBitsWeight:
     """Codes with ``w = s·code + o`` → ``s·(code − z) + (o + z·s)``, ``z`` a zero point per
     block and the residual ``o + z·s`` the block offset the graph adds in float: exact (see
@@ -446,26 +452,34 @@ def _with_offsets(
 
     ``z`` only moves weight between the two terms, but with int8 activations
     (accuracy_level 4) it decides the error, which is the activations' rounding error times
-    the int8 part ``s·(code − z)``. ``z = round(−o/s)`` makes that part the weights themselves
-    within half a step, as llama.cpp's dot products have it (Q4_1 · Q8_1, Q4_K · Q8_K take the
-    offset against the activations' block sums), as far as ``z`` can go:
+    the int8 part ``s·(code − z)``. Measured (bench/bench_fidelity.py, docs/ARCHITECTURE.md),
+    the closer choice differs by family:
 
-    * codes narrower than their blocks (Q2_K's 2-bit codes on 4 bits, Q5_1 / Q5_K's 5-bit
-      codes on 8) are stored shifted, ``code + m − z`` against MatMulNBits' default zero point
-      ``m`` (8, 128), so no zero-point tensor is needed (``z`` within what keeps every code
-      in range: −4…8 for 2-bit codes);
-    * 4-bit codes (Q4_1 / Q4_K) fill their blocks, so ``z`` (0…15) is a zero-point tensor,
-      two per byte, each row padded to whole bytes; ORT's int8 kernel then does ~9% more work
-      per decoded token on the starter (bench_fidelity's companion figures in
-      docs/ARCHITECTURE.md)."""
+    * Q4_1 / Q5_1: ``z = round(−o/s)``, the code of the value 0, so the int8 part is the
+      weights themselves within half a step, as llama.cpp's Q4_1 · Q8_1 dot has it (on the
+      starter's real weights the block's mean code erred 5% more, on a Q5_1 requantization
+      of it 17% more);
+    * the K-quants (``MEAN_ZERO_TYPES``): the block's mean code, rounded, so the int8 part is
+      the weights less their block mean (``round(−o/s)`` erred 8% more on a Q4_K_S
+      requantization of the starter, 3x on random K-quant blocks).
+
+    Codes narrower than their blocks (Q2_K's 2-bit codes on 4 bits, Q5_1 / Q5_K's 5-bit codes
+    on 8) are stored shifted, ``code + m − z`` against MatMulNBits' default zero point ``m``
+    (8, 128), so no zero-point tensor is needed (``z`` kept where every code stays in range:
+    −4…8 for 2-bit codes). 4-bit codes (Q4_1 / Q4_K) fill their blocks, so ``z`` (0…15) is a
+    zero-point tensor, two per byte, each row padded to whole bytes; ORT's int8 kernel then
+    does ~9% more work per decoded token on the starter."""
     kb = k // sub
     s = s.astype(np.float32)
     store = 4 if bits <= 4 else 8
     mid = 2 ** (store - 1)
     top = 2**bits - 1
     lo, hi = (0, top) if bits == store else (top + 1 - mid, mid)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(s != 0, np.rint(-o / s), 0)
+    if qtype in MEAN_ZERO_TYPES:
+        z = np.rint(codes.mean(axis=1))
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(s != 0, np.rint(-o / s), 0)
     z = np.clip(np.nan_to_num(z), lo, hi).astype(np.int64)
     offsets = (o + z.astype(np.float32) * s).astype(np.float32).reshape(n, kb)
     if bits < store:  # shifted codes, the default zero point
