@@ -71,6 +71,13 @@ def nbits_weights(src, weights: dict, exact_offsets: bool = DEFAULT_EXACT_OFFSET
         ("qwen2", Q.F32, False, True, "native"),
         ("llama", Q.Q4_1, True, False, "fp32"),
         ("qwen2", Q.Q6_K, False, True, "fp32"),
+        # issue 27: every type's fp32 conversion (the low-bit ones: test_gguf_lowbit)
+        ("llama", Q.Q4_0, False, False, "fp32"),
+        ("llama", Q.Q5_0, True, False, "fp32"),
+        ("llama", Q.Q5_1, False, False, "fp32"),
+        ("llama", Q.Q8_0, True, False, "fp32"),
+        ("llama", Q.Q4_K, False, False, "fp32"),
+        ("llama", Q.Q5_K, True, False, "fp32"),
     ],
 )
 def test_float_paths_match_reference(tmp_path, arch, qtype, tied, bias, precision):
@@ -98,6 +105,7 @@ def test_float_paths_match_reference(tmp_path, arch, qtype, tied, bias, precisio
         ("llama", Q.Q4_K, False, False, True),
         ("llama", Q.Q5_1, True, False, True),
         ("llama", Q.Q5_K, False, False, True),
+        ("llama", Q.Q5_0, False, False, False),
     ],
 )
 def test_native_quantized_paths_match_reference(tmp_path, arch, qtype, tied, bias, exact_offsets):
@@ -112,7 +120,7 @@ def test_native_quantized_paths_match_reference(tmp_path, arch, qtype, tied, bia
     want = reference_logits(nbits_weights(src, weights, exact_offsets), arch)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
-    if qtype in (Q.Q8_0, Q.Q4_0, Q.Q6_K) or exact_offsets:  # exact: the GGUF's own weights
+    if qtype in (Q.Q8_0, Q.Q4_0, Q.Q5_0, Q.Q6_K) or exact_offsets:  # the GGUF's own weights
         for g, w in zip(got, reference_logits(weights, arch), strict=True):
             np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
 
