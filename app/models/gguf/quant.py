@@ -468,7 +468,7 @@ def _with_offsets(
     (8, 128), so no zero-point tensor is needed (``z`` kept where every code stays in range:
     −4…8 for 2-bit codes). 4-bit codes (Q4_1 / Q4_K) fill their blocks, so ``z`` (0…15) is a
     zero-point tensor, two per byte, each row padded to whole bytes; ORT's int8 kernel then
-    does ~9% more work per decoded token on the starter."""
+    takes 2–9% more CPU time per decoded token on the starter (docs/ARCHITECTURE.md)."""
     kb = k // sub
     s = s.astype(np.float32)
     store = 4 if bits <= 4 else 8
