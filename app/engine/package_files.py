@@ -43,10 +43,22 @@ SPECIAL_TOKEN_KEYS = ("pad_token", "unk_token", "sep_token", "cls_token", "mask_
 # (their ``layer_types`` or ``sliding_window_pattern`` say which), gpt-oss alternates, and
 # Phi-3's 2047 is the flash-attention window of its training (its exports attend over the
 # whole 4k context). Mistral 7B v0.1 is the model designed for a rolling KV buffer of its
-# window, so a window there (and in unknown families) is the policy window.
+# window, so a window there (and in unknown families) is the policy window. Names are compared
+# by ``family_key``: config.json says ``gpt_oss``, onnxruntime-genai's builder writes the
+# architecture's name less "ForCausalLM", lower-cased (``gptoss``; its model_type.h lists
+# it so), and GGUF files and Hearth's conversions before this said ``gpt-oss``.
 LOCAL_WINDOW_FAMILIES = frozenset(
     {"gemma2", "gemma3", "gemma3_text", "gemma3n", "gemma3n_text", "cohere2", "gpt_oss", "phi3"}
 )
+
+
+def family_key(name: object) -> str:
+    """A model family's name as every producer spells it alike: lower case, without "_"
+    or "-" (``gpt_oss`` / ``gptoss`` / ``gpt-oss`` → ``gptoss``)."""
+    return str(name or "").lower().replace("_", "").replace("-", "")
+
+
+_LOCAL_WINDOW_KEYS = frozenset(family_key(f) for f in LOCAL_WINDOW_FAMILIES)
 
 
 def attention_window(config: dict, context: int | None) -> int | None:
@@ -61,14 +73,24 @@ def attention_window(config: dict, context: int | None) -> int | None:
     it is as long as the context (Phi-3.5 / Phi-4-mini: 262144).
     """
     window = config.get("sliding_window")
+    local_layers = None
     if isinstance(window, dict):  # genai: {"window_size": …, "slide_key_value_cache": …}
+        # genai's builder lists the layers that use it: those its model class marks local
+        # (gpt-oss's even layers, Gemma's), none ([]) for a model without local layers
+        local_layers = window.get("layers")
         window = window.get("window_size")
     window = positive_int(window)
     if window is None or config.get("use_sliding_window") is False:
         return None
-    family = str(config.get("model_type") or config.get("type") or "").lower()
-    if family in LOCAL_WINDOW_FAMILIES or config.get("sliding_window_pattern"):
+    family = family_key(config.get("model_type") or config.get("type"))
+    if family in _LOCAL_WINDOW_KEYS or config.get("sliding_window_pattern"):
         return None
+    layers = positive_int((config.get("decoder") or {}).get("num_hidden_layers")
+                          or config.get("num_hidden_layers"))
+    if local_layers and isinstance(local_layers, list) and (
+        layers is None or len(local_layers) < layers
+    ):
+        return None  # some layers attend globally: a per-layer local window
     layer_types = config.get("layer_types")
     if isinstance(layer_types, list) and any(
         isinstance(t, str) and not t.startswith("sliding") for t in layer_types

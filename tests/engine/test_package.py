@@ -553,6 +553,30 @@ GENAI_FAMILIES = {
         32768, 4096,
     ),
     "smollm3": ({"type": "smollm3", "context_length": 65536}, None, 65536, None),
+    # onnxruntime-genai's builder names gpt-oss "gptoss" (GptOssForCausalLM less
+    # "ForCausalLM"); Hearth's conversions before said "gpt-oss": a local window either way
+    "gpt-oss (genai)": (
+        {"type": "gptoss", "context_length": 131072},
+        {"window_size": 128, "slide_key_value_cache": False},
+        131072, None,
+    ),
+    "gpt-oss (gguf)": (
+        {"type": "gpt-oss", "context_length": 131072},
+        {"window_size": 128, "slide_key_value_cache": False},
+        131072, None,
+    ),
+    # genai lists the layers its model class marks local: some layers only → a local window
+    "local layers listed": (
+        {"type": "newfamily", "context_length": 32768},
+        {"window_size": 512, "slide_key_value_cache": False, "layers": [0]},
+        32768, None,
+    ),
+    # ...and none ([]) for a model without local layers: Mistral keeps its policy window
+    "mistral, no local layers": (
+        {"type": "mistral", "context_length": 32768},
+        {"window_size": 4096, "slide_key_value_cache": True, "layers": []},
+        32768, 4096,
+    ),
 }
 
 

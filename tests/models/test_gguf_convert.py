@@ -71,6 +71,13 @@ def nbits_weights(src, weights: dict, exact_offsets: bool = DEFAULT_EXACT_OFFSET
         ("qwen2", Q.F32, False, True, "native"),
         ("llama", Q.Q4_1, True, False, "fp32"),
         ("qwen2", Q.Q6_K, False, True, "fp32"),
+        # issue 27: every type's fp32 conversion (the low-bit ones: test_gguf_lowbit)
+        ("llama", Q.Q4_0, False, False, "fp32"),
+        ("llama", Q.Q5_0, True, False, "fp32"),
+        ("llama", Q.Q5_1, False, False, "fp32"),
+        ("llama", Q.Q8_0, True, False, "fp32"),
+        ("llama", Q.Q4_K, False, False, "fp32"),
+        ("llama", Q.Q5_K, True, False, "fp32"),
     ],
 )
 def test_float_paths_match_reference(tmp_path, arch, qtype, tied, bias, precision):
@@ -96,6 +103,9 @@ def test_float_paths_match_reference(tmp_path, arch, qtype, tied, bias, precisio
         ("qwen2", Q.Q6_K, True, True, False),
         ("llama", Q.Q4_K, False, False, False),
         ("llama", Q.Q4_K, False, False, True),
+        ("llama", Q.Q5_1, True, False, True),
+        ("llama", Q.Q5_K, False, False, True),
+        ("llama", Q.Q5_0, False, False, False),
     ],
 )
 def test_native_quantized_paths_match_reference(tmp_path, arch, qtype, tied, bias, exact_offsets):
@@ -110,25 +120,34 @@ def test_native_quantized_paths_match_reference(tmp_path, arch, qtype, tied, bia
     want = reference_logits(nbits_weights(src, weights, exact_offsets), arch)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
-    if qtype in (Q.Q8_0, Q.Q4_0, Q.Q6_K) or exact_offsets:  # exact: the GGUF's own weights
+    if qtype in (Q.Q8_0, Q.Q4_0, Q.Q5_0, Q.Q6_K) or exact_offsets:  # the GGUF's own weights
         for g, w in zip(got, reference_logits(weights, arch), strict=True):
             np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
 
 
 def test_default_carries_q4_1_exactly(tmp_path):
     """Q4_1 converts by default as exact 4-bit codes plus block offsets (the form
-    bench/bench_prefill.py chose): every block matrix is a 4-bit MatMulNBits followed by its
-    offset Gemm, the manifest says so, and the logits are the GGUF's own weights'."""
+    bench/bench_prefill.py chose): every block matrix is a 4-bit MatMulNBits with a zero
+    point per block (its zero_points input, exact-offsets form 3) followed by its offset
+    Gemm, the manifest says so, and at accuracy_level 0 the logits are the GGUF's own
+    weights'."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=Q.Q4_1)
     dest = convert_gguf(src, tmp_path / "model", accuracy_level=0)
     conversion = json.loads((dest / "hearth-manifest.json").read_text())["conversion"]
-    assert conversion["exact_offsets"] is True
+    assert conversion["exact_offsets"] is True and conversion["offsets_form"] == 3
     assert conversion["weights"] == {"Q4_1->nbits4": LAYERS * 7 + 1}  # q k v o gate up down; head
     graph = _graph(dest)
-    bits = {a.i for n in graph.node if n.op_type == "MatMulNBits"
-            for a in n.attribute if a.name == "bits"}  # fmt: skip
+    nbits = [n for n in graph.node if n.op_type == "MatMulNBits"]
+    bits = {a.i for n in nbits for a in n.attribute if a.name == "bits"}
     assert bits == {4}
+    zero_points = {i.name: i for i in graph.initializer if i.name.endswith(".qzeros")}
+    assert len(nbits) == LAYERS * 4 + 1
+    for node in nbits:  # input 3 of MatMulNBits: uint8, two 4-bit zero points per byte
+        assert len(node.input) >= 4 and node.input[3] in zero_points
+        k = next(a.i for a in node.attribute if a.name == "K")
+        n = next(a.i for a in node.attribute if a.name == "N")
+        assert zero_points[node.input[3]].dims == [n * ((k // 32 + 1) // 2)]
     for g, w in zip(onnx_logits(GrowingRunner(open_session(dest))),
                     reference_logits(weights, "llama"), strict=True):  # fmt: skip
         np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)

@@ -136,7 +136,7 @@ def test_package_files(tmp_path):
     dest = convert_gguf(src, tmp_path / "model")
     cfg = json.loads((dest / "genai_config.json").read_text())["model"]
     tokens = GGUFFile(src).get("tokenizer.ggml.tokens")
-    assert cfg["type"] == "gemma3"
+    assert cfg["type"] == "gemma3_text"  # what onnxruntime-genai writes and reads
     assert cfg["eos_token_id"] == [2, tokens.index("<end_of_turn>")]
     assert cfg["pad_token_id"] == 2
     template = json.loads((dest / "tokenizer_config.json").read_text())["chat_template"]

@@ -200,6 +200,9 @@ def test_harmony_package(tmp_path):
     write_tiny_gpt_oss(src)
     dest = convert_gguf(src, tmp_path / "model")
     genai = json.loads((dest / "genai_config.json").read_text())
+    # onnxruntime-genai's own name for it (its builder: GptOssForCausalLM → "gptoss"; the
+    # GGUF says "gpt-oss", which genai's model_type.h does not list)
+    assert genai["model"]["type"] == "gptoss"
     tokens = GGUFFile(src).get("tokenizer.ggml.tokens")
     assert genai["model"]["eos_token_id"] == [tokens.index("<|return|>"),
                                               tokens.index("<|call|>")]

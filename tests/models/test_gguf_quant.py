@@ -29,17 +29,49 @@ def test_symmetric_types_are_exact(qtype):
     np.testing.assert_array_equal(w.dequantize(), ref)
 
 
-@pytest.mark.parametrize("qtype", [Q.Q4_1, Q.Q4_K])
+@pytest.mark.parametrize(("qtype", "bits"), [(Q.Q4_1, 4), (Q.Q4_K, 4), (Q.Q5_1, 8), (Q.Q5_K, 8)])
 @pytest.mark.parametrize("offset", [0.0, 0.04, 1.0])
-def test_4bit_affine_types_are_exact_with_offsets(qtype, offset):
-    """w = s·q + o → 4-bit codes unchanged, MatMulNBits' default zero point 8 (no
-    zero-point tensor) and a float block offset o + 8·s: bit-exact, whatever the offset."""
+def test_affine_types_are_exact_with_offsets(qtype, bits, offset):
+    """w = s·q + o → s·(q − z) + (o + z·s) with a zero point z per block (4-bit codes: a
+    zero-point tensor, 0…15; 5-bit ones on 8 bits: codes q + 128 − z against the default
+    zero point) and the residual as a float block offset: bit-exact, whatever the offset."""
     raw, ref = _raw(qtype, offset=offset)
     w = quant.to_nbits(raw, qtype, N, K, exact_offsets=True)
-    assert (w.bits, w.block_size, w.exact, w.fallback_blocks) == (4, 32, True, 0)
-    assert w.zero_points is None and np.all(w.zero_point_array() == 8)
+    assert (w.bits, w.block_size, w.exact, w.fallback_blocks) == (bits, 32, True, 0)
     assert w.offsets is not None and w.offsets.shape == (N, K // 32)
+    # 4-bit codes fill their blocks: a zero-point tensor; 5-bit ones are stored shifted
+    # against the default zero point 128 instead
+    assert (w.zero_points is not None) is (bits == 4)
     np.testing.assert_array_equal(w.dequantize(), ref)
+
+
+@pytest.mark.parametrize("qtype", [Q.Q4_1, Q.Q5_1])
+def test_zero_points_leave_the_int8_part_near_the_weights(qtype):
+    """The part MatMulNBits computes, s·(q − z), is the weights themselves within half a step
+    (with zero point 8 for every block it sat about s/2 plus the block's midrange off them),
+    so int8 activations err as llama.cpp's dot products do: the residual offset is at most
+    s/2 where the block spans zero, and never more than the offset itself."""
+    raw, ref = _raw(qtype, seed=5)
+    w = quant.to_nbits(raw, qtype, N, K, exact_offsets=True)
+    part = w.dequantize().reshape(N, -1, 32) - w.offsets[..., None]
+    assert np.all(np.abs(part - ref.reshape(N, -1, 32))
+                  <= w.scales[..., None] * 0.5 * (1 + 1e-5))
+
+
+@pytest.mark.parametrize("qtype", [Q.Q4_K, Q.Q5_K])
+def test_k_quant_zero_points_are_the_block_mean_codes(qtype):
+    """The K-quants' zero point is each 32-element sub-block's mean code, rounded, so the
+    int8 part s·(q − z) is the weights less their sub-block mean within half a step."""
+    raw, ref = _raw(qtype, seed=6)
+    w = quant.to_nbits(raw, qtype, N, K, exact_offsets=True)
+    blocks = raw.reshape(N * K // 256, -1)
+    scale = quant._affine_params(blocks, qtype)[2]
+    ok = (scale != 0).reshape(N, -1)
+    part = w.dequantize().reshape(N, -1, 32) - w.offsets[..., None]
+    blocks_ref = ref.reshape(N, -1, 32)
+    centred = blocks_ref - blocks_ref.mean(axis=-1, keepdims=True)
+    near = np.abs(part - centred) <= scale.reshape(N, -1, 1) * 0.5 * (1 + 1e-5) + 1e-9
+    assert ok.mean() > 0.9 and near[ok].all()
 
 
 def test_q4_1_codes_carry_over_unchanged():
@@ -66,12 +98,6 @@ def test_affine_types_within_bound(qtype, code_bits, offset):
         d = raw.reshape(-1, 20)[:, :2].copy().view(np.float16).astype(np.float32)
         assert np.all(err.reshape(-1) <= d.reshape(-1) / 32 * (1 + 1e-5) + 1e-9)
         assert w.fallback_blocks == 0
-
-
-def test_exact_offsets_leave_5bit_codes_on_8_bits():
-    raw, _ = _raw(Q.Q5_1)
-    w = quant.to_nbits(raw, Q.Q5_1, N, K, exact_offsets=True)
-    assert w.bits == 8 and w.offsets is None
 
 
 def test_offset_that_does_not_fit_falls_back():
@@ -109,9 +135,16 @@ def test_int4_packing_order_and_bound():
     assert np.all(np.abs(w.dequantize() - dense).reshape(8, 2, 32) <= absmax / 8 + 1e-6)
 
 
-@pytest.mark.parametrize("qtype", [Q.Q4_0, Q.Q4_1, Q.Q4_K, Q.Q5_1, Q.Q8_0, Q.Q6_K])
+@pytest.mark.parametrize(
+    "qtype", [Q.Q4_0, Q.Q4_1, Q.Q4_K, Q.Q5_1, Q.Q5_K, Q.Q8_0, Q.Q6_K, Q.Q2_K]
+)
 @pytest.mark.parametrize("exact", [False, True])
-def test_size_estimate_is_exact(qtype, exact):
+@pytest.mark.parametrize("k", [K, K - 32])  # K - 32: an odd number of blocks per row
+def test_size_estimate_is_exact(qtype, exact, k):
+    """The size estimate counts what the conversion writes, zero points and offsets too."""
+    if k % quants.GGML_QUANT_SIZES[qtype][0]:
+        pytest.skip("not a whole number of this type's blocks")
     raw, _ = _raw(qtype)
-    got = quant.to_nbits(raw, qtype, N, K, exact_offsets=exact).nbytes
-    assert quant.nbits_size(qtype, N, K, exact_offsets=exact) == got
+    raw = raw.reshape(N, -1)[:, : raw.reshape(N, -1).shape[1] * k // K]
+    got = quant.to_nbits(raw, qtype, N, k, exact_offsets=exact).nbytes
+    assert quant.nbits_size(qtype, N, k, exact_offsets=exact) == got

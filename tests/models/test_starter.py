@@ -221,6 +221,44 @@ def test_a_starter_in_an_older_form_is_converted_again(tmp_path, monkeypatch, re
     assert starter.is_current(folder)
 
 
+def test_a_form_2_starter_gets_its_zero_points_once(tmp_path, monkeypatch):
+    """A starter converted in exact-offsets form 2 (zero point 8 for every block) is converted
+    again into the current form (a zero point per block in every MatMulNBits), in place of
+    the old folder, and only once: the next start finds it current and converts nothing."""
+    import json
+
+    import onnx
+    from gguf import GGMLQuantizationType as Q
+
+    from app.models.gguf import EXACT_OFFSETS_FORM
+    from tests.models.tiny_gguf import write_tiny_gguf
+
+    assert EXACT_OFFSETS_FORM == 3
+    gguf_dir = tmp_path / "gguf"
+    gguf_dir.mkdir()
+    write_tiny_gguf(gguf_dir / starter.STARTER_GGUF, qtype=Q.Q4_1)
+    monkeypatch.setenv(starter.STARTER_DIR_ENV, str(gguf_dir))
+    folder = starter.starter_dir()
+    convert_gguf(gguf_dir / starter.STARTER_GGUF, folder, **starter.STARTER_CONVERSION)
+    manifest_path = next(folder.glob("*manifest*.json"))
+    doc = json.loads(manifest_path.read_text(encoding="utf-8"))
+    doc["conversion"]["offsets_form"] = 2
+    manifest_path.write_text(json.dumps(doc), encoding="utf-8")
+    (folder / "old-marker").write_text("form 2")
+
+    conversions = []
+    convert = starter._convert
+    monkeypatch.setattr(starter, "_convert",
+                        lambda *a, **kw: conversions.append(1) or convert(*a, **kw))
+    assert starter.ensure_starter() == folder
+    assert starter.ensure_starter() == folder
+    assert conversions == [1] and starter.is_current(folder)
+    assert not (folder / "old-marker").exists()
+    graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
+    nbits = [n for n in graph.node if n.op_type == "MatMulNBits"]
+    assert nbits and all(len(n.input) >= 4 and n.input[3].endswith(".qzeros") for n in nbits)
+
+
 def test_the_starter_installs_through_the_library_it_is_given(tmp_path, monkeypatch):
     """ensure_starter converts in staging and installs through ModelLibrary: into the
     library's models folder, listed there with its manifest, nothing left in staging."""

@@ -1,12 +1,15 @@
 """GGUF files → Hearth model folders (ONNX graph, tokenizer, manifest)."""
 
 #: The exact-offsets form the converter writes (``quant``), recorded in a conversion's
-#: manifest: 2 = MatMulNBits' default zero point 8 and block offsets ``o + 8·s`` (Q2_K's 2-bit
-#: codes stored centred, ``o + 2·s``; Q2_K conversions before that, also form 2, err more with
-#: int8 activations, and only the starter, Q4_1, is checked against this). Conversions
-#: without a record (form 1) carry per-block zero points: the same weights, slower decoding.
+#: manifest: 3 = a zero point per block, ``round(−o/s)``, and the residual block offset
+#: ``o + z·s`` (Q4_1 / Q4_K: a zero-point tensor; Q2_K on 4-bit and Q5_1 / Q5_K on 8-bit
+#: blocks: codes shifted against the default zero point); 2 = the
+#: default zero point 8 and offsets ``o + 8·s`` (Q5_1 / Q5_K then with rounded offsets): the
+#: same Q4_1 weights, further from them with int8 activations; conversions without a record
+#: (form 1) carried per-block zero points without the residual offset. The starter converts
+#: again once when its record differs (``starter.is_current``); imported models keep theirs.
 #: Kept here, free of imports, so the starter's check costs no numpy or gguf import.
-EXACT_OFFSETS_FORM = 2
+EXACT_OFFSETS_FORM = 3
 
 #: What a conversion suggests replies run with (genai_config.json's ``search``): a GGUF file
 #: carries no sampling advice, so the defaults llama.cpp front ends (LM Studio) give GGUFs.

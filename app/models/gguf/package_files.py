@@ -10,6 +10,12 @@ from app.manifest import source as source_record
 from app.models.gguf import SAMPLING_DEFAULTS
 from app.models.gguf.reader import ModelParams
 
+#: GGUF architecture → the model type onnxruntime-genai's builder writes for the same model
+#: (the Hugging Face architecture less "ForCausalLM", lower-cased, Gemma 3's text model named
+#: apart; genai's src/models/model_type.h lists these), so genai itself takes the folder:
+#: it reads ``gemma3`` as the vision-language model and knows no ``gpt-oss``
+GENAI_TYPES = {"gemma3": "gemma3_text", "gpt-oss": "gptoss"}
+
 
 def genai_config(
     p: ModelParams,
@@ -46,7 +52,7 @@ def genai_config(
             },
             "eos_token_id": eos_id,
             "pad_token_id": pad_id if pad_id is not None else _first(eos_id),
-            "type": p.arch,
+            "type": GENAI_TYPES.get(p.arch, p.arch),
             "vocab_size": p.vocab_size,
         },
         "search": {

@@ -8,23 +8,29 @@ carry over as they are:
 * Q8_0 (``w = d·q``, q int8) → 8-bit, default zero point 128: exact.
 * Q5_0 / Q6_K (symmetric, 5/6-bit codes) → 8-bit, zero point 128: exact (Q6_K in 16-element
   sub-blocks, scale ``d·sc``).
-* Q4_1 / Q4_K / Q5_1 / Q5_K (``w = s·q + o``: a scale and a per-block offset) → 8-bit with
-  uint8 zero points: ``q8 = f·q + k`` with ``f = 2**(8 − bits)``, scale ``s/f`` and
-  ``zp = k − round(f·o/s)``. The codes stay exact; only the offset is rounded, so the error
-  is at most ``s/(2f)`` (``d/32`` for Q4_1). A block whose offset does not fit the uint8 zero
-  point falls back to a plain 8-bit min/max quantization of its values (counted).
-* ``exact_offsets=True``, Q4_1 / Q4_K only → 4-bit with the codes unchanged, MatMulNBits'
-  default zero point 8 (no zero-point tensor) and a float block offset ``o + 8·s``:
-  ``w = s·(q − 8) + (o + 8·s)``, exact. MatMulNBits computes the first term; the graph adds
-  ``block_sums(x) @ offsets`` (a small float Gemm). Without zero points the int8 kernel
-  decodes ~5–9% faster on the starter than with per-block ones (``z = round(−o/s)``, the
-  form before; bench/bench_prefill.py), and int8 activations (accuracy_level 4) err as much
-  (largest logit difference from fp32 0.92 vs 0.74–0.94 over the same positions).
-  The default (``weights.DEFAULT_EXACT_OFFSETS``): on the SmolLM2 starter
-  (bench/bench_prefill.py, ORT 1.32, AVX2, CPU seconds on one thread) it decodes with ~20%
-  less work than the 8-bit form and reads prompts with ~25% less (ORT's 8-bit int8 kernel is
-  ~1.8x slower than fp32 GEMM at hundreds of rows, the 4-bit one ~1.1x), from a smaller file
-  (114 vs 153 MiB). The offsets' ReduceSum + Gemm cost ~10% of a prompt.
+* Q4_1 / Q4_K / Q5_1 / Q5_K (``w = s·q + o``: a scale and a per-block offset), with
+  ``exact_offsets=False`` → 8-bit with uint8 zero points: ``q8 = f·q + k`` with
+  ``f = 2**(8 − bits)``, scale ``s/f`` and ``zp = k − round(f·o/s)``. The codes stay exact;
+  only the offset is rounded, so the error is at most ``s/(2f)`` (``d/32`` for Q4_1). A block
+  whose offset does not fit the uint8 zero point falls back to a plain 8-bit min/max
+  quantization of its values (counted).
+* ``exact_offsets=True`` (the default, ``weights.DEFAULT_EXACT_OFFSETS``), Q4_1 / Q4_K / Q2_K
+  on 4-bit blocks, Q5_1 / Q5_K on 8-bit ones → ``w = s·(q − z) + (o + z·s)``, exact: a zero
+  point per block ``z`` (Q4_1 / Q5_1: ``round(−o/s)``; the K-quants: the block's mean code;
+  Q4_1 / Q4_K: MatMulNBits' ``zero_points``; the narrower codes of Q2_K and Q5_1 / Q5_K are
+  stored shifted, ``q + 8 − z`` / ``q + 128 − z``, against the default zero point) and the
+  residual float block offset ``o + z·s``. MatMulNBits computes the first term; the graph
+  adds ``block_sums(x) @ offsets`` (a small float Gemm). With int8 activations
+  (accuracy_level 4) the error is the activations' rounding error times the first term,
+  which ``z`` keeps near the weights (``_with_offsets``; bench/bench_fidelity.py;
+  ``EXACT_OFFSETS_FORM`` 3).
+  Form 2 used the default zero point 8 for every block (Q4_1's int8 part sat about ``s/2``
+  plus the block's midrange off the weights: 3–6% behind llama.cpp on the starter) and
+  rounded Q5_1 / Q5_K's offsets (up to 4x behind). On the SmolLM2 starter
+  (bench/bench_prefill.py, ORT 1.32, AVX2, CPU seconds on one thread) the 4-bit form decodes
+  with ~20% less work than the 8-bit form and reads prompts with ~25% less (ORT's 8-bit int8
+  kernel is ~1.8x slower than fp32 GEMM at hundreds of rows, the 4-bit one ~1.1x), from a
+  smaller file (114 vs 153 MiB). The offsets' ReduceSum + Gemm cost ~10% of a prompt.
 
 Verify steps (several rows) and one-token steps: with int8 activations (accuracy_level 4) they
 differ by up to ~1 logit on the starter, whatever the weights' form. The 4-bit MatMulNBits
@@ -42,13 +48,12 @@ The low-bit types people download for 7–14B models map the same way, all exact
 
 * Q3_K (``w = d·sc·q``, q in −4…3, 16-element sub-blocks) → 4-bit block 16, default zero
   point 8 (codes ``q + 8``). ORT has no 3-bit MatMulNBits.
-* Q2_K (``w = d·sc·q − dmin·m``, 2-bit codes, sub-blocks of 16) → 4-bit block 16 codes plus
-  block offsets (``exact_offsets``, the default), or 8-bit codes with rounded offsets like
-  Q4_K. The 4-bit codes are stored centred (``q + 6``, so ``s·(q − 2)`` plus the offset
-  ``o + 2s``): int8 activations then err ~0.6x as much as llama.cpp's Q2_K on the same file
-  (bench/bench_fidelity.py), where codes ``q`` against zero point 8 erred ~4x as much.
-  ORT's 2-bit MatMulNBits computes it exactly too, but has no fast CPU kernel (it
-  dequantizes the whole matrix per call: ~70x the 4-bit kernel's time for one row).
+* Q2_K (``w = d·sc·q − dmin·m``, 2-bit codes, sub-blocks of 16) → 4-bit block 16 shifted
+  codes and block offsets (``exact_offsets``, the default, above), or 8-bit codes with
+  rounded offsets like Q4_K. Codes ``q`` against zero point 8 erred ~4x as much as
+  llama.cpp's Q2_K with int8 activations. ORT's 2-bit MatMulNBits computes it exactly too,
+  but has no fast CPU kernel (it dequantizes the whole matrix per call: ~70x the 4-bit
+  kernel's time for one row).
 * IQ4_NL / IQ4_XS (``w = d·kvalues[q]``, a 16-entry int8 table) and the grid types IQ2_XXS,
   IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (``w = d·db·(±g)``, g a small integer of a fixed grid) →
   8-bit, default zero point 128, the signed integer value as the code: exact, 32- or
@@ -371,8 +376,8 @@ def to_nbits(
         return _checked(
             NBitsWeight(8, sub, n, k, q8.reshape(n, kb, sub), s.reshape(n, kb), None), w
         )
-    if exact_offsets and bits <= 4:
-        return _nbits4_with_offsets(codes, s, o, n, k, sub, bits)
+    if exact_offsets:
+        return _checked(_with_offsets(codes, s, o, n, k, sub, bits, qtype), w)
     f = 2 ** (8 - bits)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(s != 0, np.rint(f * o / s), 0).astype(np.int64)
@@ -432,24 +437,60 @@ def _checked_by_rows(w: NBitsWeight, raw: np.ndarray, qtype: Q) -> NBitsWeight:
     return w
 
 
-def _nbits4_with_offsets(
-    codes: np.ndarray, s: np.ndarray, o: np.ndarray, n: int, k: int, sub: int = 32,
-    bits: int = 4,
+#: types whose zero point is the block's mean code; the others' is ``round(−o/s)`` (see
+#: ``_with_offsets``)
+MEAN_ZERO_TYPES = (Q.Q2_K, Q.Q4_K, Q.Q5_K)
+
+
+def _with_offsets(
+    codes: np.ndarray, s: np.ndarray, o: np.ndarray, n: int, k: int, sub: int, bits: int,
+    qtype: Q,
 ) -> NBitsWeight:
-    """Codes of at most 4 bits with ``w = s·code + o`` → ``s·(code + 8 − m − 8) + (o + m·s)``,
-    ``m = 2**(bits − 1)``: MatMulNBits' default zero point, so no zero-point tensor (module
-    docstring). The stored codes are centred on the zero point (Q2_K's 0…3 become 6…9, not
-    0…3), so the int8 part of the product stays as small as the weights: with int8
-    activations (accuracy_level 4) the activations' rounding error is multiplied by
-    ``s·(code − 8)``, which for uncentred 2-bit codes is ~5x the weights' own size."""
+    """Codes with ``w = s·code + o`` → ``s·(code − z) + (o + z·s)``, ``z`` a zero point per
+    block and the residual ``o + z·s`` the block offset the graph adds in float: exact (see
+    the module docstring).
+
+    ``z`` only moves weight between the two terms, but with int8 activations
+    (accuracy_level 4) it decides the error, which is the activations' rounding error times
+    the int8 part ``s·(code − z)``. Measured (bench/bench_fidelity.py, docs/ARCHITECTURE.md),
+    the closer choice differs by family:
+
+    * Q4_1 / Q5_1: ``z = round(−o/s)``, the code of the value 0, so the int8 part is the
+      weights themselves within half a step, as llama.cpp's Q4_1 · Q8_1 dot has it (on the
+      starter's real weights the block's mean code erred 5% more, on a Q5_1 requantization
+      of it 17% more);
+    * the K-quants (``MEAN_ZERO_TYPES``): the block's mean code, rounded, so the int8 part is
+      the weights less their block mean (``round(−o/s)`` erred 8% more on a Q4_K_S
+      requantization of the starter, 3x on random K-quant blocks).
+
+    Codes narrower than their blocks (Q2_K's 2-bit codes on 4 bits, Q5_1 / Q5_K's 5-bit codes
+    on 8) are stored shifted, ``code + m − z`` against MatMulNBits' default zero point ``m``
+    (8, 128), so no zero-point tensor is needed (``z`` kept where every code stays in range:
+    −4…8 for 2-bit codes). 4-bit codes (Q4_1 / Q4_K) fill their blocks, so ``z`` (0…15) is a
+    zero-point tensor, two per byte, each row padded to whole bytes; ORT's int8 kernel then
+    takes 2–9% more CPU time per decoded token on the starter (docs/ARCHITECTURE.md)."""
     kb = k // sub
     s = s.astype(np.float32)
-    mid = 2 ** (bits - 1)
-    offsets = (o + np.float32(mid) * s).astype(np.float32)
-    stored = (codes + (8 - mid)).astype(np.uint8)
-    packed = _pack4(stored.reshape(n, kb, sub))
-    return NBitsWeight(4, sub, n, k, packed, s.reshape(n, kb), None,
-                       offsets=offsets.reshape(n, kb))
+    store = 4 if bits <= 4 else 8
+    mid = 2 ** (store - 1)
+    top = 2**bits - 1
+    lo, hi = (0, top) if bits == store else (top + 1 - mid, mid)
+    if qtype in MEAN_ZERO_TYPES:
+        z = np.rint(codes.mean(axis=1))
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(s != 0, np.rint(-o / s), 0)
+    z = np.clip(np.nan_to_num(z), lo, hi).astype(np.int64)
+    offsets = (o + z.astype(np.float32) * s).astype(np.float32).reshape(n, kb)
+    if bits < store:  # shifted codes, the default zero point
+        stored = (codes + (mid - z)[:, None]).astype(np.uint8).reshape(n, kb, sub)
+        packed = stored if store == 8 else _pack4(stored)
+        return NBitsWeight(store, sub, n, k, packed, s.reshape(n, kb), None, offsets=offsets)
+    zp = z.astype(np.uint8).reshape(n, kb)
+    if kb % 2:
+        zp = np.concatenate([zp, np.zeros((n, 1), np.uint8)], axis=1)
+    packed = _pack4(codes.astype(np.uint8).reshape(n, kb, sub))
+    return NBitsWeight(4, sub, n, k, packed, s.reshape(n, kb), _pack4(zp), offsets=offsets)
 
 
 def quantize_int4(w: np.ndarray, block_size: int = 32) -> NBitsWeight:
@@ -475,7 +516,12 @@ def nbits_size(qtype: Q, n: int, k: int, *, exact_offsets: bool = False) -> int:
         bits, sub = _SIGNED_FORM[qtype]
         return n * k * bits // 8 + n * k // sub * 4
     sub = 16 if qtype in (Q.Q6_K, Q.Q2_K) else 32
-    if exact_offsets and qtype in (Q.Q4_1, Q.Q4_K, Q.Q2_K):  # codes, scales, offsets
-        return n * k // 2 + n * (k // sub) * 8
+    kb = k // sub
+    if exact_offsets and qtype in (Q.Q4_1, Q.Q4_K):  # codes, scales, offsets, zero points
+        return n * k // 2 + n * kb * 8 + n * ((kb + 1) // 2)
+    if exact_offsets and qtype == Q.Q2_K:  # shifted 4-bit codes, scales, offsets
+        return n * k // 2 + n * kb * 8
+    if exact_offsets and qtype in (Q.Q5_1, Q.Q5_K):  # shifted 8-bit codes, scales, offsets
+        return n * k + n * kb * 8
     zp = 0 if qtype in (Q.Q8_0, Q.Q5_0, Q.Q6_K) else n * k // sub
     return n * k + n * k // sub * 4 + zp

@@ -21,8 +21,9 @@ from app.models.gguf.quant import NBitsWeight
 from app.models.gguf.reader import GGUFFile, matrix_shape
 
 PRECISIONS = ("native", "int4", "fp16", "fp32")
-#: Q4_1/Q4_K as exact 4-bit codes plus a block-offset term (see ``quant``) unless asked
-#: otherwise: exact, smaller, and faster on the starter than the 8-bit form (bench_prefill)
+#: Q4_1/Q4_K/Q2_K as exact 4-bit codes (Q5_1/Q5_K 8-bit) with zero points plus a block-offset
+#: term (see ``quant``) unless asked otherwise: exact, and on the starter smaller and faster
+#: than the 8-bit form with rounded offsets (bench_prefill)
 DEFAULT_EXACT_OFFSETS = True
 
 Linear = NBitsWeight | np.ndarray  # ndarray: float [N, K] (float32 or float16)
