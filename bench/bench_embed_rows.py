@@ -3,7 +3,7 @@ batches of 32 (the path before), on the starter's int8 and float32 graphs and, w
 ``--peer GRAPH``, on another graph of the same signature (e.g. a layout-2 model_int8.onnx,
 ORT's dynamic quantization, kept from an earlier conversion). Also counts the chunks whose
 batched vector is not the same bits as the chunk's own, and prints the model card's
-similarities each way.
+similarities each way. Each graph is measured twice, in one order and then the other.
 
 Prints figures only (never asserts). Run: ``python bench/bench_embed_rows.py [--chunks 200]
 [--threads 1] [--peer PATH]``. Chunks: README.md and docs/ARCHITECTURE.md, as a library
@@ -117,8 +117,8 @@ def main() -> None:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             graphs[f"peer ({args.peer})"] = ort.InferenceSession(
                 str(args.peer), options, providers=["CPUExecutionProvider"])
-        for name, session in graphs.items():
-            measure(name, session, ids, card)
+        for name, session in [*graphs.items(), *reversed(graphs.items())]:  # both orders:
+            measure(name, session, ids, card)  # the load moves while it runs
 
 
 if __name__ == "__main__":

@@ -13,11 +13,11 @@ Each text is its own session run, unpadded, so its vector depends on its text al
 bit, whatever else is embedded with it. Batches would break that two ways (measured on the
 starter, tests/documents/test_embed_rows.py): an int8 graph of ORT's dynamic quantization (the
 starter's ``model_int8.onnx``, nomic's ``model_quantized.onnx``) scales each activation
-tensor over the whole batch (cosine 0.988 against one text at a time), and even in float32
+tensor over the whole batch (cosine 0.987 against one text at a time), and even in float32
 the graph's mean pooling sums a padded row in another order (1e-7 apart). One text per run is
-also the faster way for chunks: 20% less CPU time per ~200-token chunk than sorted batches of
-32 on the starter's int8 and float32 graphs (bench/bench_embed_rows.py); a short text pays the
-per-run overhead instead (~5 against ~3.3 ms for 20 tokens).
+also the cheaper way for chunks: 20–25% less CPU time per ~200-token chunk than sorted
+batches of 32, on the starter's int8 and float32 graphs alike (bench/bench_embed_rows.py); a
+short text pays the per-run overhead instead (~5 against ~3.3 ms for 20 tokens).
 
 ``TextEmbedder`` is not thread-safe: it belongs to one thread. ``EmbeddingThread`` is that
 thread: it builds the embedder on its own thread and runs every call there, so indexing jobs

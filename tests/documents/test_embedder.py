@@ -91,12 +91,12 @@ def test_a_folder_converted_before_the_int8_graph_gains_it(embedder_dir, tmp_pat
 
 
 def test_the_int8_graph_quantizes_each_row_on_its_own(embedder_dir):
-    """Per-row QuantizeLinear + MatMulInteger for Q/K/V and the feed-forward layers, float32
-    MultiHeadAttention; nothing that scales a whole tensor (DynamicQuantizeLinear,
+    """Per-row QuantizeLinear + an int8 product for Q/K/V and the feed-forward layers,
+    float32 MultiHeadAttention; nothing that scales a whole tensor (DynamicQuantizeLinear,
     QAttention, DynamicQuantizeMatMul)."""
     ops = Counter(n.op_type for n in onnx.load(str(embedder_dir / INT8_GRAPH)).graph.node)
-    assert ops["MultiHeadAttention"] == 6 and ops["MatMulInteger"] == 6 * 3
-    assert ops["QuantizeLinear"] == ops["MatMulInteger"] and ops["MatMul"] == 6
+    assert ops["MultiHeadAttention"] == 6 and ops["MatMulIntegerToFloat"] == 6 * 3
+    assert ops["QuantizeLinear"] == ops["MatMulIntegerToFloat"] and ops["MatMul"] == 6
     assert not {"DynamicQuantizeLinear", "QAttention", "DynamicQuantizeMatMul"} & set(ops)
     meta = json.loads((embedder_dir / "embedder.json").read_text())
     assert meta["int8_layout"] == INT8_LAYOUT
