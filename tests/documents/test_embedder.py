@@ -90,11 +90,14 @@ def test_a_folder_converted_before_the_int8_graph_gains_it(embedder_dir, tmp_pat
     assert (old / INT8_GRAPH).read_bytes() == (embedder_dir / INT8_GRAPH).read_bytes()
 
 
-def test_the_int8_graph_quantizes_fused_attention(embedder_dir):
-    """Q, K and V in one int8 product per layer (QAttention), no [batch, heads, seq, seq]
-    score tensors of the standard graph's ops."""
+def test_the_int8_graph_quantizes_each_row_on_its_own(embedder_dir):
+    """Per-row QuantizeLinear + an int8 product for Q/K/V and the feed-forward layers,
+    float32 MultiHeadAttention; nothing that scales a whole tensor (DynamicQuantizeLinear,
+    QAttention, DynamicQuantizeMatMul)."""
     ops = Counter(n.op_type for n in onnx.load(str(embedder_dir / INT8_GRAPH)).graph.node)
-    assert ops["QAttention"] == 6 and ops["Softmax"] == 0 and ops["Transpose"] == 0
+    assert ops["MultiHeadAttention"] == 6 and ops["MatMulIntegerToFloat"] == 6 * 3
+    assert ops["QuantizeLinear"] == ops["MatMulIntegerToFloat"] and ops["MatMul"] == 6
+    assert not {"DynamicQuantizeLinear", "QAttention", "DynamicQuantizeMatMul"} & set(ops)
     meta = json.loads((embedder_dir / "embedder.json").read_text())
     assert meta["int8_layout"] == INT8_LAYOUT
 
@@ -105,10 +108,10 @@ def test_an_int8_graph_of_the_earlier_layout_is_rebuilt_from_the_reference(embed
     old.mkdir()
     for name in ("model.onnx", "tokenizer.json"):
         (old / name).symlink_to(embedder_dir / name)
-    (old / INT8_GRAPH).write_bytes(b"the standard graph quantized")  # never read
+    (old / INT8_GRAPH).write_bytes(b"ORT's dynamic quantization of layout 2")  # never read
     meta = json.loads((embedder_dir / "embedder.json").read_text())
     (old / "embedder.json").write_text(json.dumps(
-        {k: v for k, v in meta.items() if k != "int8_layout"}))
+        {**meta, "int8_layout": INT8_LAYOUT - 1}))
     assert ensure_embedder(root=tmp_path) == old
     assert (old / INT8_GRAPH).read_bytes() == (embedder_dir / INT8_GRAPH).read_bytes()
     assert json.loads((old / "embedder.json").read_text())["int8_layout"] == INT8_LAYOUT
