@@ -152,6 +152,9 @@ def main() -> int:
     parser.add_argument("--gguf", action="append", default=[], metavar="FILE",
                         help="also any GGUF file with its own tokenizer (real weights: e.g. the "
                         "starter requantized by llama.cpp's llama_model_quantize)")
+    parser.add_argument("--seeds", default="3", help="the tiny files' weight seeds, comma "
+                        "separated (Q4_0-like forms sit within rounding noise of llama.cpp: "
+                        "compare them over several)")
     parser.add_argument("--accuracy-level", type=int, default=4, help="the native form's "
                         "MatMulNBits accuracy_level (4: int8 activations, the app's; 0: float)")
     args = parser.parse_args()
@@ -170,14 +173,16 @@ def main() -> int:
                    accuracy_level=args.accuracy_level)
         from tests.models.tiny_gguf import write_tiny_gguf
 
+        seeds = [int(seed) for seed in args.seeds.split(",")]
         for key in filter(None, args.types.split(",")):  # --types "": none
-            qtype = TYPES[key]
-            gguf = tmp / f"tiny-{key}.gguf"
-            weights = write_tiny_gguf(gguf, qtype=qtype, layers=TINY_LAYERS, seed=3)
-            vocab = len(weights["token_embd.weight"])
-            ids = [int(x) for x in np.random.default_rng(7).integers(3, vocab, args.tokens)]
-            report(f"tiny random llama ({TINY_LAYERS} layers, hidden 256), {key}", gguf, ids,
-                   args.threads, tmp, weights, args.accuracy_level)
+            for seed in seeds:
+                qtype = TYPES[key]
+                gguf = tmp / f"tiny-{key}-{seed}.gguf"
+                weights = write_tiny_gguf(gguf, qtype=qtype, layers=TINY_LAYERS, seed=seed)
+                vocab = len(weights["token_embd.weight"])
+                ids = [int(x) for x in np.random.default_rng(7).integers(3, vocab, args.tokens)]
+                report(f"tiny random llama ({TINY_LAYERS} layers, hidden 256), {key}, "
+                       f"seed {seed}", gguf, ids, args.threads, tmp, weights, args.accuracy_level)
     return 0
 
 
