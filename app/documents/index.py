@@ -57,8 +57,9 @@ class Fusion:
 #: the fusion Hearth searches with, chosen on the tuning split of bench_docs.py's paraphrase
 #: set (bench/docs_questions.py) over k in 1..100, BM25 weight 0.5..2, 20 or 50 candidates and
 #: four chunk sizes: a small k trusts each list's first ranks, and BM25 counts a little less
-#: than the vectors (questions rarely use the passage's own words). Its held-out split and the
-#: README set, neither used to choose, are reported beside it.
+#: than the vectors (questions rarely use the passage's own words). The chunking was chosen
+#: again at this fusion on the same split (app/documents/chunking.py). Its held-out split and
+#: the README set, neither used to choose, are reported beside it.
 FUSION = Fusion(k=5.0, bm25_weight=0.7)
 
 _SCHEMA = """
