@@ -17,9 +17,10 @@ turn 1's (``starter``: the starter under $HEARTH_HOME, converted by
 - The labelled sets (bench/docs_questions.py): README.md and docs/ARCHITECTURE.md among the
   docstrings of 12 stdlib modules, with questions that often share the passage's words; and
   the paraphrase set, the docstrings of 24 stdlib modules with questions that say the same
-  thing in other words, split into the tuning half (what ``FUSION`` was chosen on) and the
-  held-out half. A hit is one of the answer's phrases (whitespace folded) inside a top-five
-  passage; a label whose phrases no chunk holds any more is printed as stale.
+  thing in other words, split into the tuning half (what ``FUSION`` and the chunking were
+  chosen on) and the held-out half. A hit is one of the answer's phrases (whitespace folded)
+  inside a top-five passage; a label whose phrases no chunk holds any more is printed as
+  stale.
 - Latency: an index of real text chunks (the stdlib docstrings, cycled) with random unit
   vectors (the matrix scan costs the same whatever the values), queried by the questions;
   the query embedding is timed apart.

@@ -8,17 +8,36 @@ says, so BM25 cannot win by copying keywords. Its even-numbered questions are th
 split (RRF constant, weights, chunk size were chosen on them); the odd-numbered ones are held
 out and only reported. A hit is a phrase (whitespace folded) inside one of the top five passages.
 
-Why hybrid does not beat BM25 on the README set (BM25 0.90, vectors 0.75, hybrid 0.80 with
-``FUSION``): it loses two answers BM25 ranks 1st and 5th and the vectors 45th and 19th ("How
-large may a request body…", "Which sampling defaults…"). Chunks on the same subject (the
-README server section's neighbours; ARCHITECTURE's GGUF-import rows) rank high in both lists
-and outscore a chunk only one list likes: rank fusion rewarding agreement, not overlap
-(chunks wholly repeated in the next one are 3 of about 890; dropping them changes nothing).
-Variants tried, none beating BM25 there: RRF k 1-60 x BM25 weight 0.5-1.5 x 20/50/100
-candidates, and min-max or 3-sigma normalised score sums (alpha 0.3-0.7). The best tie it
-(0.90) with k = 1 or BM25 weighted up, which the tuning split ranks below ``FUSION`` (0.71-0.76
-against 0.81). README.md and docs/ARCHITECTURE.md are the set's documents: a note there that
-quotes these questions becomes a passage BM25 ranks for them (one did: BM25 fell to 0.85).
+Why hybrid does not beat BM25 on the README set. With the fusion alone (800-character
+chunks, the heading before the embedded text; BM25 0.85, vectors 0.70, hybrid 0.80 with
+``FUSION``; earlier 0.90 / 0.75 / 0.80 over an older README) hybrid lost an answer BM25
+ranks 1st and the vectors 42nd ("How large may a request body…"): the README server
+section's neighbours rank high in both lists and fill the top five, outscoring a chunk only
+one list likes (rank fusion rewarding agreement, not overlap). Fusion variants tried, none
+beating BM25 there: RRF k 1-60 x BM25 weight 0.5-1.5 x 20/50/100 candidates, and min-max or
+3-sigma normalised score sums (alpha 0.3-0.7); the best tie it with k = 1 or BM25 weighted
+up, which the tuning split ranks below ``FUSION``.
+
+Then what goes into the two lists, each variant chosen at ``FUSION`` on the tuning split by
+recall@5, ties broken by MRR@10 there (recall@5 hybrid, README / tuning / held-out): a
+contextual header (the file's title and heading path before the text the embedder reads)
+0.85 / 0.81 / 0.70, with BM25 0.85 on the README set; long paragraphs cut at their list
+items as well 0.80 / 0.86 / 0.70 (BM25 0.80); then the chunk size with both: 700, 800, 850
+and 900 characters all 0.86 on the tuning split (MRR@10 0.520, 0.581, 0.564, 0.587), 1000
+0.81; in a draft of the list cut, 600 gave 0.76 and overlap 100 / 200 no gain. No change in
+tuning recall, or a loss: the file title in BM25's heading column (column weight 1 or 3),
+and diversifying the fused top five (at most 1-3 chunks per section or per run of
+neighbours, or MMR at lambda 0.6-0.9 over the chunk vectors). Landed: 900 characters, list
+items, the header (app/documents/chunking.py). The README set gains in both lists but
+hybrid stays below BM25 (``bench_docs.py --recall-only``: BM25 0.95, vectors 0.75, hybrid
+0.85): it loses "How large may a request body…" (BM25 1st, vectors 25th: five chunks of the
+server section, which both lists like, fill the top five) and "Which sampling defaults…"
+(BM25 6th, vectors 17th). What the README set likes the tuning split does not: 500-character
+chunks with the header (no list cut) gave hybrid 0.95 against BM25 0.90 there, but 0.81 on
+tuning and 0.65 held out.
+
+README.md and docs/ARCHITECTURE.md are the set's documents: a note there that quotes these
+questions becomes a passage BM25 ranks for them (one did: BM25 fell to 0.85).
 """
 
 from __future__ import annotations

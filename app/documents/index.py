@@ -13,6 +13,10 @@ the chunks (BM25) and each chunk's vector beside it (float32 blob).
   searched together give one vector ranking each (``search`` takes a query vector per
   embedder id). Changing a collection's embedder (``set_embedder``) drops its vectors in
   the same transaction; its files are indexed again from its folders.
+- ``meta.chunking`` records the recipe its chunks were cut and embedded by
+  (``chunking.CHUNKING_VERSION``). An index of an older recipe keeps its chunks searchable
+  but marks its files to index again (their hash cleared, in one transaction): the next add
+  or refresh re-indexes each of them, still one file per transaction.
 
 sqlite-vec was the other option; this Python's sqlite3 cannot load extensions, and a numpy
 matrix scan stays well under the latency goal at 100k chunks of 384 dims (bench_docs.py).
@@ -31,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.documents.chunking import Chunk
+from app.documents.chunking import CHUNKING_VERSION, Chunk
 from app.errors import HearthError
 
 SCHEMA_VERSION = 2  # 2: collections.embedder / dims
@@ -53,8 +57,9 @@ class Fusion:
 #: the fusion Hearth searches with, chosen on the tuning split of bench_docs.py's paraphrase
 #: set (bench/docs_questions.py) over k in 1..100, BM25 weight 0.5..2, 20 or 50 candidates and
 #: four chunk sizes: a small k trusts each list's first ranks, and BM25 counts a little less
-#: than the vectors (questions rarely use the passage's own words). Its held-out split and the
-#: README set, neither used to choose, are reported beside it.
+#: than the vectors (questions rarely use the passage's own words). The chunking was chosen
+#: again at this fusion on the same split (app/documents/chunking.py). Its held-out split and
+#: the README set, neither used to choose, are reported beside it.
 FUSION = Fusion(k=5.0, bm25_weight=0.7)
 
 _SCHEMA = """
@@ -149,7 +154,8 @@ class DocumentIndex:
             with self._transaction():
                 self._db.executemany("INSERT INTO meta VALUES (?, ?)", [
                     ("schema", str(SCHEMA_VERSION)), ("embedder", embedder_id),
-                    ("dims", str(dims)), ("generation", "0")])
+                    ("dims", str(dims)), ("generation", "0"),
+                    ("chunking", str(CHUNKING_VERSION))])
             return
         if int(meta.get("schema", "0")) > SCHEMA_VERSION:
             raise HearthError(f"The document index {self.path} is from a newer Hearth.")
@@ -162,6 +168,11 @@ class DocumentIndex:
                            (meta.get("embedder"), int(meta.get("dims", "0"))))
                 db.execute("UPDATE meta SET value = ? WHERE key = 'schema'",
                            (str(SCHEMA_VERSION),))
+        if int(meta.get("chunking", "1")) < CHUNKING_VERSION:  # cut or embedded another way
+            with self._transaction() as db:
+                db.execute("UPDATE files SET sha256 = ''")  # no file's hash matches: re-index
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('chunking', ?)",
+                           (str(CHUNKING_VERSION),))
 
     def close(self) -> None:
         if self._scorer_pool is not None:

@@ -25,7 +25,12 @@ from typing import Protocol
 import numpy as np
 
 from app.documents import limits
-from app.documents.chunking import OVERLAP_CHARS, TARGET_CHARS, chunk_sections
+from app.documents.chunking import (
+    OVERLAP_CHARS,
+    TARGET_CHARS,
+    chunk_sections,
+    embedding_text,
+)
 from app.documents.index import FUSION, DocumentIndex, Fusion, Passage
 from app.documents.parse import parse_file
 from app.documents.sections import DocumentError
@@ -216,8 +221,7 @@ class DocumentLibrary:
                 raise DocumentError(f"{path.name} has more text than Hearth indexes in one "
                                     "file; it was skipped.")
             embedder = self.embedder_for(self.index.collection_embedder(cid)[0])
-            vectors = embedder.embed_documents(
-                [f"{c.heading}\n{c.text}" if c.heading else c.text for c in chunks])
+            vectors = embedder.embed_documents([embedding_text(c, path.stem) for c in chunks])
             self.index.replace_file(cid, key, sha256=digest, size=size, kind=parsed.kind,
                                     pages=parsed.pages, chunks=chunks, vectors=vectors)
         except DocumentError as exc:

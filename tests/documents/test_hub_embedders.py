@@ -20,6 +20,7 @@ import openai
 import pytest
 from tokenizers import Tokenizer
 
+from app.documents.chunking import Chunk, embedding_text
 from app.documents.embedders import EmbedderStore
 from app.documents.embedding import EmbeddingThread, TextEmbedder
 from app.documents.index import DocumentIndex
@@ -84,6 +85,14 @@ def _reference(folder, entry, texts: list[str], pooling: str | None = None) -> n
     return np.array(rows, np.float32)
 
 
+def _document_text(entry, docs, path: str) -> str:
+    """What the embedder reads for a one-chunk note file: the entry's document prefix, the
+    chunk's header (the file's title) and its text."""
+    file = docs / path.rsplit("/", 1)[1]
+    chunk = Chunk(text=file.read_text().strip(), page=None, heading="", ordinal=0)
+    return entry.document_prefix + embedding_text(chunk, file.stem)
+
+
 def _apart(a: np.ndarray, b: np.ndarray) -> float:
     """The least distance between matching rows (unit vectors; rounding moves one < 1e-3)."""
     return float(np.linalg.norm(a - b, axis=1).min())
@@ -145,13 +154,12 @@ def test_a_hub_embedder_plans_downloads_loads_embeds_indexes_and_searches(
         assert len(report.indexed) == 3 and not report.failed
         cid = index.collection_id("notes")
         assert index.collection_embedder(cid) == (entry.id, entry.dims)
-        stored = {r.path: _reference(folder, entry, [
-            entry.document_prefix + (docs / r.path.rsplit("/", 1)[1]).read_text().strip()])[0]
-            for r in index.files(cid)}
+        stored = {r.path: _reference(folder, entry, [_document_text(entry, docs, r.path)])[0]
+                  for r in index.files(cid)}
         question = "what does the kettle do"
         found = library.search(question, ["notes"], top=3, mode="vector")
         ids, matrix = index.matrix([cid])
-        for passage in found:  # each file's vector: its text with the document prefix
+        for passage in found:  # each file's vector: its header and text, prefixed
             row = matrix[list(ids).index(passage.chunk_id)]
             np.testing.assert_allclose(row, stored[passage.file], atol=2e-5)
         query = _reference(folder, entry, [entry.query_prefix + question])[0]
@@ -274,9 +282,8 @@ def test_changing_a_librarys_embedder_indexes_it_again_with_the_new_one(monkeypa
                                mode="vector")
         ids, matrix = index.matrix([cid])
         for passage in (p for p in found if p.chunk_id in set(ids.tolist())):
-            text = (docs / passage.file.rsplit("/", 1)[1]).read_text().strip()
             np.testing.assert_allclose(matrix[list(ids).index(passage.chunk_id)], _reference(
-                folder, e5, [e5.document_prefix + text])[0], atol=2e-5)
+                folder, e5, [_document_text(e5, docs, passage.file)])[0], atol=2e-5)
         assert len(found) == 6
         index.close()
     for thread in opened.values():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -77,6 +78,46 @@ def test_vectors_find_what_shares_no_word_and_bm25_what_vectors_miss(library, do
     assert "10,000" in library.search("10,000", mode="bm25", top=1)[0].text
     fused = library.search("sunlight requirements for vegetables", top=1)[0]
     assert "Tomatoes" in fused.text
+
+
+def test_a_chunk_is_embedded_with_its_file_title_so_a_query_naming_the_file_finds_it(
+        library, tmp_path):
+    """Two files say the same words; only their names (the contextual header the embedder
+    reads) tell them apart. The passage handed out is the chunk's own text."""
+    folder = tmp_path / "manuals"
+    folder.mkdir()
+    same = "Clean it every month and replace the filter once a year.\n"
+    for name in ("aquarium.txt", "coffee-maker.txt"):  # the aquarium is indexed first
+        (folder / name).write_text(same)
+    library.add([folder], "manuals")
+    found = library.search("how often should I clean my coffee maker", mode="vector", top=2)
+    assert [Path(p.file).name for p in found] == ["coffee-maker.txt", "aquarium.txt"]
+    assert found[0].text == same.strip() and found[0].heading == ""
+    found = library.search("aquarium cleaning schedule", mode="vector", top=1)
+    assert Path(found[0].file).name == "aquarium.txt"
+
+
+def test_an_index_of_an_older_chunking_indexes_its_files_again_on_the_next_refresh(
+        library, docs):
+    import sqlite3
+
+    library.add([docs], "home")
+    path = library.index.path
+    db = sqlite3.connect(path)  # as an index written before the chunking recipe was recorded
+    db.execute("DELETE FROM meta WHERE key = 'chunking'")
+    db.commit()
+    db.close()
+    index = DocumentIndex(path, embedder_id=library.embedder.id, dims=library.embedder.dims)
+    older = DocumentLibrary(index, library.embedder)
+    try:
+        # still searchable meanwhile; each file is re-indexed whole by the next refresh
+        assert "engine oil" in older.search("change the engine oil", top=1)[0].text
+        report = older.refresh("home")
+        assert sorted(Path(p).name for p in report.indexed) == [
+            "car.pdf", "garden.md", "office.docx"] and report.unchanged == []
+        assert older.refresh("home").indexed == []  # once only
+    finally:
+        index.close()
 
 
 def test_unchanged_files_are_skipped_changed_ones_reindexed_and_deleted_ones_dropped(

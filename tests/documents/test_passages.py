@@ -44,10 +44,19 @@ def library(tmp_path):
     index.close()
 
 
+def _filled(sentences, limit: int) -> str:
+    """As many of ``sentences`` (cycled) as fit in ``limit`` characters, space-joined."""
+    text, i = "", 0
+    while len(f"{text} {sentences[i % len(sentences)]}".strip()) <= limit:
+        text = f"{text} {sentences[i % len(sentences)]}".strip()
+        i += 1
+    return text
+
+
 SHORT = "Water the tomatoes every evening in July."
-#: long enough that it does not fit beside SHORT in one chunk
-LONG = " ".join(["Tomatoes ripen on the vine when the nights stay warm; pick them when "
-                 "they give a little under the thumb."] * 7 + ["Keep the soil moist."] * 2)
+#: long enough that it does not fit beside SHORT in one chunk, short enough to be one piece
+LONG = _filled(["Tomatoes ripen on the vine when the nights stay warm; pick them when they "
+                "give a little under the thumb.", "Keep the soil moist."], TARGET_CHARS - 20)
 
 
 def _texts(passages) -> list[str]:
@@ -79,8 +88,10 @@ def test_a_file_in_two_collections_is_one_passage(library, tmp_path):
 
 def test_neighbours_sharing_most_of_the_shorter_become_one_passage_others_stay(library,
                                                                                 tmp_path):
-    first = " ".join([f"Step {i}: loosen the pump housing bolt number {i} slowly."
-                      for i in range(1, 15)] + ["Keep every bolt."])
+    first = _filled([f"Step {i}: loosen the pump housing bolt number {i} slowly."
+                     for i in range(1, 40)], TARGET_CHARS - 17) + " Keep every bolt."
+    while len(first) + len(" Go on.") <= TARGET_CHARS:
+        first += " Go on."
     assert TARGET_CHARS - 30 < len(first) <= TARGET_CHARS
     tail_note = "Then refit the pump housing."  # the next chunk: the tail, then this
     pump = tmp_path / "pump.txt"
@@ -93,8 +104,8 @@ def test_neighbours_sharing_most_of_the_shorter_become_one_passage_others_stay(l
     (passage,) = library.search("pump housing bolt", ["home"], top=5)
     assert passage.text == f"{first}\n\n{tail_note}" and len(passage.text) <= MERGE_LIMIT
     # ordinary overlap (the tail of a full chunk at the start of another full one) stays two
-    second = " ".join(f"Stage {i}: refit the pump housing bolt number {i} firmly."
-                      for i in range(1, 15))
+    second = _filled([f"Stage {i}: refit the pump housing bolt number {i} firmly."
+                      for i in range(1, 40)], TARGET_CHARS - 100)
     pump.write_text(f"{first}\n\n{second}\n", encoding="utf-8")
     library.refresh("home")
     assert len(library.search("pump housing bolt", ["home"], top=5)) == 2

@@ -65,3 +65,24 @@ def test_a_paragraph_longer_than_a_chunk_is_cut_at_sentences_then_words():
     chunks = chunk_sections([Section(text)], target=500, overlap=50)
     assert all(len(c.text) <= 500 + 50 + 2 for c in chunks)
     assert "Sentence number 199 is here." in "".join(c.text for c in chunks)
+
+
+def test_a_long_list_is_cut_between_its_items_which_stay_one_per_line():
+    items = [f"- item {i} " + " ".join(f"w{i}x{j}" for j in range(25)) for i in range(12)]
+    text = "Intro line.\n" + "\n".join(items)  # one paragraph: a Markdown list has no blanks
+    chunks = chunk_sections([Section(text, heading="Server")], target=800, overlap=150)
+    assert len(chunks) > 2
+    for item in items:  # every item whole in a chunk (not cut mid-item at a word)
+        assert any(item in c.text for c in chunks), item
+    for chunk in chunks:  # bullets keep their own lines, no blank lines put between them
+        assert "\n\n-" not in chunk.text
+        assert all(line.startswith("- ") for line in chunk.text.split("\n")[1:])
+
+
+def test_the_embedder_reads_the_file_title_and_heading_path_before_the_text():
+    from app.documents.chunking import Chunk, embedding_text
+
+    chunk = Chunk("Bodies are limited.", None, "Hearth › Local server", 3)
+    assert embedding_text(chunk, "README") == "README › Hearth › Local server\nBodies are limited."
+    assert embedding_text(Chunk("x", 2, "", 0), "") == "x"
+    assert embedding_text(Chunk("x", 2, "", 0), "book") == "book\nx"
