@@ -241,7 +241,12 @@ class MainWindow(QMainWindow):
         c = self.controller
         self.composer.submitted.connect(self.on_submitted)
         self.composer.edit.up_in_empty.connect(self.on_edit_last)
-        self.composer.stop_requested.connect(c.stop)
+        self.composer.stop_requested.connect(c.stop)  # the open chat's reply only
+        self.composer.stop_elsewhere_requested.connect(self.on_stop_elsewhere)
+        self.composer.send_refused.connect(lambda: self.bridge.info(c.busy_sentence()))
+        self.conversation_list.stop_requested.connect(c.stop)
+        c.busy_changed.connect(self._update_busy)
+        c.conversations.modelReset.connect(self._update_busy)  # a title changed
         self.conversation_list.selected.connect(c.open_conversation)
         self.conversation_list.new_requested.connect(c.new_conversation)
         self.conversation_list.rename_requested.connect(c.rename_conversation)
@@ -440,10 +445,27 @@ class MainWindow(QMainWindow):
         self.controller.perform(action, row)
 
     def on_generating_changed(self, generating: bool) -> None:
-        self.composer.set_generating(generating)
-        self.chat_view.set_busy(generating)
+        self._update_busy()
         if not generating:
             self.chat_view.flush()
+
+    def _update_busy(self, *_: object) -> None:
+        """Stop in the composer only for the open chat's own reply; a reply in another chat
+        is named above the text box instead, with a Stop of its own, and Send waits."""
+        c = self.controller
+        busy = c.busy_conversation
+        here = busy is not None and busy == c.current_id
+        self.composer.set_generating(here)
+        self.composer.set_busy_elsewhere(
+            c.busy_title() if busy is not None and not here else None,
+            c.conversations.busy_what)
+        self.chat_view.set_busy(here)
+
+    def on_stop_elsewhere(self) -> None:
+        """ "Stop that reply": the reply the note names, in the chat it is written in."""
+        busy = self.controller.busy_conversation
+        if busy is not None:
+            self.controller.stop(busy)
 
     def on_waiting_for_model(self, waiting: bool) -> None:
         """A message sent while the model loads waits: say so where the user looks."""
@@ -467,6 +489,7 @@ class MainWindow(QMainWindow):
         self.status.show_chat(self._last_reply_stats(), info.context_length if info else 0)
         self.conversation_list.select(conversation_id)
         self.chat_view.scroll_to_end()
+        self._update_busy()
 
     def _swap_draft(self, conversation_id: str | None) -> None:
         """What was being written stays with its chat: kept when another chat opens, back
