@@ -1267,7 +1267,12 @@ class ChatController(QObject):
 
     def _can_change(self, row: int) -> bool:
         if self.generating:
-            self.bridge.info("Stop the reply before changing the conversation.")
+            busy = self.busy_conversation
+            self.bridge.info(
+                f"The model is busy in the chat “{self.busy_title()}”: wait for that reply to "
+                "end, or stop it, before changing this chat."
+                if busy is not None and busy != self.current_id
+                else "Stop the reply before changing the conversation.")
             return False
         return 0 <= row < self.chat_model.rowCount() and self.current_id is not None
 

@@ -460,6 +460,7 @@ class MainWindow(QMainWindow):
             c.busy_title() if busy is not None and not here else None,
             c.conversations.busy_what)
         self.chat_view.set_busy(here)
+        self._show_waiting(here and c.conversations.busy_what == "waiting")
 
     def on_stop_elsewhere(self) -> None:
         """ "Stop that reply": the reply the note names, in the chat it is written in."""
@@ -470,12 +471,18 @@ class MainWindow(QMainWindow):
     def on_waiting_for_model(self, waiting: bool) -> None:
         """A message sent while the model loads waits: say so where the user looks."""
         self.status.set_waiting(waiting)
+        self._update_busy()
+
+    def _show_waiting(self, waiting: bool) -> None:
+        """The message box of the chat whose message waits for the model says so (another
+        chat's says where the model is busy instead: ``Composer.set_busy_elsewhere``)."""
         edit = self.composer.edit
-        if waiting:
+        held = getattr(self, "_placeholder", None)
+        if waiting and held is None:
             self._placeholder = edit.placeholderText()
             edit.setPlaceholderText("Waiting for the model to load…")
-        elif getattr(self, "_placeholder", None) is not None:
-            edit.setPlaceholderText(self._placeholder)
+        elif not waiting and held is not None:
+            edit.setPlaceholderText(held)
             self._placeholder = None
 
     def on_conversation_opened(self, conversation_id: str | None, values: dict) -> None:

@@ -141,6 +141,10 @@ def test_stop_in_the_open_chat_does_not_stop_the_reply_in_another(app, loader):
     assert "busy in the chat “Busy one”" in app.window.banner.text()
     assert [m.content for m in app.history.active_path(first)] == ["Old one",
                                                                    "You said: Old one"]
+    # a change here waits too, and names the chat it waits for
+    assert not app.controller.regenerate(1)
+    assert "busy in the chat “Busy one”" in app.window.banner.text()
+    assert "before changing this chat" in app.window.banner.text()
     loader.last.release.set()
     app.wait_idle()
     path = app.history.active_path(busy)
@@ -227,6 +231,33 @@ def test_a_held_message_reads_out_of_sight_marked_then_answers(app, tmp_path):
     app.wait_idle(timeout=15000)
     assert app.history.active_path(held)[-1].status == "complete"
     assert _mark(app, held) == ""
+
+
+def test_a_message_waiting_for_the_model_is_marked_and_can_be_dropped_by_name(app):
+    from tests.ui.conftest import make_model_folder
+
+    app.send("Old one")
+    first = app.controller.current_id
+    app.loader.load_delay = 1.0
+    assert app.controller.load_model(make_model_folder("slow-model", "Slow"))
+    app.controller.new_conversation()
+    app.send("Answer me when you are ready", wait=False)
+    waiting = app.controller.current_id
+    assert app.controller.queued and "Waiting for the model" in \
+        app.window.composer.edit.placeholderText()
+    _open(app, first)
+    assert _mark(app, waiting) == "waiting…"
+    composer = app.window.composer
+    assert "waits for the model to load" in composer.busy_banner.label.text()
+    assert "Waiting" not in composer.edit.placeholderText()  # nothing waits in this chat
+    assert composer.busy_banner.stop_button.text() == "Don't send it"
+    app.qtbot.mouseClick(composer.busy_banner.stop_button, Qt.MouseButton.LeftButton)
+    assert not app.controller.queued and not app.controller.generating
+    assert _mark(app, waiting) == "" and not composer.busy_banner.isVisible()
+    app.qtbot.waitUntil(lambda: app.controller.loading_path is None, timeout=5000)
+    assert app.controller.model_info.path.endswith("slow-model")
+    path = app.history.active_path(waiting)
+    assert [(m.role, m.content) for m in path] == [("user", "Answer me when you are ready")]
 
 
 def test_no_mark_outlives_a_quit(make_app, model_dir, loader):
