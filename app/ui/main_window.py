@@ -200,13 +200,15 @@ class MainWindow(QMainWindow):
 
     def _tab_order(self) -> None:
         """Tab goes the way the eye reads: model picker, Models, Chat settings, the chat
-        list, the message box, Send, then the row below it: Attach (and the files
-        attached), the chat's Tools and Libraries."""
+        list, the note's "Stop that reply" when the model is busy in another chat, the
+        message box, Send, then the row below it: Attach (and the files attached), the
+        chat's Tools and Libraries."""
         bar = self.toolbar
         chain = [self.model_picker, bar.widgetForAction(self.models_action),
                  bar.widgetForAction(self.panel_action), self.conversation_list.new_button,
                  self.conversation_list.search, self.conversation_list.view,
-                 self.composer.edit, self.composer.button, self.attachments.attach_button,
+                 self.composer.busy_banner.stop_button, self.composer.edit,
+                 self.composer.button, self.attachments.attach_button,
                  self.tools_button, self.libraries_button]
         for first, second in itertools.pairwise(chain):
             QWidget.setTabOrder(first, second)

@@ -115,6 +115,19 @@ def test_the_mark_is_painted_on_the_row_and_goes_with_the_reply(app, loader):
     assert marked() == 0
 
 
+def test_tab_reaches_stop_that_reply_and_the_keyboard_works_it(app, loader):
+    _first, busy = _reply_elsewhere(app, loader)
+    view = app.window.conversation_list.view
+    stop = app.window.composer.busy_banner.stop_button
+    view.setFocus()
+    app.qtbot.waitUntil(view.hasFocus, timeout=2000)
+    app.qtbot.keyClick(view, Qt.Key.Key_Tab)
+    assert stop.hasFocus()
+    app.qtbot.keyClick(stop, Qt.Key.Key_Space)
+    app.wait_idle()
+    assert app.history.active_path(busy)[-1].status == "stopped"
+
+
 def test_the_mark_clears_when_the_reply_fails_out_of_sight(app, loader):
     _first, busy = _reply_elsewhere(
         app, loader, error_after=3, error=TemplateError("The chat template is broken."))
