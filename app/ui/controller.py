@@ -264,6 +264,12 @@ class ChatController(QObject):
         nothing is."""
         return self._busy_now()[0]
 
+    @property
+    def busy_what(self) -> str:
+        """What the busy chat's message does: "answering", "waiting" (for the model to
+        load) or "reading" (its files); "" when none is in flight."""
+        return self._busy_now()[1]
+
     def _busy_now(self) -> tuple[str | None, str]:
         if self._active is not None:
             return self._active.conversation_id, "answering"

@@ -190,11 +190,6 @@ class ConversationListModel(QAbstractListModel):
         """The chat marked busy (None: none)."""
         return self._busy[0]
 
-    @property
-    def busy_what(self) -> str:
-        """What the busy chat's message does (a ``BUSY_MARKS`` key; "" when none is)."""
-        return self._busy[1]
-
     def set_busy(self, conversation_id: str | None, what: str = "") -> None:
         """Mark ``conversation_id``'s row with what its message does (a ``BUSY_MARKS``
         key), the mark leaving the row it was on; None: no row is marked."""

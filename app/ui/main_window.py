@@ -460,9 +460,9 @@ class MainWindow(QMainWindow):
         self.composer.set_generating(here)
         self.composer.set_busy_elsewhere(
             c.busy_title() if busy is not None and not here else None,
-            c.conversations.busy_what)
+            c.busy_what)
         self.chat_view.set_busy(here)
-        self._show_waiting(here and c.conversations.busy_what == "waiting")
+        self._show_waiting(here and c.busy_what == "waiting")
 
     def on_stop_elsewhere(self) -> None:
         """ "Stop that reply": the reply the note names, in the chat it is written in."""
