@@ -11,9 +11,10 @@ shown puts it under "Older".
 
 The chat whose message is in flight (``ChatController.busy_conversation``: answering, waiting
 for the model, or having its files read) carries a mark at the right of its row, "answering…"
-(``BUSY_MARKS``), in its tooltip and accessible name too, and a "Stop the reply" item in its
-menu: a reply written in a chat that is not on screen can be seen, and stopped by name. The
-mark is the controller's (``set_busy``), kept in memory only.
+(``BUSY_MARKS``; only its dot where the words would take over half the row), in its tooltip
+and accessible name too, and a "Stop the reply" item in its menu: a reply written in a chat
+that is not on screen can be seen, and stopped by name. The mark is the controller's
+(``set_busy``), kept in memory only.
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ def header_height(option: QStyleOptionViewItem) -> int:
 DAMAGED_SUFFIX = " (damaged)"
 #: the mark on the busy chat's row, by what its message is doing (ChatController._busy_now)
 BUSY_MARKS = {"answering": "answering…", "waiting": "waiting…", "reading": "reading…"}
+#: the most of a row the mark's words may take; past it (large text) only its dot shows
+MARK_SHARE = 0.5
 BUSY_TIPS = {
     "answering": "The model is answering in this chat.",
     "waiting": "A message in this chat waits for the model to load.",
@@ -264,6 +267,8 @@ class GroupDelegate(QStyledItemDelegate):
         metrics = option.fontMetrics
         dot = max(6, metrics.height() // 3)
         width = metrics.horizontalAdvance(mark) + dot + 16
+        if width > option.rect.width() * MARK_SHARE:  # large text, a narrow list: the dot
+            mark, width = "", dot + 14  # (its tooltip and accessible name still say it)
         # the row's background (hover, selection) across its whole width first
         panel = QStyleOptionViewItem(option)
         self.initStyleOption(panel, index)
@@ -286,9 +291,11 @@ class GroupDelegate(QStyledItemDelegate):
         rect = option.rect
         x = rect.right() - width + 6
         painter.drawEllipse(x, rect.center().y() - dot // 2, dot, dot)
-        painter.setPen(color)
-        text = QRect(x + dot + 4, rect.top(), width - dot - 10, rect.height())
-        painter.drawText(text, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, mark)
+        if mark:
+            painter.setPen(color)
+            text = QRect(x + dot + 4, rect.top(), width - dot - 10, rect.height())
+            painter.drawText(text, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                             mark)
         painter.restore()
 
 
