@@ -166,6 +166,8 @@ BUSY_NOTES = {
     "reading": "The files of a message in “{title}” are being read; the model answers it "
                "next. Send works again after that.",
 }
+#: a longer title is cut in the note (two lines at 800 px); its button's name has it whole
+NOTE_TITLE_CHARS = 60
 BUSY_STOPS = {"answering": "Stop that reply", "waiting": "Don't send it",
               "reading": "Don't send it"}
 
@@ -271,7 +273,9 @@ class Composer(QWidget):
         names it, offers to stop it, and Send waits."""
         self._elsewhere = title
         if title is not None:
-            note = BUSY_NOTES.get(what, BUSY_NOTES["answering"]).format(title=title)
+            short = title if len(title) <= NOTE_TITLE_CHARS else \
+                title[:NOTE_TITLE_CHARS - 1].rstrip() + "…"
+            note = BUSY_NOTES.get(what, BUSY_NOTES["answering"]).format(title=short)
             self.busy_banner.label.setText(note)
             stop = self.busy_banner.stop_button
             stop.setText(BUSY_STOPS.get(what, BUSY_STOPS["answering"]))

@@ -172,7 +172,12 @@ def test_stop_in_the_open_chat_does_not_stop_the_reply_in_another(app, loader):
 
 def test_stop_that_reply_stops_the_named_chat_and_clears_its_mark(app, loader):
     first, busy = _reply_elsewhere(app, loader)
-    stop = app.window.composer.busy_banner.stop_button
+    long_title = "A very long title " * 15  # 270 characters (the storage keeps 300)
+    app.controller.rename_conversation(busy, long_title.strip())
+    banner = app.window.composer.busy_banner
+    assert len(banner.label.text()) < 160 and "A very long title A very" in banner.label.text()
+    assert banner.stop_button.accessibleName() == f"Stop the reply in {long_title.strip()}"
+    stop = banner.stop_button
     app.qtbot.mouseClick(stop, Qt.MouseButton.LeftButton)
     app.wait_idle()
     path = app.history.active_path(busy)
