@@ -2,6 +2,11 @@
 
 While a message is being edited a banner above the text box says so ("Editing a message —
 Save & submit / Cancel"); Esc cancels the edit and brings back what was being written.
+
+While the model answers in another chat (``set_busy_elsewhere``) Send and Stop act on
+nothing here: a note above the text box names that chat, with a "Stop that reply" button
+of its own, and Send waits (disabled; Enter says why, ``send_refused``) until it ends. The
+user can go on writing meanwhile.
 """
 
 from __future__ import annotations
@@ -9,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QMimeData, Qt, Signal
-from PySide6.QtGui import QKeyEvent, QKeySequence
+from PySide6.QtGui import QGuiApplication, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -122,8 +127,49 @@ class EditBanner(QFrame):
 
     def set_text_points(self, points: float | None) -> None:
         """The banner's text size (its stylesheet owns its font); None: the system's."""
-        sheet = edit_banner_stylesheet(colors_for(self.palette()))
+        sheet = edit_banner_stylesheet(colors_for(QGuiApplication.palette()))
         self.setStyleSheet(sheet + zoom_stylesheet(points or system_points()))
+
+
+class BusyBanner(QFrame):
+    """ "The model is answering in “…”" above the text box, with "Stop that reply"."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("busyBanner")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self.label = QLabel(self)
+        self.label.setObjectName("busyNote")
+        self.label.setWordWrap(True)
+        self.stop_button = QPushButton("Stop that reply", self)
+        self.stop_button.setObjectName("stopElsewhere")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(10, 4, 6, 4)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.stop_button)
+        self.setAccessibleName("The model is busy in another chat")
+        self.set_text_points(None)
+        self.hide()
+
+    def set_text_points(self, points: float | None) -> None:
+        """The banner's text size (its stylesheet owns its font); None: the system's."""
+        sheet = edit_banner_stylesheet(colors_for(QGuiApplication.palette()))
+        self.setStyleSheet(sheet + zoom_stylesheet(points or system_points()))
+
+
+#: what the note above the text box says, by what the other chat's message does
+BUSY_NOTES = {
+    "answering": "The model is answering in “{title}”. Send works again when that reply "
+                 "ends.",
+    "waiting": "A message in “{title}” waits for the model to load. Send works again once "
+               "it is answered.",
+    "reading": "The files of a message in “{title}” are being read; the model answers it "
+               "next. Send works again after that.",
+}
+#: a longer title is cut in the note (two lines at 800 px); its button's name has it whole
+NOTE_TITLE_CHARS = 60
+BUSY_STOPS = {"answering": "Stop that reply", "waiting": "Don't send it",
+              "reading": "Don't send it"}
 
 
 class Composer(QWidget):
@@ -133,18 +179,26 @@ class Composer(QWidget):
         submitted(str text): the user sent a non-empty message.
         stop_requested(): the user asked to stop the streaming reply (Stop button or Esc).
         edit_cancelled(): the user left edit mode (Cancel or Esc) without sending.
+        stop_elsewhere_requested(): "Stop that reply": stop the reply in the other chat that
+            the busy note names (``set_busy_elsewhere``).
+        send_refused(): Enter while the model is busy in another chat (nothing was sent;
+            the text stays in the box).
     """
 
     submitted = Signal(str)
     stop_requested = Signal()
     edit_cancelled = Signal()
+    stop_elsewhere_requested = Signal()
+    send_refused = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._generating = False
         self._editing = False
         self._draft = ""  # what was being written before an edit began
+        self._elsewhere: str | None = None  # the title of the chat the model is busy in
         self.banner = EditBanner(self)
+        self.busy_banner = BusyBanner(self)
         self.edit = ComposerEdit(self)
         self.edit.setObjectName("composerEdit")
         self.edit.setAccessibleName("Message")
@@ -163,6 +217,7 @@ class Composer(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 4, 8, 8)
         layout.setSpacing(4)
+        layout.addWidget(self.busy_banner)
         layout.addWidget(self.banner)
         layout.addLayout(row)
         #: below the text box: attachments and the chat's tools / libraries menus
@@ -173,6 +228,7 @@ class Composer(QWidget):
         layout.addLayout(self.accessories)
         self.banner.save_button.clicked.connect(self.on_send)
         self.banner.cancel_button.clicked.connect(self.on_cancel_edit)
+        self.busy_banner.stop_button.clicked.connect(self.stop_elsewhere_requested)
         self.edit.send_pressed.connect(self.on_send)
         self.edit.stop_pressed.connect(self.on_stop)
         self.button.clicked.connect(self.on_button_clicked)
@@ -201,9 +257,41 @@ class Composer(QWidget):
         return self._generating
 
     def set_generating(self, generating: bool) -> None:
+        """A reply is in flight in this chat: the button is Stop (Esc stops too)."""
         self._generating = generating
         self.button.setText("Stop" if generating else "Send")
         self.button.setAccessibleName("Stop" if generating else "Send")
+        self._update_button()
+
+    @property
+    def busy_elsewhere(self) -> str | None:
+        """The title of the other chat the model is busy in (None: it is not)."""
+        return self._elsewhere
+
+    def set_busy_elsewhere(self, title: str | None, what: str = "answering") -> None:
+        """The model is busy in the chat ``title`` (None: not in another chat): the note
+        names it, offers to stop it, and Send waits."""
+        self._elsewhere = title
+        if title is not None:
+            short = title if len(title) <= NOTE_TITLE_CHARS else \
+                title[:NOTE_TITLE_CHARS - 1].rstrip() + "…"
+            note = BUSY_NOTES.get(what, BUSY_NOTES["answering"]).format(title=short)
+            self.busy_banner.label.setText(note)
+            stop = self.busy_banner.stop_button
+            stop.setText(BUSY_STOPS.get(what, BUSY_STOPS["answering"]))
+            stop.setAccessibleName(f"Stop the reply in {title}")
+            stop.setAccessibleDescription(f"Stop what the model does in the chat “{title}”; "
+                                          "this chat is not changed.")
+            self.busy_banner.setAccessibleDescription(note)
+        self.busy_banner.setVisible(title is not None)
+        self._update_button()
+
+    def _update_button(self) -> None:
+        waits = self._elsewhere is not None and not self._generating
+        self.button.setEnabled(not waits)
+        self.button.setToolTip(
+            f"The model is busy in “{self._elsewhere}”: Send works again when it is done."
+            if waits else "")
 
     @property
     def editing(self) -> bool:
@@ -251,6 +339,9 @@ class Composer(QWidget):
     def on_send(self) -> None:
         if self._generating:
             return
+        if self._elsewhere is not None:  # the text stays; the note says why
+            self.send_refused.emit()
+            return
         text = clean_text(self.edit.toPlainText()).strip()
         if not text:
             return
@@ -271,13 +362,18 @@ class Composer(QWidget):
         self._points = points
         set_font_points(self, points or system_points())
         self.banner.set_text_points(points)
+        self.busy_banner.set_text_points(points)
         self._style_button()
         self._fit_edit_height()
 
     def set_button_stylesheet(self, sheet: str) -> None:
-        """Send's look (theme colours, focus ring); its text size stays the composer's."""
+        """Send's look (theme colours, focus ring); its text size stays the composer's. The
+        banners above the text box take the theme's colours again with it."""
         self._button_sheet = sheet
         self._style_button()
+        points = getattr(self, "_points", None)
+        self.banner.set_text_points(points)
+        self.busy_banner.set_text_points(points)
 
     def _style_button(self) -> None:
         sheet = getattr(self, "_button_sheet", "")

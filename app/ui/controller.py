@@ -32,6 +32,14 @@ system prompt and settings; Stop leaves it unanswered (``held_stopped``). A mess
 waits for the model to load is answered the same way once it is ready: in its own chat,
 which is not opened over the one on screen.
 
+Which chat that message is in is ``busy_conversation`` (``busy_changed`` says when it
+changes, with what it is doing: "answering", "waiting" for the model, "reading" its files);
+the chat list marks that row (app/ui/conversation_list.py). Stop acts on one chat:
+``stop(conversation_id)``, the open chat's when none is named, so the open chat's Stop never
+ends a reply written in another chat; the window names that chat and stops it only when
+asked to by name (app/ui/main_window.py). The mark lives in memory only: nothing of it is
+stored, so it never outlives the process.
+
 A reply that fails stays on its turn: one that wrote nothing is kept as an empty 'failed'
 row (its error in the provenance), and ``retry`` asks again on the same turn (in place; a
 reply that holds part of an answer gets a new version beside it instead), so the question
@@ -154,6 +162,8 @@ class ChatController(QObject):
     conversation_titled(str conversation_id, str title): the model named the chat.
     held_stopped(int message_id): Stop dropped the message held for its files (``hold``):
         it stays in its chat, unanswered.
+    busy_changed(object conversation_id | None, str what): the chat whose message is in
+        flight changed, or what it does ("answering", "waiting", "reading"; "" with None).
     """
 
     conversation_opened = Signal(object, dict)
@@ -173,6 +183,7 @@ class ChatController(QObject):
     approval_requested = Signal(object)
     conversation_titled = Signal(str, str)
     held_stopped = Signal(int)
+    busy_changed = Signal(object, str)
 
     def __init__(
         self,
@@ -215,6 +226,10 @@ class ChatController(QObject):
         #: the toolbox of a chat not on screen, for its held message's reply (``release``);
         #: app/ui/tool_controller.py sets it (None: such a reply runs without tools)
         self.toolbox_for: Callable[[str], Toolbox | None] | None = None
+        self._busy: tuple[str | None, str] = (None, "")  # what busy_changed last said
+        # first of their listeners: the list's mark is right when the window's run
+        self.generating_changed.connect(self._sync_busy)
+        self.waiting_for_model.connect(self._sync_busy)
         w = self.worker  # its signals arrive queued on this (the UI) thread
         w.loaded.connect(self.on_loaded)
         w.load_failed.connect(self.on_load_failed)
@@ -242,6 +257,49 @@ class ChatController(QObject):
         """A reply is streaming, or a message waits for the model to load or is held while
         its files are read (one message in flight at a time, whichever chat it is in)."""
         return self._active is not None or self._queued is not None or self._held is not None
+
+    @property
+    def busy_conversation(self) -> str | None:
+        """The chat whose message is in flight (``generating``), open or not; None when
+        nothing is."""
+        return self._busy_now()[0]
+
+    @property
+    def busy_what(self) -> str:
+        """What the busy chat's message does: "answering", "waiting" (for the model to
+        load) or "reading" (its files); "" when none is in flight."""
+        return self._busy_now()[1]
+
+    def _busy_now(self) -> tuple[str | None, str]:
+        if self._active is not None:
+            return self._active.conversation_id, "answering"
+        if self._queued is not None:
+            return self._queued, "waiting"
+        if self._held is not None:
+            return self._held[0], "reading"
+        return None, ""
+
+    def _sync_busy(self, *_: object) -> None:
+        """Mark the busy chat's row in the list, and say so when it changed."""
+        busy = self._busy_now()
+        if busy == self._busy:
+            return
+        self._busy = busy
+        self.conversations.set_busy(*busy)
+        self.busy_changed.emit(*busy)
+
+    def busy_title(self) -> str:
+        """The title of the busy chat, as the list shows it ("" when none is busy)."""
+        cid = self.busy_conversation
+        if cid is None:
+            return ""
+        conv = self.history.get_conversation(cid)
+        return (conv.title if conv is not None else "") or "New chat"
+
+    def busy_sentence(self) -> str:
+        """Why a message written in another chat is not sent now."""
+        return (f"The model is busy in the chat “{self.busy_title()}”: wait for that reply "
+                "to end, or stop it, then send this one (it stays in the box).")
 
     @property
     def importing(self) -> bool:
@@ -431,7 +489,11 @@ class ChatController(QObject):
         if not text:
             return False
         if self.generating:
-            self.bridge.info("Wait for the reply to finish, or stop it first.")
+            busy = self.busy_conversation
+            if busy is not None and busy != self.current_id:
+                self.bridge.info(self.busy_sentence())
+            else:
+                self.bridge.info("Wait for the reply to finish, or stop it first.")
             return False
         if self.importing:  # the import holds the history's write lock until it ends
             self.bridge.info("Wait for the chat import to finish, or cancel it first.")
@@ -553,10 +615,14 @@ class ChatController(QObject):
             return False
         return True
 
-    def stop(self) -> None:
+    def stop(self, conversation_id: str | None = None) -> bool:
         """Stop the streaming reply (sets the worker's Event directly; not queued), or drop
         the message waiting for the model or held for its files (it stays in the chat,
-        unanswered)."""
+        unanswered), when it is in ``conversation_id`` (None: the open chat). A message in
+        flight in another chat goes on: False, nothing was stopped."""
+        target = conversation_id or self.current_id
+        if target is None or target != self.busy_conversation:
+            return False
         if self._active is not None:
             self.worker.stop()
         elif self._take_queued() is not None:
@@ -566,6 +632,7 @@ class ChatController(QObject):
             self._held = None
             self.held_stopped.emit(message_id)
             self.generating_changed.emit(False)
+        return True
 
     def perform(self, action: str, row: int) -> bool:
         """A per-message action from the chat view: edit, regenerate, delete, previous or
@@ -1076,6 +1143,7 @@ class ChatController(QObject):
             self._active.writer.finish("stopped", self._provenance(self._active, None, None),
                                        reasoning_ms=self._active.measured_thinking_ms())
         self._active = None
+        self._sync_busy()  # no mark is left on the list
         imports = self.imports.shutdown()  # an import part way is rolled back
         if not self._wait_for_worker():
             return False
@@ -1205,7 +1273,12 @@ class ChatController(QObject):
 
     def _can_change(self, row: int) -> bool:
         if self.generating:
-            self.bridge.info("Stop the reply before changing the conversation.")
+            busy = self.busy_conversation
+            self.bridge.info(
+                f"The model is busy in the chat “{self.busy_title()}”: wait for that reply to "
+                "end, or stop it, before changing this chat."
+                if busy is not None and busy != self.current_id
+                else "Stop the reply before changing the conversation.")
             return False
         return 0 <= row < self.chat_model.rowCount() and self.current_id is not None
 

@@ -8,6 +8,13 @@ No row can stop the list from being built: a chat whose row could not be read as
 (``Conversation.damaged``: damaged text, a time no calendar can show) is listed with
 "(damaged)" after its title and says why in its tooltip, and a date that still cannot be
 shown puts it under "Older".
+
+The chat whose message is in flight (``ChatController.busy_conversation``: answering, waiting
+for the model, or having its files read) carries a mark at the right of its row, "answering…"
+(``BUSY_MARKS``; only its dot where the words would take over half the row), in its tooltip
+and accessible name too, and a "Stop the reply" item in its menu: a reply written in a chat
+that is not on screen can be seen, and stopped by name. The mark is the controller's
+(``set_busy``), kept in memory only.
 """
 
 from __future__ import annotations
@@ -26,7 +33,16 @@ from PySide6.QtCore import (
     Qt,
     Signal,
 )
-from PySide6.QtGui import QColor, QFont, QGuiApplication, QKeyEvent, QMouseEvent
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QGuiApplication,
+    QIcon,
+    QKeyEvent,
+    QMouseEvent,
+    QPainter,
+    QPalette,
+)
 from PySide6.QtWidgets import (
     QInputDialog,
     QLabel,
@@ -35,6 +51,7 @@ from PySide6.QtWidgets import (
     QMenu,
     QMessageBox,
     QPushButton,
+    QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
     QVBoxLayout,
@@ -55,6 +72,15 @@ def header_height(option: QStyleOptionViewItem) -> int:
     """Room for a group name above a row, in the list's (zoomed) font."""
     return max(HEADER_HEIGHT, option.fontMetrics.height() + 12)
 DAMAGED_SUFFIX = " (damaged)"
+#: the mark on the busy chat's row, by what its message is doing (ChatController._busy_now)
+BUSY_MARKS = {"answering": "answering…", "waiting": "waiting…", "reading": "reading…"}
+#: the most of a row the mark's words may take; past it (large text) only its dot shows
+MARK_SHARE = 0.5
+BUSY_TIPS = {
+    "answering": "The model is answering in this chat.",
+    "waiting": "A message in this chat waits for the model to load.",
+    "reading": "The files of a message in this chat are being read; it is answered next.",
+}
 DAMAGED_TIP = ("Part of this chat could not be read from the history (damaged text, or a "
                "date no calendar can show). Open it to see what is readable, and export it "
                "to keep that.")
@@ -92,6 +118,7 @@ class ConversationListModel(QAbstractListModel):
     ConversationRole = Qt.ItemDataRole.UserRole + 2
     GroupRole = Qt.ItemDataRole.UserRole + 3
     HeaderRole = Qt.ItemDataRole.UserRole + 4
+    BusyRole = Qt.ItemDataRole.UserRole + 5  # the row's busy mark ("answering…"), or ""
 
     def __init__(self, history: History, parent=None, *, clock=time.time) -> None:
         super().__init__(parent)
@@ -100,6 +127,7 @@ class ConversationListModel(QAbstractListModel):
         self._groups: list[str] = []
         self._query = ""
         self._clock = clock
+        self._busy: tuple[str | None, str] = (None, "")  # (chat, what it does)
         self.refresh()
 
     def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
@@ -111,16 +139,21 @@ class ConversationListModel(QAbstractListModel):
         row = index.row()
         conv = self._rows[row]
         title = conv.title or "New chat"
+        busy = self._busy[1] if conv.id == self._busy[0] else ""
         if role == Qt.ItemDataRole.DisplayRole:
             return title + DAMAGED_SUFFIX if conv.damaged else title
         if role == Qt.ItemDataRole.EditRole:
             return title
         if role == Qt.ItemDataRole.ToolTipRole:
-            return f"{title}\n\n{DAMAGED_TIP}" if conv.damaged else title
+            tip = f"{title}\n\n{DAMAGED_TIP}" if conv.damaged else title
+            return f"{tip}\n\n{BUSY_TIPS[busy]}" if busy else tip
         if role == Qt.ItemDataRole.AccessibleTextRole:
             pinned = "Pinned chat" if conv.pinned else "Chat"
             damaged = ", damaged" if conv.damaged else ""
-            return f"{pinned}: {title} ({self._groups[row]}{damaged})"
+            mark = f", {BUSY_MARKS[busy].rstrip('…')}" if busy else ""
+            return f"{pinned}: {title} ({self._groups[row]}{damaged}{mark})"
+        if role == self.BusyRole:
+            return BUSY_MARKS[busy] if busy else ""
         if role == Qt.ItemDataRole.DecorationRole and (conv.pinned or conv.damaged):
             name = "info" if conv.damaged else "pinned"
             return icon(name, colors_for(QGuiApplication.palette()))
@@ -155,6 +188,22 @@ class ConversationListModel(QAbstractListModel):
         self._groups = [date_group(conv, now) for conv in self._rows]
         self.endResetModel()
 
+    @property
+    def busy(self) -> str | None:
+        """The chat marked busy (None: none)."""
+        return self._busy[0]
+
+    def set_busy(self, conversation_id: str | None, what: str = "") -> None:
+        """Mark ``conversation_id``'s row with what its message does (a ``BUSY_MARKS``
+        key), the mark leaving the row it was on; None: no row is marked."""
+        before = self._busy[0]
+        self._busy = (conversation_id, what) if conversation_id is not None else (None, "")
+        for cid in {before, conversation_id} - {None}:
+            row = self.row_of(cid)  # type: ignore[arg-type]
+            if row >= 0:
+                index = self.index(row, 0)
+                self.dataChanged.emit(index, index)
+
     def row_of(self, conversation_id: str) -> int:
         for i, conv in enumerate(self._rows):
             if conv.id == conversation_id:
@@ -188,7 +237,7 @@ class GroupDelegate(QStyledItemDelegate):
     def paint(self, painter, option: QStyleOptionViewItem, index: Index) -> None:
         header = index.data(ConversationListModel.HeaderRole)
         if not header:
-            super().paint(painter, option, index)
+            self._paint_row(painter, option, index)
             return
         colors = colors_for(option.palette)
         painter.save()
@@ -203,7 +252,51 @@ class GroupDelegate(QStyledItemDelegate):
         painter.restore()
         item = QStyleOptionViewItem(option)
         item.rect = option.rect.adjusted(0, header_height(option), 0, 0)
+        self._paint_row(painter, item, index)
+
+    def _paint_row(self, painter, option: QStyleOptionViewItem, index: Index) -> None:
+        """The chat's row; a busy chat's mark at its right, the title eliding before it."""
+        mark = index.data(ConversationListModel.BusyRole)
+        if not mark:
+            super().paint(painter, option, index)
+            return
+        option = QStyleOptionViewItem(option)
+        view = option.widget
+        if isinstance(view, QListView):  # never past the list's edge (a long title's row)
+            option.rect = option.rect.intersected(view.viewport().rect())
+        metrics = option.fontMetrics
+        dot = max(6, metrics.height() // 3)
+        width = metrics.horizontalAdvance(mark) + dot + 16
+        if width > option.rect.width() * MARK_SHARE:  # large text, a narrow list: the dot
+            mark, width = "", dot + 14  # (its tooltip and accessible name still say it)
+        # the row's background (hover, selection) across its whole width first
+        panel = QStyleOptionViewItem(option)
+        self.initStyleOption(panel, index)
+        panel.text = ""
+        panel.icon = QIcon()
+        style = option.widget.style() if option.widget is not None else None
+        if style is not None:
+            style.drawPrimitive(QStyle.PrimitiveElement.PE_PanelItemViewItem, panel, painter,
+                                option.widget)
+        item = QStyleOptionViewItem(option)
+        item.rect = option.rect.adjusted(0, 0, -width, 0)
         super().paint(painter, item, index)
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        color = option.palette.color(QPalette.ColorRole.HighlightedText) if selected \
+            else QColor(colors_for(option.palette).link)
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(color)
+        rect = option.rect
+        x = rect.right() - width + 6
+        painter.drawEllipse(x, rect.center().y() - dot // 2, dot, dot)
+        if mark:
+            painter.setPen(color)
+            text = QRect(x + dot + 4, rect.top(), width - dot - 10, rect.height())
+            painter.drawText(text, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                             mark)
+        painter.restore()
 
 
 class ChatListView(QListView):
@@ -236,6 +329,8 @@ class ConversationList(QWidget):
         rename_requested(str conversation_id, str title)
         pin_requested(str conversation_id, bool pinned)
         delete_requested(str conversation_id): confirmed by the user already.
+        stop_requested(str conversation_id): stop the reply in that chat (its menu's
+            "Stop the reply", offered on the busy chat's row).
     """
 
     selected = Signal(str)
@@ -243,6 +338,7 @@ class ConversationList(QWidget):
     rename_requested = Signal(str, str)
     pin_requested = Signal(str, bool)
     delete_requested = Signal(str)
+    stop_requested = Signal(str)
 
     def __init__(self, model: ConversationListModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -346,11 +442,17 @@ class ConversationList(QWidget):
             self.pin_requested.emit(conv.id, not conv.pinned)
         elif chosen == "delete":
             self.delete(conv.id)
+        elif chosen == "stop":
+            self.stop_requested.emit(conv.id)
         self.select(self._current_id)  # the selection stays on the chat on screen
 
     def context_menu(self, conv: Conversation) -> QMenu:
         colors = colors_for(self.palette())
         menu = QMenu(self)
+        if conv.id == self.model.busy:
+            stop = menu.addAction(icon("stop", colors), "Stop the reply")
+            stop.setData("stop")
+            menu.addSeparator()
         menu.addAction("Rename…").setData("rename")
         pin = menu.addAction(icon("unpin" if conv.pinned else "pin", colors),
                              "Unpin" if conv.pinned else "Pin to top")

@@ -38,6 +38,7 @@ ICONS = {
     "close": "close",
     "collapsed": "chevron-right",  # a folded block (the thinking above a reply)
     "expanded": "chevron-down",
+    "stop": "stop-circle-outline",  # stop the reply in a chat (its row's menu)
 }
 
 MDI6_FONT = "materialdesignicons6-webfont-6.9.96.ttf"

@@ -200,13 +200,15 @@ class MainWindow(QMainWindow):
 
     def _tab_order(self) -> None:
         """Tab goes the way the eye reads: model picker, Models, Chat settings, the chat
-        list, the message box, Send, then the row below it: Attach (and the files
-        attached), the chat's Tools and Libraries."""
+        list, the note's "Stop that reply" when the model is busy in another chat, the
+        message box, Send, then the row below it: Attach (and the files attached), the
+        chat's Tools and Libraries."""
         bar = self.toolbar
         chain = [self.model_picker, bar.widgetForAction(self.models_action),
                  bar.widgetForAction(self.panel_action), self.conversation_list.new_button,
                  self.conversation_list.search, self.conversation_list.view,
-                 self.composer.edit, self.composer.button, self.attachments.attach_button,
+                 self.composer.busy_banner.stop_button, self.composer.edit,
+                 self.composer.button, self.attachments.attach_button,
                  self.tools_button, self.libraries_button]
         for first, second in itertools.pairwise(chain):
             QWidget.setTabOrder(first, second)
@@ -241,7 +243,12 @@ class MainWindow(QMainWindow):
         c = self.controller
         self.composer.submitted.connect(self.on_submitted)
         self.composer.edit.up_in_empty.connect(self.on_edit_last)
-        self.composer.stop_requested.connect(c.stop)
+        self.composer.stop_requested.connect(c.stop)  # the open chat's reply only
+        self.composer.stop_elsewhere_requested.connect(self.on_stop_elsewhere)
+        self.composer.send_refused.connect(lambda: self.bridge.info(c.busy_sentence()))
+        self.conversation_list.stop_requested.connect(c.stop)
+        c.busy_changed.connect(self._update_busy)
+        c.conversations.modelReset.connect(self._update_busy)  # a title changed
         self.conversation_list.selected.connect(c.open_conversation)
         self.conversation_list.new_requested.connect(c.new_conversation)
         self.conversation_list.rename_requested.connect(c.rename_conversation)
@@ -440,20 +447,44 @@ class MainWindow(QMainWindow):
         self.controller.perform(action, row)
 
     def on_generating_changed(self, generating: bool) -> None:
-        self.composer.set_generating(generating)
-        self.chat_view.set_busy(generating)
+        self._update_busy()
         if not generating:
             self.chat_view.flush()
+
+    def _update_busy(self, *_: object) -> None:
+        """Stop in the composer only for the open chat's own reply; a reply in another chat
+        is named above the text box instead, with a Stop of its own, and Send waits."""
+        c = self.controller
+        busy = c.busy_conversation
+        here = busy is not None and busy == c.current_id
+        self.composer.set_generating(here)
+        self.composer.set_busy_elsewhere(
+            c.busy_title() if busy is not None and not here else None,
+            c.busy_what)
+        self.chat_view.set_busy(here)
+        self._show_waiting(here and c.busy_what == "waiting")
+
+    def on_stop_elsewhere(self) -> None:
+        """ "Stop that reply": the reply the note names, in the chat it is written in."""
+        busy = self.controller.busy_conversation
+        if busy is not None:
+            self.controller.stop(busy)
 
     def on_waiting_for_model(self, waiting: bool) -> None:
         """A message sent while the model loads waits: say so where the user looks."""
         self.status.set_waiting(waiting)
+        self._update_busy()
+
+    def _show_waiting(self, waiting: bool) -> None:
+        """The message box of the chat whose message waits for the model says so (another
+        chat's says where the model is busy instead: ``Composer.set_busy_elsewhere``)."""
         edit = self.composer.edit
-        if waiting:
+        held = getattr(self, "_placeholder", None)
+        if waiting and held is None:
             self._placeholder = edit.placeholderText()
             edit.setPlaceholderText("Waiting for the model to load…")
-        elif getattr(self, "_placeholder", None) is not None:
-            edit.setPlaceholderText(self._placeholder)
+        elif not waiting and held is not None:
+            edit.setPlaceholderText(held)
             self._placeholder = None
 
     def on_conversation_opened(self, conversation_id: str | None, values: dict) -> None:
@@ -467,6 +498,7 @@ class MainWindow(QMainWindow):
         self.status.show_chat(self._last_reply_stats(), info.context_length if info else 0)
         self.conversation_list.select(conversation_id)
         self.chat_view.scroll_to_end()
+        self._update_busy()
 
     def _swap_draft(self, conversation_id: str | None) -> None:
         """What was being written stays with its chat: kept when another chat opens, back

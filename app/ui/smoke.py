@@ -106,7 +106,7 @@ class SmokeTest(QObject):
         self.fail(5, "an unexpected error occurred (details above)")
 
     def on_timeout(self) -> None:
-        self.controller.stop()
+        self.controller.stop(self.controller.busy_conversation)
         self.fail(6, f"no complete reply within {self._timer.interval() // 1000} s")
 
     def fail(self, code: int, reason: str) -> None:

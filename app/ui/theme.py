@@ -229,7 +229,9 @@ def send_button_stylesheet(c: Colors) -> str:
         border-radius: 6px; padding: 4px 14px; font-weight: 600;
     }}
     QPushButton#sendButton:focus {{ border: 2px solid {c.text}; }}
-    QPushButton#sendButton:disabled {{ background: {c.border}; border-color: {c.border}; }}
+    QPushButton#sendButton:disabled {{
+        color: {c.muted}; background: {c.border}; border-color: {c.border};
+    }}
     """
 
 
@@ -252,10 +254,13 @@ def toolbar_stylesheet(c: Colors) -> str:
 
 
 def edit_banner_stylesheet(c: Colors) -> str:
-    """The composer's "Editing a message" banner."""
+    """The composer's "Editing a message" banner, and its "The model is answering in …"
+    note (the same card: one sheet styles both)."""
     return f"""
-    #editBanner {{ background: {c.user_bg}; border: 1px solid {c.border}; border-radius: 8px; }}
-    #editBanner QLabel {{ color: {c.text}; }}
+    #editBanner, #busyBanner {{
+        background: {c.user_bg}; border: 1px solid {c.border}; border-radius: 8px;
+    }}
+    #editBanner QLabel, #busyBanner QLabel {{ color: {c.text}; }}
     #editBanner QPushButton#saveEdit {{
         color: {c.on_accent}; background: {c.accent}; border: none; border-radius: 6px;
         padding: 4px 12px; font-weight: 600;
