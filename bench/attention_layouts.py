@@ -26,9 +26,9 @@ length T (the past plus the step's rows); the figure is microseconds per layer p
   pair per query head: onnxruntime/core/providers/cpu/llm/attention.cc).
 
 ``same rows``: whether the step's last position gets the very same bits as that position run
-as the first of a 3-row step (whose other rows it must not see) and as a 1-row step; the
-exact mode needs the 2-row and 3-row results equal (one-row steps are avoided where they round
-otherwise, app/engine/decoder.py ``choose_rows``).
+as the first row of a 3-row step or the sixth of a 64-row chunk (whose later rows it must not
+see) and as a 1-row step; the exact mode needs the several-row results equal (one-row steps
+are avoided where they round otherwise, app/engine/decoder.py ``choose_rows``).
 
 Prints the load average beside each figure: the machine may be shared. Never asserts.
 """
@@ -221,22 +221,24 @@ def _sequence(shape: Shape, total: int, seed: int = 0):
 
 
 def same_rows(form: str, shape: Shape, totals: tuple[int, ...], threads: int) -> str:
-    """At each T in ``totals``: position T-1's output as the last of a 2-row step, the first
-    of a 3-row step (two more positions after it, masked from it) and a 1-row step; 'yes'
-    when the first two are the same bits at every T (and whether the 1-row step is too)."""
-    two_three, one, worst = True, True, 0.0
+    """At each T in ``totals``: position T-1's output as the last row of a 2-row step, the
+    first of a 3-row step and the sixth of a 64-row chunk (later positions masked from it),
+    and as a 1-row step; 'yes' when the first three give the same bits at every T (and
+    whether the 1-row step does too)."""
+    several, one, worst = True, True, 0.0
     for total in totals:
-        keys, values, queries = _sequence(shape, total + 2, seed=total)
-        got = {}
-        for rows, length in ((2, total), (3, total + 2), (1, total)):
-            step = Step(form, shape, rows, 1, threads, keys[:length], values[:length],
-                        queries[:length])
-            out = step.run()
-            got[rows] = out[rows - 1] if length == total else out[0]
-        two_three &= bool(np.array_equal(got[2], got[3]))
-        one &= bool(np.array_equal(got[1], got[2]))
-        worst = max(worst, float(np.max(np.abs(got[2] - got[3]))))
-    return ("yes" if two_three else f"NO ({worst:.1e})") + (", 1-row too" if one else "")
+        keys, values, queries = _sequence(shape, total + 64, seed=total)
+        got = []
+        for rows, at in ((2, 1), (3, 0), (64, 5), (1, 0)):
+            end = total - 1 - at + rows  # position total-1 is row ``at`` of the step
+            step = Step(form, shape, rows, 1, threads, keys[:end], values[:end],
+                        queries[:end])
+            got.append(step.run()[at])
+        for other in got[1:3]:
+            several &= bool(np.array_equal(got[0], other))
+            worst = max(worst, float(np.max(np.abs(got[0] - other))))
+        one &= bool(np.array_equal(got[0], got[3]))
+    return ("yes" if several else f"NO ({worst:.1e})") + (", 1-row too" if one else "")
 
 
 def time_step(form: str, shape: Shape, total: int, rows: int, threads: int,
