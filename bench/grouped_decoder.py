@@ -14,7 +14,9 @@ Both graphs run 2-row steps at each total length T over buffers of Hearth's buck
 machine's load falls on both alike); prints ms per step and, for the same step, the
 largest difference of layer 0's attention output (rounding: ~1e-7) and of the logits (the
 int8 activations of 30 layers turn such differences into whole int8 steps: ~1 logit, as
-between one-row and verify steps, see app/models/gguf/quant.py).
+between one-row and verify steps, see app/models/gguf/quant.py). First it checks each graph's
+exactness at T = 1000: a position's logits as the last row of a 2-row step and the middle
+row of a 3-row step.
 """
 
 from __future__ import annotations
@@ -190,6 +192,20 @@ class Runner:
         return outs[-2].numpy(), outs[-1].numpy()
 
 
+def same_logits(graph: bytes, layers, threads: int, total: int = 1000) -> bool:
+    """Whether position ``total - 1`` gets the same logits bits as the last row of a 2-row
+    step and as the middle row of a 3-row step over the same past."""
+    two = Runner(graph, threads, layers, total, 2)
+    two.run()
+    three = Runner(graph, threads, layers, total + 1, 2)
+    three.io.bind_cpu_input("input_ids", np.array([[17, 42, 99]], np.int64))
+    three.io.bind_cpu_input("num_logits_to_keep", np.array([2], np.int64))
+    for mine, theirs in zip(three.keep, two.keep, strict=True):  # the same past
+        mine[:, :, : total - 2] = theirs[:, :, : total - 2]
+    three.run()
+    return bool(np.array_equal(two.outputs()[0][0, -1], three.outputs()[0][0, 0]))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("model")
@@ -208,6 +224,9 @@ def main() -> int:
     grouped = with_probe(rewrite(model))
     print(f"{path.parent.name}: {len(layers)} layers; 2-row steps, {args.threads} thread(s), "
           f"ORT {ort.__version__}; ms per step (median of interleaved runs)")
+    print("a position's logits, 2-row step vs 3-row step (same bits?): GQA "
+          f"{same_logits(original, layers, args.threads)}, grouped "
+          f"{same_logits(grouped, layers, args.threads)}", flush=True)
     for total in (int(x) for x in args.contexts.split(",")):
         a = Runner(original, args.threads, layers, total, 2)
         b = Runner(grouped, args.threads, layers, total, 2)
