@@ -1,16 +1,21 @@
 """Long-context decode and prefill through Hearth's own decoder (the app's exact path).
 
     HEARTH_HOME=/tmp/h .venv/bin/python -m app setup-starter      # converts the starter once
-    .venv/bin/python bench/bench_long_context.py [MODEL_DIR] [--contexts 1024,4096,8192]
-        [--decode 64] [--threads 2] [--profile] [--gguf FILE]
+    .venv/bin/python bench/bench_long_context.py [MODEL_DIR]
+        [--contexts 1024,2048,4096,8192] [--decode 64] [--threads 2] [--profile] [--gguf FILE]
+        [--attention]
 
+The model is loaded as the app loads it: exact by default, with the prompt session the app
+would open (``Engine.load``'s own choice, ``plan_prompt_session``; printed with its reason).
 For each context length: a fresh cache, the prompt fed as the app feeds it (``Decoder.feed``,
 512-token chunks; TTFT = that time, calibration excluded — it ran at load), then ``--decode``
 greedy one-token steps (``Decoder.step`` with the rows ``choose_rows`` picks, as every reply
 does). llama.cpp runs the same prompt ids on the GGUF the folder came from when ``llama_cpp``
 is importable (F16 KV, its default; in a child process, bench/llama_peer.py). ``--profile``
 adds the share of decode-step kernel time per operator type at each length (ORT profiling on
-a second session; prefill excluded).
+a second session; prefill excluded). ``--attention`` runs instead the one-layer attention
+micro-benchmark (bench/attention_layouts.py: GroupQueryAttention over a shared buffer against
+grouped formulations, at these past lengths, for the starter's shape and a 7B-like one).
 
 Prints the load average beside each figure: the machine may be shared. Never asserts.
 """
@@ -109,23 +114,30 @@ def main() -> int:
     home = Path(os.environ.get("HEARTH_HOME", Path.home() / ".hearth"))
     parser.add_argument("model", nargs="?",
                         default=str(home / "models" / "smollm2-135m-instruct-starter"))
-    parser.add_argument("--contexts", default="1024,4096,8192")
+    parser.add_argument("--contexts", default="1024,2048,4096,8192")
     parser.add_argument("--decode", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--gguf", default=None, help="the GGUF for llama.cpp (default: the "
                         "folder's manifest source)")
     parser.add_argument("--inexact", action="store_true", help="Decoder(exact=False)")
+    parser.add_argument("--attention", action="store_true",
+                        help="the one-layer attention micro-benchmark instead")
     args = parser.parse_args()
+    if args.attention:
+        from bench.attention_layouts import main as attention_main
+
+        return attention_main([int(x) for x in args.contexts.split(",")], args.threads)
     folder = Path(args.model)
-    engine = Engine.load(folder, threads=args.threads, prompt_session=False,
-                         exact=not args.inexact)
+    engine = Engine.load(folder, threads=args.threads, exact=not args.inexact)  # as the app
     decoder = engine.decoder
     decoder.choose_rows(pairs=False)
     kv = engine.graph.kv_layers[0].dtype
     print(f"model {folder.name}: KV {kv}, context {engine.spec.context_length}, "
           f"{'exact' if decoder.exact else 'inexact'}, one-token steps as {decoder.step_rows} "
           f"row(s) (calibrated at load: one-row agrees {decoder.one_row_agrees})")
+    print(f"prompt session: {'attached' if decoder.has_prompt_session else 'none'} "
+          f"({engine.prompt_plan.note})")
     gguf = Path(args.gguf) if args.gguf else None
     if gguf is None:
         manifest = folder / "hearth-manifest.json"

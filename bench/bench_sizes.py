@@ -1,7 +1,7 @@
 """Decode and TTFT on models of the sizes people run, against llama.cpp and memory bandwidth.
 
     .venv/bin/python bench/bench_sizes.py [--sizes 0.5b,1.5b] [--prompt 128] [--decode 32]
-        [--threads 2] [--qtype q4_0] [--keep DIR]
+        [--threads 2] [--qtype q4_0] [--keep DIR] [--vocab N] [--profile]
 
 For each size a random-weight llama model of that shape (Qwen2.5-0.5B / -1.5B's dimensions,
 llama layout, tied embeddings) is written as a GGUF with the ``gguf`` package — random
@@ -18,11 +18,19 @@ tied token table is read whole by the output layer; one embedding row is noise) 
 the step time, against the machine's copy bandwidth (best of a few numpy copies of a 1 GiB
 array, read + write counted). Prints the CPU kind first and the load average beside each
 figure: on a shared machine they move. Never asserts.
+
+``--vocab N`` gives every shape that vocabulary instead of Qwen2.5's 151,936 (how much of a
+step the tied output layer takes, in both engines). ``--profile`` adds, for Hearth's exact
+decode steps (ORT profiling on a second session), the kernel time per step of each group of
+4-bit matmuls — the output layer and the layers' matmuls by their inner size K — with the
+bytes of weights each reads and the rate it reads them at, and the other operators' share.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import shutil
 import sys
@@ -32,12 +40,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFWriter, quants
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.engine.decoder import Decoder
 from app.engine.engine import Engine
+from app.engine.providers import session_options
 from app.models.gguf.convert import convert_gguf
 from bench.llama_peer import available, describe, run_llama_cpp
 
@@ -189,6 +201,70 @@ def time_hearth(folder: Path, ids: list[int], decode: int, threads: int, exact: 
     return load, ttft * 1000, decode / (time.perf_counter() - t1), decoder.step_rows
 
 
+def matmul_groups(model_path: Path) -> dict[str, tuple[str, int]]:
+    """MatMulNBits node name -> (its group: ``lm_head`` or ``K=<inner size>``, bytes of
+    weights it reads: codes, scales, zero points)."""
+    model = onnx.load(str(model_path), load_external_data=False)
+    sizes = {t.name: int(np.prod(t.dims)) * onnx.helper.tensor_dtype_to_np_dtype(
+        t.data_type).itemsize for t in model.graph.initializer}
+    groups = {}
+    for node in model.graph.node:
+        if node.op_type != "MatMulNBits":
+            continue
+        k = next(a.i for a in node.attribute if a.name == "K")
+        group = "lm_head" if "lm_head" in node.name else f"K={k}"
+        groups[node.name] = (group, sum(sizes.get(x, 0) for x in node.input[1:]))
+    return groups
+
+
+def profile_decode(engine: Engine, ids: list[int], decode: int, threads: int):
+    """Kernel time of ``decode`` exact steps after ``ids``, on a profiling session:
+    (ms per step wall, [(group, ms per step, MB read per step or 0)])."""
+    opts = session_options(engine.spec, "cpu", threads)
+    opts.enable_profiling = True
+    opts.profile_file_prefix = str(Path(tempfile.gettempdir()) / "hearth-bench-sizes")
+    session = ort.InferenceSession(str(engine.spec.model_path), opts,
+                                   providers=["CPUExecutionProvider"])
+    decoder = Decoder(session, engine.graph, context_length=engine.spec.context_length,
+                      exact=engine.decoder.exact)
+    for name in ("one_row_agrees", "one_row_exact", "pairs_agree"):  # the load's calibration
+        setattr(decoder, name, getattr(engine.decoder, name))
+    decoder.choose_rows(pairs=False)
+    cache = decoder.new_cache()
+    tok = int(np.argmax(decoder.feed(cache, ids)))
+    t = time.perf_counter()
+    for _ in range(decode):
+        tok = int(np.argmax(decoder.step(cache, tok)))
+    wall = (time.perf_counter() - t) * 1000 / decode
+    path = Path(session.end_profiling())
+    events = json.loads(path.read_text())
+    path.unlink()
+    runs = sorted(e["ts"] for e in events if e.get("name") == "model_run")
+    cut = runs[-decode]  # the decode steps' runs: the last ``decode``
+    groups = matmul_groups(engine.spec.model_path)
+    totals: dict[str, list[float]] = {}
+    for e in events:
+        if e.get("cat") != "Node" or not e["name"].endswith("_kernel_time") or e["ts"] < cut:
+            continue
+        node = e["name"][: -len("_kernel_time")]
+        group, nbytes = groups.get(node, (e["args"]["op_name"], 0))
+        entry = totals.setdefault(group, [0.0, 0.0])
+        entry[0] += e["dur"] / 1000 / decode
+        entry[1] += nbytes / decode / 1e6
+    rows = sorted(((g, ms, mb) for g, (ms, mb) in totals.items()), key=lambda r: -r[1])
+    return wall, rows
+
+
+def print_profile(wall: float, rows, bandwidth: float) -> None:
+    kernels = sum(ms for _, ms, _ in rows)
+    print(f"  profiled exact steps: {wall:.1f} ms wall, {kernels:.1f} ms in kernels")
+    for group, ms, mb in rows:
+        if ms / kernels < 0.01:
+            continue
+        rate = f", {mb:6.1f} MB at {mb / ms:5.1f} GB/s ({mb / ms / bandwidth:.0%})" if mb else ""
+        print(f"    {group:18s} {ms:7.2f} ms/step {ms / kernels:4.0%}{rate}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="0.5b,1.5b")
@@ -197,6 +273,10 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--qtype", choices=list(QTYPES), default="q4_0")
     parser.add_argument("--keep", default=None, help="write the files here and keep them")
+    parser.add_argument("--vocab", type=int, default=None,
+                        help="every shape with this vocabulary (default: Qwen2.5's)")
+    parser.add_argument("--profile", action="store_true",
+                        help="Hearth's decode kernel time per matmul group and op")
     args = parser.parse_args()
     peer = available()
     print(describe() + ("" if peer else ": Hearth's figures only (no llama.cpp column)"))
@@ -209,6 +289,8 @@ def main() -> int:
         base.mkdir(parents=True, exist_ok=True)
         for size in args.sizes.split(","):
             shape = SHAPES[size]
+            if args.vocab:
+                shape = dataclasses.replace(shape, vocab=args.vocab)
             gguf = base / f"{size}-{args.qtype}.gguf"
             t = time.perf_counter()
             read = write_gguf(gguf, shape, qtype)
@@ -235,6 +317,11 @@ def main() -> int:
                       f"tok/s (steps as {rows} row(s))  weights read {bound:5.1f} GB/s = "
                       f"{bound / bandwidth:.0%} of the bound ({bandwidth * 1e9 / onnx_bytes:.1f} "
                       f"tok/s)  ({load_average()})", flush=True)
+            if args.profile:
+                engine = Engine.load(folder, threads=args.threads)
+                print_profile(*profile_decode(engine, ids, args.decode, args.threads),
+                              bandwidth)
+                del engine
             got = run_llama_cpp(gguf, ids, args.decode, args.threads) if peer else None
             if isinstance(got, str):
                 print(f"  llama.cpp  no figures: {got}")

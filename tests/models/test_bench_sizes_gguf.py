@@ -39,3 +39,24 @@ def test_the_random_model_is_read_as_written_and_decodes(tmp_path, qtype):
     assert logits.shape == (TINY.vocab,)
     assert np.isfinite(logits).all()
     assert float(logits.std()) > 0
+
+
+def test_the_profile_counts_each_matmul_group_and_the_tied_head(tmp_path):
+    path = tmp_path / "tiny-q4_0.gguf"
+    bench_sizes.write_gguf(path, TINY, bench_sizes.QTYPES["q4_0"])
+    folder = tmp_path / "hearth"
+    convert_gguf(path, folder)
+    engine = Engine.load(folder, provider="cpu", threads=1, huge_pages=False)
+
+    groups = bench_sizes.matmul_groups(engine.spec.model_path)
+    head = [nbytes for group, nbytes in groups.values() if group == "lm_head"]
+    # the tied head reads the token table's 4-bit codes and one scale per 32 weights
+    assert head == [TINY.vocab * TINY.hidden // 2 + TINY.vocab * TINY.hidden // 32 * 4]
+    assert {group for group, _ in groups.values()} == {
+        "lm_head", f"K={TINY.hidden}", f"K={TINY.ffn}"}
+
+    wall, rows = bench_sizes.profile_decode(engine, [3, 4, 5, 6], 3, 1)
+    assert wall > 0
+    by_group = {group: (ms, mb) for group, ms, mb in rows}
+    assert by_group["lm_head"][1] == pytest.approx(head[0] / 1e6)
+    assert by_group["GroupQueryAttention"][1] == 0
