@@ -286,9 +286,7 @@ class Decoder:
             rows = self.verify(scratch, tail).copy()
             single = self._step_difference(scratch, len(prefix), tail, rows)
             paired = None
-            # exact mode asks for bit-equality, so pairs are measured wherever one row is off
-            # at all (float graphs' ~5e-6 too), not only past the speculation tolerance
-            if single > (0.0 if self.exact else tolerance) and self._pairs_fit(scratch):
+            if single > tolerance and self._pairs_fit(scratch):
                 self.step_rows = 2
                 paired = self._step_difference(scratch, len(prefix), tail, rows)
         finally:
@@ -313,13 +311,8 @@ class Decoder:
         """How this reply's one-token steps run: two rows when two-row steps make several-row
         runs (prompt chunks, verify steps) agree where one-row steps do not (``calibrate``)
         and either the decoder is ``exact`` (every reply: the cache then never changes one)
-        or ``pairs`` is asked for (a reply that speculates or will likely quote); else one.
-        An exact decoder also takes two rows where one-row steps agree only within the
-        tolerance and two-row steps agree bit for bit (float graphs: the cache must not move
-        a logit by even 5e-6, or a near-tie in a warm run falls the other way)."""
-        bit_exact_pairs = self.exact and not self.one_row_exact and self._pairs_exact
-        agreeing_pairs = (pairs or self.exact) and not self.one_row_agrees and self.pairs_agree
-        self.step_rows = 2 if bit_exact_pairs or agreeing_pairs else 1
+        or ``pairs`` is asked for (a reply that speculates or will likely quote); else one."""
+        self.step_rows = 2 if (pairs or self.exact) and self.pairs_agree else 1
 
     @property
     def verify_agrees(self) -> bool:
