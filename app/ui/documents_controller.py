@@ -114,6 +114,12 @@ class _Reading:
     paths: tuple[Path, ...]
 
 
+def _shown(collection: str) -> str:
+    """A collection as the job row names it: a library by its name, a chat's own files as
+    such (their collection's name means nothing to the user)."""
+    return "a chat's attached files" if collection.startswith("chat-") else collection
+
+
 def names_of(paths: Sequence[Path]) -> str:
     return ", ".join(Path(p).name for p in paths)
 
@@ -274,7 +280,7 @@ class DocumentsController(QObject):
             def work(report, control, name=name):
                 return library.update(name, report=report, control=control)
 
-            title = f"{UPDATING_TEXT} {name}"
+            title = f"{UPDATING_TEXT} {_shown(name)}"
             if not self.jobs.submit(Job(INDEX_JOB, title, work)):
                 return
             self.indexing, self._job_title, self.updating = name, title, True
@@ -428,8 +434,9 @@ class DocumentsController(QObject):
         report = result
         files = len(report.indexed)
         if updated:
-            sentence = (f"{report.collection} is up to date: {files:,} files indexed again "
-                        "by this version of Hearth.")
+            shown = _shown(report.collection)
+            sentence = (f"{shown[:1].upper()}{shown[1:]} is up to date: {files:,} files "
+                        "indexed again by this version of Hearth.")
         else:
             sentence = (f"{report.collection}: {files:,} files indexed, "
                         f"{len(report.unchanged):,} unchanged, {len(report.removed):,} "
@@ -467,8 +474,9 @@ class DocumentsController(QObject):
         self._updates.clear()  # the rest waits for the next start
         self._send_waiting(answer=False)
         if updated:
-            self.index_finished.emit(f"Updating {name} was cancelled; it is still searchable, "
-                                     "and the rest is updated the next time Hearth starts.")
+            self.index_finished.emit(f"Updating {_shown(name or '')} was cancelled; it is "
+                                     "still searchable, and the rest is updated the next "
+                                     "time Hearth starts.")
             return
         self.index_finished.emit(f"Indexing {name} was cancelled; the files done so far "
                                  "stay indexed.")

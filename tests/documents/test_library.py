@@ -202,6 +202,47 @@ def test_the_embedder_build_names_the_graph_it_runs(embedder_dir, tmp_path):
     assert graph_build(folder, "fp32") == "fp32"
 
 
+def test_a_library_embedded_by_the_earlier_int8_layout_is_stale_once_its_graph_is_rebuilt(
+        embedder_dir, docs, tmp_path):
+    """The real chain: a starter folder of int8 layout 2 indexes a library; opening the
+    library converts the folder to today's graph, and the library's files are stale until
+    ``update`` embeds them again by it."""
+    import json
+    import shutil
+
+    from app.documents.embedders import EmbedderStore
+    from app.documents.embedding import EmbeddingThread
+    from app.documents.open import OpenLibrary
+    from app.documents.starter_embedder import EMBEDDER_ID, INT8_GRAPH
+
+    root = tmp_path / "embedders"
+    old = root / EMBEDDER_ID
+    old.mkdir(parents=True)
+    for name in ("model.onnx", "tokenizer.json"):
+        (old / name).symlink_to(embedder_dir / name)
+    shutil.copy(embedder_dir / INT8_GRAPH, old / INT8_GRAPH)
+    meta = json.loads((embedder_dir / "embedder.json").read_text())
+    (old / "embedder.json").write_text(json.dumps({**meta, "int8_layout": 2}))
+    path = tmp_path / "index.sqlite3"
+    with EmbeddingThread(old, threads=1) as earlier:
+        assert earlier.build == "int8 layout 2"
+        index = DocumentIndex(path, embedder_id=earlier.id, dims=earlier.dims)
+        DocumentLibrary(index, earlier).add([docs], "home")
+        index.close()
+    opened = OpenLibrary(path, store=EmbedderStore(root), threads=1, checkpoint=lambda: None)
+    try:
+        library = opened.library
+        assert library.embedder.build == "int8 layout 3"  # the folder gained today's graph
+        assert library.out_of_date() == {"home": 3}
+        assert "engine oil" in library.search("change the engine oil", top=1)[0].text
+        report = library.update("home")
+        assert sorted(Path(p).name for p in report.indexed) == [
+            "car.pdf", "garden.md", "office.docx"]
+        assert library.out_of_date() == {}
+    finally:
+        opened.close()
+
+
 def test_unchanged_files_are_skipped_changed_ones_reindexed_and_deleted_ones_dropped(
         library, docs):
     library.add([docs], "home")
