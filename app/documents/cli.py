@@ -9,6 +9,11 @@ embedders a library can use; ``docs embedder NAME ID`` gives a library another e
 indexes its files again. Problems with single files are sentences on stderr (and in
 ``--json``); the rest still indexes.
 
+A library indexed by an older Hearth (another chunking, or vectors of another embedder
+build: ``DocumentLibrary.out_of_date``) stays searchable; ``docs search`` says so once per
+library on stderr (one query of the index, no file read), and ``docs add`` of any of its
+folders indexes its stale files again.
+
 ``chat`` and ``generate`` gain ``--docs NAME`` (repeatable): the engine's CLI sits below the
 turn layer, so this module takes those commands over when the flag is given, as
 app/tools/cli.py does for ``--tools`` (both flags may be given together). Each turn's
@@ -179,6 +184,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         return 2
     with _open() as library:
         passages = library.search(args.query, args.collection, top=args.top, mode=args.mode)
+        _say_out_of_date(library, args.collection)
     if args.json:
         print(json.dumps([p.to_dict() for p in passages], indent=2))
         return 0
@@ -188,6 +194,17 @@ def cmd_search(args: argparse.Namespace) -> int:
         where = f" ({p.location()})" if p.location() else ""
         print(f"[{p.score:.4f}] {p.file}{where}\n{p.text}\n")
     return 0
+
+
+def _say_out_of_date(library, names: list[str]) -> None:
+    """One line on stderr per library of ``names`` (default all) indexed by an older recipe."""
+    for name, count in library.out_of_date(names, on_disk=False).items():
+        cid = library.index.collection_id(name)
+        roots = library.index.roots(cid) if cid is not None else []
+        where = roots[0] if len(roots) == 1 else "PATH"
+        print(f"hearth: the library {name!r} was indexed by an older version of Hearth "
+              f"({count:,} files); it is still searched, and hearth docs add {where} "
+              f"--collection {name} indexes it again.", file=sys.stderr)
 
 
 def cmd_embedders(args: argparse.Namespace) -> int:

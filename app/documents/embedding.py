@@ -46,6 +46,30 @@ FEEDS = ("input_ids", "attention_mask", "token_type_ids")
 Role = Literal["query", "document", "raw"]
 
 
+def graph_build(folder: Path, graph: str | None = None) -> str:
+    """Which graph of the folder an embedder runs, and its build: "int8 layout 3", "fp32"
+    (the graph ``TextEmbedder`` picks: ``graph``, else embedder.json's, else model.onnx; an
+    int8 graph that is lost falls back to the reference). The vectors of one build are only
+    compared with queries of the same build (``library.recipe_of``)."""
+    try:
+        meta = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    return _build_of(folder, meta, graph)[0]
+
+
+def _build_of(folder: Path, meta: dict, graph: str | None) -> tuple[str, Path]:
+    graphs = meta.get("graphs", {})
+    chosen = graph or meta.get("graph", "fp32")
+    model = folder / graphs.get(chosen, "model.onnx")
+    if not model.is_file():
+        chosen, model = "fp32", folder / "model.onnx"
+    build = chosen
+    if chosen == "int8" and "int8_layout" in meta:
+        build += f" layout {meta['int8_layout']}"
+    return build, model
+
+
 def prefixed(texts: Sequence[str], role: Role, *, query_prefix: str,
              document_prefix: str) -> list[str]:
     """``texts`` as the embedder expects them for ``role`` (``raw``: as given)."""
@@ -91,12 +115,11 @@ class TextEmbedder:
         # spinning threads steal their cycles (and lose their own) on a loaded CPU
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         graphs = meta.get("graphs", {})
-        self.graph: str = graph or meta.get("graph", "fp32")
-        model = folder / graphs.get(self.graph, "model.onnx")
         if graph is not None and graph not in graphs and graph != "fp32":
             raise HearthError(f"The embedder in {folder} has no {graph} graph.")
-        if not model.is_file():  # the int8 graph was lost: the reference still runs
-            self.graph, model = "fp32", folder / "model.onnx"
+        # the int8 graph lost: the reference still runs
+        self.build, model = _build_of(folder, meta, graph)
+        self.graph: str = self.build.split(" ")[0]
         try:
             self.session = ort.InferenceSession(str(model), options,
                                                 providers=["CPUExecutionProvider"])
@@ -184,6 +207,7 @@ class EmbeddingThread:
             raise
         self.id = self._embedder.id
         self.dims = self._embedder.dims
+        self.build: str = self._embedder.build  # graph_build
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self._pool.submit(self._embedder.embed_queries, list(texts)).result()

@@ -13,10 +13,13 @@ the chunks (BM25) and each chunk's vector beside it (float32 blob).
   searched together give one vector ranking each (``search`` takes a query vector per
   embedder id). Changing a collection's embedder (``set_embedder``) drops its vectors in
   the same transaction; its files are indexed again from its folders.
-- ``meta.chunking`` records the recipe its chunks were cut and embedded by
-  (``chunking.CHUNKING_VERSION``). An index of an older recipe keeps its chunks searchable
-  but marks its files to index again (their hash cleared, in one transaction): the next add
-  or refresh re-indexes each of them, still one file per transaction.
+- Each file records the recipe its chunks and vectors were made by (``files.recipe``:
+  the chunking version and the embedder's id and graph build, ``library.recipe_of``). A file
+  of another recipe stays searchable (its old chunks, its old vectors) and is *stale*:
+  ``stale_files`` lists them, and indexing it again is not skipped for an unchanged hash.
+  ``meta.chunking`` records the chunking the index was last opened with; an older one marks
+  every file stale (recipe cleared). Schema 3 added the column: an index of schema 1 or 2 is
+  migrated in one transaction (its files' recipes unknown, so stale).
 
 sqlite-vec was the other option; this Python's sqlite3 cannot load extensions, and a numpy
 matrix scan stays well under the latency goal at 100k chunks of 384 dims (bench_docs.py).
@@ -38,7 +41,7 @@ import numpy as np
 from app.documents.chunking import CHUNKING_VERSION, Chunk
 from app.errors import HearthError
 
-SCHEMA_VERSION = 2  # 2: collections.embedder / dims
+SCHEMA_VERSION = 3  # 2: collections.embedder / dims; 3: files.recipe
 MODES = ("hybrid", "bm25", "vector")
 #: a query term in more chunks than this is left out of BM25 when rarer terms remain
 COMMON_TERM_CHUNKS = 5000
@@ -74,7 +77,8 @@ CREATE TABLE IF NOT EXISTS files(
     id INTEGER PRIMARY KEY,
     collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
     path TEXT NOT NULL, sha256 TEXT NOT NULL, size INTEGER NOT NULL, kind TEXT NOT NULL,
-    pages INTEGER NOT NULL, indexed REAL NOT NULL, UNIQUE(collection_id, path));
+    pages INTEGER NOT NULL, indexed REAL NOT NULL, recipe TEXT NOT NULL DEFAULT '',
+    UNIQUE(collection_id, path));
 CREATE TABLE IF NOT EXISTS chunks(
     id INTEGER PRIMARY KEY,
     file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
@@ -160,19 +164,23 @@ class DocumentIndex:
         if int(meta.get("schema", "0")) > SCHEMA_VERSION:
             raise HearthError(f"The document index {self.path} is from a newer Hearth.")
         columns = {r[1] for r in self._db.execute("PRAGMA table_info(collections)")}
-        if "embedder" not in columns:  # schema 1: one embedder for the whole index
-            with self._transaction() as db:
+        file_columns = {r[1] for r in self._db.execute("PRAGMA table_info(files)")}
+        old_chunking = int(meta.get("chunking", "1")) < CHUNKING_VERSION
+        if "embedder" in columns and "recipe" in file_columns and not old_chunking:
+            return
+        with self._transaction() as db:  # every step of the migration, or none
+            if "embedder" not in columns:  # schema 1: one embedder for the whole index
                 db.execute("ALTER TABLE collections ADD COLUMN embedder TEXT")
                 db.execute("ALTER TABLE collections ADD COLUMN dims INTEGER")
                 db.execute("UPDATE collections SET embedder = ?, dims = ?",
                            (meta.get("embedder"), int(meta.get("dims", "0"))))
-                db.execute("UPDATE meta SET value = ? WHERE key = 'schema'",
-                           (str(SCHEMA_VERSION),))
-        if int(meta.get("chunking", "1")) < CHUNKING_VERSION:  # cut or embedded another way
-            with self._transaction() as db:
-                db.execute("UPDATE files SET sha256 = ''")  # no file's hash matches: re-index
-                db.execute("INSERT OR REPLACE INTO meta VALUES ('chunking', ?)",
-                           (str(CHUNKING_VERSION),))
+            if "recipe" not in file_columns:  # schema 2: how its files were made is unknown
+                db.execute("ALTER TABLE files ADD COLUMN recipe TEXT NOT NULL DEFAULT ''")
+            if old_chunking:  # cut or embedded another way: every file is stale
+                db.execute("UPDATE files SET recipe = ''")
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('chunking', ?)",
+                       (str(CHUNKING_VERSION),))
 
     def close(self) -> None:
         if self._scorer_pool is not None:
@@ -253,10 +261,26 @@ class DocumentIndex:
                                    "path = ?", (collection, path)).fetchone()
         return row[0] if row else None
 
+    def file_recipe(self, collection: int, path: str) -> str | None:
+        """The recipe the file's chunks and vectors were made by (None: not indexed)."""
+        with self._lock:
+            row = self._db.execute("SELECT recipe FROM files WHERE collection_id = ? AND "
+                                   "path = ?", (collection, path)).fetchone()
+        return row[0] if row else None
+
+    def stale_files(self, collection: int, recipe: str) -> list[str]:
+        """The paths of ``collection``'s files made by another recipe than ``recipe``."""
+        with self._lock:
+            return [p for (p,) in self._db.execute(
+                "SELECT path FROM files WHERE collection_id = ? AND recipe != ? ORDER BY path",
+                (collection, recipe))]
+
     def replace_file(self, collection: int, path: str, *, sha256: str, size: int, kind: str,
                      pages: int, chunks: Sequence[Chunk], vectors: np.ndarray,
+                     recipe: str = "",
                      on_chunk: Callable[[int], None] | None = None) -> None:
-        """The file's chunks and vectors, all or nothing (``on_chunk``: a test's crash point)."""
+        """The file's chunks and vectors, all or nothing (``recipe``: what made them;
+        ``on_chunk``: a test's crash point)."""
         dims = self.collection_embedder(collection)[1]
         if len(chunks) != len(vectors) or (len(vectors) and vectors.shape[1] != dims):
             raise ValueError("one vector of the collection's dims per chunk")
@@ -265,9 +289,9 @@ class DocumentIndex:
             db.execute("DELETE FROM files WHERE collection_id = ? AND path = ?",
                        (collection, path))
             file_id = db.execute(
-                "INSERT INTO files(collection_id, path, sha256, size, kind, pages, indexed) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (collection, path, sha256, size, kind, pages, time.time())).lastrowid
+                "INSERT INTO files(collection_id, path, sha256, size, kind, pages, indexed, "
+                "recipe) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (collection, path, sha256, size, kind, pages, time.time(), recipe)).lastrowid
             for i, (chunk, vector) in enumerate(zip(chunks, vectors, strict=True)):
                 db.execute("INSERT INTO chunks(file_id, ordinal, page, heading, text, vector) "
                            "VALUES (?, ?, ?, ?, ?, ?)",

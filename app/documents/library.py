@@ -1,16 +1,24 @@
 """Libraries: named collections of files and folders, kept in step with the disk.
 
 ``DocumentLibrary.add(paths, collection)`` walks the paths (bounded), and for each document
-file: hash it; unchanged (same sha256 as indexed) → skip; else parse, chunk, embed, and write
-it in one transaction. Files under the collection's folders that are gone from disk drop
-out. Each file's failure is a sentence in the report; the rest still index. The job honours
-``app.jobs.JobControl`` (cancel between files: what is written stays, whole) and reports
-``Progress`` (files done / total).
+file: hash it; unchanged (same sha256 as indexed, by the same recipe) → skip; else parse,
+chunk, embed, and write it in one transaction. Files under the collection's folders that are
+gone from disk drop out. Each file's failure is a sentence in the report; the rest still
+index. The job honours ``app.jobs.JobControl`` (cancel between files: what is written stays,
+whole) and reports ``Progress`` (files done / total).
 
 Each collection keeps the embedder it was made with (``add(..., embedder=ID)``; default the
 library's ``embedder``); its files are embedded, and its queries too, by that embedder only.
 ``set_embedder`` changes it: the collection's vectors go and its files index again.
 ``embedders(id)`` opens the other embedders when first needed (``OpenLibrary`` owns them).
+
+A file indexed by another recipe (``recipe_of``: the chunking version, the embedder's id and
+graph build) than its collection's embedder makes now is *stale*: still searchable, but its
+chunks and vectors are not the ones a query is compared with today. ``out_of_date`` counts
+them per collection; ``update`` re-indexes only those (no walk, nothing dropped), one file per
+transaction, so a cancel or a quit leaves the rest stale for the next ``update``; ``add`` and
+``refresh`` re-index the stale files they meet, and ``add`` those of the collection's other
+folders too.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import numpy as np
 
 from app.documents import limits
 from app.documents.chunking import (
+    CHUNKING_VERSION,
     OVERLAP_CHARS,
     TARGET_CHARS,
     chunk_sections,
@@ -66,6 +75,13 @@ class AddReport:
         return {k: getattr(self, k) for k in (
             "collection", "indexed", "unchanged", "removed", "failed", "problems", "notes",
             "chunks", "pages", "skipped_types", "seconds")}
+
+
+def recipe_of(embedder: Embeddings) -> str:
+    """What makes a file's chunks and vectors today: "chunking 2 · all-minilm-l6-v2 int8
+    layout 3" (an embedder with no ``build`` gives its id alone)."""
+    build = getattr(embedder, "build", "")
+    return f"chunking {CHUNKING_VERSION} · {embedder.id} {build}".rstrip()
 
 
 def sha256_of(path: Path) -> str:
@@ -116,7 +132,8 @@ class DocumentLibrary:
                      "are indexed again).")
         roots = [str(Path(p).expanduser().absolute()) for p in paths]
         self.index.add_roots(cid, roots)
-        return self._sync(cid, collection, [Path(r) for r in roots], report, control)
+        return self._sync(cid, collection, [Path(r) for r in roots], report, control,
+                          stale_too=True)
 
     def refresh(self, collection: str, *, report: ProgressReport | None = None,
                 control: JobControl | None = None) -> AddReport:
@@ -124,6 +141,41 @@ class DocumentLibrary:
         cid = self._require(collection)
         return self._sync(cid, collection, [Path(r) for r in self.index.roots(cid)], report,
                           control)
+
+    def out_of_date(self, collections: Sequence[str] = (), *,
+                    on_disk: bool = True) -> dict[str, int]:
+        """The stale files of each collection that has any (default: all; ``on_disk``: only
+        those still on disk, which ``update`` can index again). A collection whose embedder
+        is not here is left out: it cannot be updated now."""
+        names = list(collections) or [c["name"] for c in self.index.collections()]
+        found: dict[str, int] = {}
+        for name in names:
+            cid = self.index.collection_id(name)
+            if cid is None:
+                continue
+            try:
+                stale = self.index.stale_files(cid, self._recipe(cid))
+            except HearthError:
+                continue
+            count = sum(1 for p in stale if Path(p).is_file()) if on_disk else len(stale)
+            if count:
+                found[name] = count
+        return found
+
+    def update(self, collection: str, *, report: ProgressReport | None = None,
+               control: JobControl | None = None) -> AddReport:
+        """Re-index the collection's stale files that are still on disk, one transaction
+        each (nothing is walked or dropped; a file gone from disk stays as it was)."""
+        cid = self._require(collection)
+        start = time.monotonic()
+        out = AddReport(collection)
+        recipe = self._recipe(cid)
+        files = [Path(p) for p in self.index.stale_files(cid, recipe) if Path(p).is_file()]
+        self._index_files(cid, files, recipe, out, report, control)
+        if report is not None:
+            report(Progress(1.0, f"{len(files):,} of {len(files):,} files", state="done"))
+        out.seconds = time.monotonic() - start
+        return out
 
     def remove(self, collection: str, paths: Sequence[Path] = ()) -> int:
         """Forget ``paths`` (files or folders added before) or, with none, the collection."""
@@ -169,23 +221,28 @@ class DocumentLibrary:
             raise HearthError(f"There is no document collection named {collection!r}.")
         return cid
 
+    def _recipe(self, cid: int) -> str:
+        return recipe_of(self.embedder_for(self.index.collection_embedder(cid)[0]))
+
     def _sync(self, cid: int, name: str, roots: list[Path], report: ProgressReport | None,
-              control: JobControl | None) -> AddReport:
+              control: JobControl | None, *, stale_too: bool = False) -> AddReport:
+        """Index what is under ``roots`` that changed or is stale (``stale_too``: and the
+        collection's other stale files still on disk), then drop what is gone."""
         start = time.monotonic()
         out = AddReport(name)
         found = walk(roots)
         out.problems.extend(found.problems)
         out.skipped_types = found.skipped_types
-        total = len(found.files)
-        for done, path in enumerate(found.files):
-            if control is not None:
-                control.checkpoint()
-            if report is not None:
-                report(Progress(done / total if total else None,
-                                f"{done:,} of {total:,} files: {path.name}"))
-            self._one(cid, path, out)
+        recipe = self._recipe(cid)
+        files = list(found.files)
+        if stale_too:
+            walked = {str(p) for p in files}
+            files += [Path(p) for p in self.index.stale_files(cid, recipe)
+                      if p not in walked and Path(p).is_file()]
+        self._index_files(cid, files, recipe, out, report, control)
+        total = len(files)
         if found.complete:  # a bounded walk that stopped early must not drop what it missed
-            seen = {str(p) for p in found.files}
+            seen = {str(p) for p in files}
             under = [str(r.resolve()) for r in roots if r.is_dir()]
             gone = [f.path for f in self.index.files(cid) if f.path not in seen
                     and (any(f.path.startswith(u.rstrip("/") + "/") for u in under)
@@ -198,7 +255,18 @@ class DocumentLibrary:
         out.seconds = time.monotonic() - start
         return out
 
-    def _one(self, cid: int, path: Path, out: AddReport) -> None:
+    def _index_files(self, cid: int, files: Sequence[Path], recipe: str, out: AddReport,
+                     report: ProgressReport | None, control: JobControl | None) -> None:
+        total = len(files)
+        for done, path in enumerate(files):
+            if control is not None:
+                control.checkpoint()
+            if report is not None:
+                report(Progress(done / total if total else None,
+                                f"{done:,} of {total:,} files: {path.name}"))
+            self._one(cid, path, out, recipe)
+
+    def _one(self, cid: int, path: Path, out: AddReport, recipe: str) -> None:
         key = str(path)
         try:
             try:
@@ -209,7 +277,8 @@ class DocumentLibrary:
             except OSError as exc:
                 raise DocumentError(f"{path.name} cannot be read "
                                     f"({exc.strerror or exc}).") from exc
-            if self.index.file_hash(cid, key) == digest:
+            if (self.index.file_hash(cid, key) == digest
+                    and self.index.file_recipe(cid, key) == recipe):
                 out.unchanged.append(key)
                 return
             parsed = parse_file(path)
@@ -223,7 +292,8 @@ class DocumentLibrary:
             embedder = self.embedder_for(self.index.collection_embedder(cid)[0])
             vectors = embedder.embed_documents([embedding_text(c, path.stem) for c in chunks])
             self.index.replace_file(cid, key, sha256=digest, size=size, kind=parsed.kind,
-                                    pages=parsed.pages, chunks=chunks, vectors=vectors)
+                                    pages=parsed.pages, chunks=chunks, vectors=vectors,
+                                    recipe=recipe)
         except DocumentError as exc:
             out.failed.append(key)
             out.problems.append(str(exc))

@@ -18,7 +18,7 @@ import numpy as np
 
 from app import paths
 from app.documents.embedders import DEFAULT_EMBEDDER, EmbedderStore
-from app.documents.embedding import EmbeddingThread
+from app.documents.embedding import EmbeddingThread, graph_build
 from app.documents.index import DocumentIndex
 from app.documents.library import DocumentLibrary
 from app.documents.starter_embedder import ensure_embedder
@@ -28,8 +28,16 @@ class _OnFirstUse:
     """An embedder known by id and dims, opened when it first embeds."""
 
     def __init__(self, embedder_id: str, dims: int,
-                 open_: Callable[[str], EmbeddingThread]) -> None:
+                 open_: Callable[[str], EmbeddingThread],
+                 build: Callable[[str], str] | None = None) -> None:
         self.id, self.dims, self._open = embedder_id, dims, open_
+        self._build = build
+
+    @property
+    def build(self) -> str:
+        """The graph build its vectors come from (``embedding.graph_build``), read without
+        opening its session when it is not open yet."""
+        return self._build(self.id) if self._build else self._open(self.id).build
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         return self._open(self.id).embed_documents(texts)
@@ -52,10 +60,10 @@ class OpenLibrary:
         if embedder_folder is not None:
             thread = EmbeddingThread(embedder_folder, threads=threads)
             self._open_threads[thread.id] = thread
-            self.embedder = _OnFirstUse(thread.id, thread.dims, self._open)
+            self.embedder = _OnFirstUse(thread.id, thread.dims, self._open, self._build)
         else:
             self.embedder = _OnFirstUse(DEFAULT_EMBEDDER, self.store.dims_of(DEFAULT_EMBEDDER),
-                                        self._open)
+                                        self._open, self._build)
         try:
             self.index = DocumentIndex(db_path or paths.documents_db_path(),
                                        embedder_id=self.embedder.id, dims=self.embedder.dims)
@@ -90,7 +98,17 @@ class OpenLibrary:
         (HearthError now, a sentence, when it is not downloaded)."""
         if not self.store.is_available(embedder_id):
             self.store.folder(embedder_id)  # raises the sentence that says what to do
-        return _OnFirstUse(embedder_id, self.store.dims_of(embedder_id), self._open)
+        return _OnFirstUse(embedder_id, self.store.dims_of(embedder_id), self._open,
+                           self._build)
+
+    def _build(self, embedder_id: str) -> str:
+        """The open session's build, else its folder's (the starter converts or gains its
+        current int8 graph first, as it would to open)."""
+        with self._lock:
+            thread = self._open_threads.get(embedder_id)
+        if thread is not None:
+            return thread.build
+        return graph_build(self.store.folder(embedder_id))
 
     def _open(self, embedder_id: str) -> EmbeddingThread:
         with self._lock:

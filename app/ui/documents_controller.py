@@ -13,6 +13,12 @@ changes only here.
   (``open_library(then)``). Indexing runs as a job on the same thread (files done / total in
   ``index_progress``; ``cancel_indexing`` stops it between files, what was indexed stays
   whole), and so does removing one (``remove``: its row says "Removing…" meanwhile).
+- **Updates**: the ``open-library`` job also finds the libraries with files indexed by an
+  older recipe (``DocumentLibrary.out_of_date``: an older chunking, or vectors of another
+  embedder build); once it is open each gets an "Updating NAME" job, one after another, as
+  any indexing job (files done / total, Cancel; ``DocumentLibrary.update`` re-indexes only
+  the stale files, one transaction each, so the library stays searchable meanwhile). A
+  cancel or a quit stops them; the next start finds what is still stale and carries on.
 - **Per chat** the libraries searched are ``ChatLibrariesStore``'s; this controller is the
   one owner of that choice (the composer's Libraries menu and the chat settings' list both
   read ``choice()`` and write ``set_library_on``); the unsent new chat keeps its choice here
@@ -71,6 +77,8 @@ INDEXING_TEXT = "indexing…"
 #: the chat row of a message whose files are being read (on screen only, never stored)
 READING_STATUS = "reading"
 OPENING_TEXT = "Opening the document library…"
+#: the job row of a library brought up to date by itself ("Updating Manuals: 3 of 14 files")
+UPDATING_TEXT = "Updating"
 WAITING_TEXT = "Opening the document library; the reply starts when it is open…"
 #: a quit waits this long for the documents thread: the embedder's one-time conversion
 #: stops at its next step (each takes seconds), an indexing job at its next file
@@ -104,6 +112,12 @@ class _Reading:
     message_id: int
     text: str
     paths: tuple[Path, ...]
+
+
+def _shown(collection: str) -> str:
+    """A collection as the job row names it: a library by its name, a chat's own files as
+    such (their collection's name means nothing to the user)."""
+    return "a chat's attached files" if collection.startswith("chat-") else collection
 
 
 def names_of(paths: Sequence[Path]) -> str:
@@ -173,6 +187,8 @@ class DocumentsController(QObject):
         self.indexing: str | None = None  # the library being indexed
         self._job_title = ""  # what the indexing job's progress lines start with
         self.removing: str | None = None  # the library being removed
+        self._updates: list[str] = []  # libraries of stale files, to update in turn
+        self.updating = False  # the indexing job is an update (``_next_update``)
         self.jobs = JobRunner("hearth-documents", self)  # opening the library, indexing
         w = self.jobs.worker
         w.progress.connect(self.on_progress)
@@ -219,18 +235,22 @@ class DocumentsController(QObject):
         def work(report, control):
             report(Progress(None, OPENING_TEXT))
             opened = factory(checkpoint=control.checkpoint)
+            try:
+                stale = opened.library.out_of_date()
+            except HearthError:
+                stale = {}
             with self._handoff:
                 if control.cancelled:  # the window is closing: nobody will use it
                     opened.close()
                     raise JobCancelled
                 self._unclaimed = opened
-            return opened
+            return opened, stale
 
         if self.jobs.submit(Job(OPEN_JOB, "Opening the document library", work)):
             self.opening = True
             self._show_activity()
 
-    def _on_opened(self, opened: OpenedLibrary) -> None:
+    def _on_opened(self, opened: OpenedLibrary, stale: dict[str, int]) -> None:
         self.opening = False
         with self._handoff:
             self._unclaimed = None
@@ -244,6 +264,28 @@ class DocumentsController(QObject):
         callbacks, self._when_open = self._when_open, []
         for then in callbacks:
             then(opened.library)
+        self._updates = [n for n in stale if n not in self._updates] + self._updates
+        self._next_update()
+
+    def _next_update(self) -> None:
+        """Start the next library's update (when nothing else runs on the documents thread):
+        its stale files indexed again, as an indexing job."""
+        library = self._library
+        while (self._updates and library is not None and not self._closing
+               and self.indexing is None and self.removing is None):
+            name = self._updates.pop(0)
+            if library.index.collection_id(name) is None:
+                continue  # removed meanwhile
+
+            def work(report, control, name=name):
+                return library.update(name, report=report, control=control)
+
+            title = f"{UPDATING_TEXT} {_shown(name)}"
+            if not self.jobs.submit(Job(INDEX_JOB, title, work)):
+                return
+            self.indexing, self._job_title, self.updating = name, title, True
+            self.index_progress.emit(Progress(None, f"{title}…"))
+            return
 
     def _on_open_failed(self, sentence: str) -> None:
         """The banner says why; a message that waited is answered without the libraries
@@ -368,6 +410,7 @@ class DocumentsController(QObject):
         self._pending = self._pending - {name}
         self.libraries_changed.emit()
         self.apply_choice()
+        self._next_update()
 
     def on_progress(self, job_id: str, progress: Progress) -> None:
         """An indexing job's line names what it indexes ("Indexing Manuals: 3 of 14
@@ -381,20 +424,28 @@ class DocumentsController(QObject):
 
     def on_finished(self, job_id: str, result: Any) -> None:
         if job_id == OPEN_JOB:
-            self._on_opened(result)
+            self._on_opened(*result)
             return
         if job_id == REMOVE_JOB:
             self._on_removed(result)
             return
+        updated = self.updating
         self._end_job()
         report = result
         files = len(report.indexed)
-        sentence = (f"{report.collection}: {files:,} files indexed, "
-                    f"{len(report.unchanged):,} unchanged, {len(report.removed):,} removed.")
+        if updated:
+            shown = _shown(report.collection)
+            sentence = (f"{shown[:1].upper()}{shown[1:]} is up to date: {files:,} files "
+                        "indexed again by this version of Hearth.")
+        else:
+            sentence = (f"{report.collection}: {files:,} files indexed, "
+                        f"{len(report.unchanged):,} unchanged, {len(report.removed):,} "
+                        "removed.")
         if report.problems:
             sentence += " " + " ".join(report.problems[:5])
         self.index_finished.emit(sentence)
         self._send_waiting()
+        self._next_update()
 
     def on_failed(self, job_id: str, sentence: str) -> None:
         if job_id == OPEN_JOB:
@@ -404,10 +455,12 @@ class DocumentsController(QObject):
             self.removing = None
             self.chat.bridge.error(sentence)
             self.libraries_changed.emit()
+            self._next_update()
             return
         self._end_job()
         self.chat.bridge.error(sentence)
         self._send_waiting(answer=False)
+        self._next_update()
 
     def on_cancelled(self, job_id: str) -> None:
         if job_id == OPEN_JOB:
@@ -416,13 +469,20 @@ class DocumentsController(QObject):
         if job_id == REMOVE_JOB:  # a quit before it ran
             self.removing = None
             return
+        updated = self.updating
         name = self._end_job()
+        self._updates.clear()  # the rest waits for the next start
         self._send_waiting(answer=False)
+        if updated:
+            self.index_finished.emit(f"Updating {_shown(name or '')} was cancelled; it is "
+                                     "still searchable, and the rest is updated the next "
+                                     "time Hearth starts.")
+            return
         self.index_finished.emit(f"Indexing {name} was cancelled; the files done so far "
                                  "stay indexed.")
 
     def _end_job(self) -> str | None:
-        name, self.indexing = self.indexing, None
+        name, self.indexing, self.updating = self.indexing, None, False
         self.index_progress.emit(None)
         self.libraries_changed.emit()
         return name

@@ -128,3 +128,30 @@ def test_add_with_a_hub_embedder_downloads_it_and_list_shows_each_librarys_embed
     assert main(["docs", "embedder", "long", "all-minilm-l6-v2"]) == 0
     assert "now embedded by all-minilm-l6-v2; 1 files indexed again" in \
         capsys.readouterr().out
+
+
+def test_search_says_once_that_a_library_is_out_of_date_and_add_updates_it(
+        installed_embedder, tmp_path, capsys):
+    import sqlite3
+
+    from app import paths
+
+    _kitchen(tmp_path, capsys)
+    folder = tmp_path / "notes"
+    assert main(["docs", "search", "green tea", "--collection", "kitchen"]) == 0
+    assert capsys.readouterr().err == ""  # up to date: nothing said
+    db = sqlite3.connect(paths.documents_db_path())  # as an older chunking left it
+    db.execute("UPDATE meta SET value = '1' WHERE key = 'chunking'")
+    db.commit()
+    db.close()
+    assert main(["docs", "search", "green tea", "--collection", "kitchen", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)[0]["file"] == str(folder / "tea.md")  # still searched
+    assert err == (f"hearth: the library 'kitchen' was indexed by an older version of Hearth "
+                   f"(2 files); it is still searched, and hearth docs add {folder} "
+                   f"--collection kitchen indexes it again.\n")
+    assert main(["docs", "add", str(folder), "--collection", "kitchen", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert len(report["indexed"]) == 2 and report["unchanged"] == []
+    assert main(["docs", "search", "green tea", "--collection", "kitchen"]) == 0
+    assert capsys.readouterr().err == ""

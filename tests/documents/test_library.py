@@ -120,6 +120,129 @@ def test_an_index_of_an_older_chunking_indexes_its_files_again_on_the_next_refre
         index.close()
 
 
+def _edit(path: Path, *statements: tuple) -> None:
+    """Change the index file as an older Hearth left it (a commit the index sees)."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    for sql, *args in statements:
+        db.execute(sql, *args)
+    db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+    db.commit()
+    db.close()
+
+
+def test_an_index_of_schema_2_is_migrated_and_its_files_are_updated_once(library, docs):
+    library.add([docs], "home")
+    path = library.index.path
+    library.index.close()
+    _edit(path, ("ALTER TABLE files DROP COLUMN recipe",),  # as schema 2 wrote it
+          ("UPDATE meta SET value = '2' WHERE key = 'schema'",))
+    index = DocumentIndex(path, embedder_id=library.embedder.id, dims=library.embedder.dims)
+    library.index = index
+    assert library.out_of_date() == {"home": 3}  # how they were made is not known
+    assert "engine oil" in library.search("change the engine oil", top=1)[0].text
+    report = library.update("home")
+    assert sorted(Path(p).name for p in report.indexed) == [
+        "car.pdf", "garden.md", "office.docx"] and report.removed == []
+    assert library.out_of_date() == {} and library.update("home").indexed == []
+    assert index._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("3",)
+
+
+def test_a_file_whose_vectors_came_from_an_older_embedder_build_is_embedded_again(
+        library, docs, tmp_path):
+    from app.documents.library import recipe_of
+
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "tea.md").write_text("# Tea\n\nBrew green tea at 80 degrees for two minutes.\n")
+    library.add([docs], "home")
+    library.add([other], "home")
+    assert library.embedder.build == "int8 layout 3"  # the starter's graph today
+    assert library.out_of_date() == {}
+    car, tea, garden = (str(docs / "car.pdf"), str(other / "tea.md"), str(docs / "garden.md"))
+    older = recipe_of(library.embedder).replace("layout 3", "layout 2")
+    flat = np.full(384, 384 ** -0.5, np.float32).tobytes()  # not what today's graph gives
+    _edit(library.index.path, *[s for p in (car, tea, garden) for s in (
+        ("UPDATE files SET recipe = ? WHERE path = ?", (older, p)),
+        ("UPDATE chunks SET vector = ? WHERE file_id = (SELECT id FROM files WHERE path = ?)",
+         (flat, p)))])
+    (docs / "garden.md").rename(tmp_path / "garden.md")  # gone from disk: cannot be updated
+    assert library.out_of_date() == {"home": 2}
+    assert library.out_of_date(on_disk=False) == {"home": 3}
+    cid = library.index.collection_id("home")
+    assert library.index.stale_files(cid, recipe_of(library.embedder)) == [car, garden, tea]
+    (tmp_path / "garden.md").rename(docs / "garden.md")
+    # their content did not change, yet they are not skipped; an add of one folder updates
+    # the collection's other stale files (tea.md) too
+    report = library.add([docs], "home")
+    assert sorted(report.indexed) == [car, garden, tea] and report.removed == []
+    assert report.unchanged == [str(docs / "office.docx")]
+    assert library.out_of_date() == {} and library.update("home").indexed == []
+    vectors = library.index._db.execute("SELECT vector FROM chunks").fetchall()
+    assert flat not in {v for (v,) in vectors}
+    best = library.search("how often should I change the oil", mode="vector", top=1)[0]
+    assert best.file == car
+
+
+def test_the_embedder_build_names_the_graph_it_runs(embedder_dir, tmp_path):
+    import json
+
+    from app.documents.embedding import graph_build
+
+    assert graph_build(embedder_dir) == "int8 layout 3"
+    folder = tmp_path / "layout2"
+    folder.mkdir()
+    meta = json.loads((embedder_dir / "embedder.json").read_text())
+    (folder / "embedder.json").write_text(json.dumps({**meta, "int8_layout": 2}))
+    (folder / "model.onnx").symlink_to(embedder_dir / "model.onnx")
+    assert graph_build(folder) == "fp32"  # its int8 graph is lost: the reference runs
+    (folder / "model_int8.onnx").symlink_to(embedder_dir / "model_int8.onnx")
+    assert graph_build(folder) == "int8 layout 2"
+    assert graph_build(folder, "fp32") == "fp32"
+
+
+def test_a_library_embedded_by_the_earlier_int8_layout_is_stale_once_its_graph_is_rebuilt(
+        embedder_dir, docs, tmp_path):
+    """The real chain: a starter folder of int8 layout 2 indexes a library; opening the
+    library converts the folder to today's graph, and the library's files are stale until
+    ``update`` embeds them again by it."""
+    import json
+    import shutil
+
+    from app.documents.embedders import EmbedderStore
+    from app.documents.embedding import EmbeddingThread
+    from app.documents.open import OpenLibrary
+    from app.documents.starter_embedder import EMBEDDER_ID, INT8_GRAPH
+
+    root = tmp_path / "embedders"
+    old = root / EMBEDDER_ID
+    old.mkdir(parents=True)
+    for name in ("model.onnx", "tokenizer.json"):
+        (old / name).symlink_to(embedder_dir / name)
+    shutil.copy(embedder_dir / INT8_GRAPH, old / INT8_GRAPH)
+    meta = json.loads((embedder_dir / "embedder.json").read_text())
+    (old / "embedder.json").write_text(json.dumps({**meta, "int8_layout": 2}))
+    path = tmp_path / "index.sqlite3"
+    with EmbeddingThread(old, threads=1) as earlier:
+        assert earlier.build == "int8 layout 2"
+        index = DocumentIndex(path, embedder_id=earlier.id, dims=earlier.dims)
+        DocumentLibrary(index, earlier).add([docs], "home")
+        index.close()
+    opened = OpenLibrary(path, store=EmbedderStore(root), threads=1, checkpoint=lambda: None)
+    try:
+        library = opened.library
+        assert library.embedder.build == "int8 layout 3"  # the folder gained today's graph
+        assert library.out_of_date() == {"home": 3}
+        assert "engine oil" in library.search("change the engine oil", top=1)[0].text
+        report = library.update("home")
+        assert sorted(Path(p).name for p in report.indexed) == [
+            "car.pdf", "garden.md", "office.docx"]
+        assert library.out_of_date() == {}
+    finally:
+        opened.close()
+
+
 def test_unchanged_files_are_skipped_changed_ones_reindexed_and_deleted_ones_dropped(
         library, docs):
     library.add([docs], "home")
