@@ -153,3 +153,74 @@ PARAPHRASES = [
 
 TUNE = PARAPHRASES[0::2]
 HELD_OUT = PARAPHRASES[1::2]
+
+#: the distributions whose long descriptions (their PyPI pages, installed with the app and
+#: its test requirements) make the headed set's documents: Markdown with real headings
+HEADED_DISTRIBUTIONS = [
+    "gguf", "huggingface_hub", "llguidance", "markdown-it-py", "mcp", "mcp-server-git",
+    "mcp-server-time", "onnx", "openai", "pypdf", "qtawesome", "ruff", "starlette",
+    "tokenizers", "uvicorn"]
+
+HEADED = [
+    ("Why can't the older synchronous web server interface cope with sockets held open a "
+     "long time?", "allow for long-lived connections"),
+    ("Can I use only a few pieces of this web library without adopting all of it?",
+     "use any of its components independently"),
+    ("How many times does the API client try a failed call again on its own?",
+     "automatically retried 2 times by default"),
+    ("How long does the API client wait for a slow reply before giving up, unless told "
+     "otherwise?", "By default requests time out after 10 minutes"),
+    ("How much processor time does enforcing a grammar cost for each generated token?",
+     "50μs of CPU time per token"),
+    ("How do I make the clock server use a zone other than the one my computer is set to?",
+     "override this by adding the argument"),
+    ("What does the version-control server answer when asked to record a snapshot with "
+     "nothing prepared for it?", "an error if nothing is staged"),
+    ("Does one compiled package serve several interpreter versions?",
+     "single binary wheel to work across multiple Python versions"),
+    ("Does fixing the build date make the released files identical on every machine?",
+     "alone does not guarantee byte-for-byte identical artifacts"),
+    ("After cleaning up the text, can I still find which part of the original sentence a "
+     "piece came from?", "Normalization comes with alignments tracking"),
+    ("How quickly can it split a gigabyte of text into pieces?",
+     "less than 20 seconds to tokenize a GB of text"),
+    ("Is there a window for looking through every symbol to find the one I want?",
+     "ships with a browser that displays all the available icons"),
+    ("Can symbol fonts other than the bundled ones be added at run time?",
+     "allows to load other fonts dynamically"),
+    ("Besides pulling out text, what else can the PDF library do with files?",
+     "splitting, merging, reading and creating annotations"),
+    ("Does the command-line tool act differently when an AI coding assistant runs it?",
+     "adapt their output when run by an agent"),
+    ("Which checks are switched on when I configure nothing?",
+     "By default, Ruff enables rules from the"),
+    ("Does the linter skip work on files that have not changed since the last run?",
+     "avoid re-analyzing unchanged files"),
+    ("How do I put out a new release by hand, without the automated workflow?",
+     "publish the package manually for any reason"),
+    ("What must a tag be called for a release to be made automatically?",
+     "is the semantic version number"),
+    ("Does the git server ever ask the client which folders it may use?",
+     "this server never asks a client for Roots"),
+    ("What happens when the model calls a tool the clock server does not have?",
+     "as both protocol versions specify"),
+    ("How can I get the identifier of a call that failed, to report it to support?",
+     "you must catch the"),
+    ("Can these asynchronous web apps run on Amazon's serverless functions?",
+     "adapter for using ASGI applications with AWS Lambda"),
+    ("Does the development server restart by itself when I edit the code?",
+     "enable auto-reloading on code changes"),
+    ("Which kinds of output rules can the constrained decoder enforce?",
+     "Following grammar formats are supported"),
+    ("Can I change or swap out the parser's built-in syntax rules?",
+     "you can add new rules and even replace existing ones"),
+    ("Is there a quicker variant of the Markdown parser written in a compiled language?",
+     "experimental Rust binding"),
+    ("Which ways of connecting a client to a server does the protocol SDK handle?",
+     "every standard transport"),
+    ("What values may the number of retries take?", "must be a non-negative integer"),
+    ("How many surrounding lines does a diff show unless I ask for more?",
+     "Number of context lines to show (default: 3)"),
+]
+HEADED_TUNE = HEADED[0::2]
+HEADED_HELD_OUT = HEADED[1::2]
