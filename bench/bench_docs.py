@@ -351,7 +351,7 @@ def main() -> None:
         skipped = len(HEADED_TUNE) + len(HEADED_HELD_OUT) - len(h_tune) - len(h_held)
         print(f"Headed set: {len(headed)} of {len(HEADED_DISTRIBUTIONS)} distributions' "
               f"descriptions, {len(h_tune)} tuning + {len(h_held)} held-out questions "
-              f"({skipped} skipped: their phrase is not in the installed description)")
+              f"({skipped} skipped: a phrase the installed description lacks)")
         sets = (("README", "bench", README_SET), ("tuning", "para", TUNE),
                 ("held-out", "para", HELD_OUT), ("H-tuning", "headed", h_tune),
                 ("H-held", "headed", h_held))
