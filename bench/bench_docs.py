@@ -1,4 +1,4 @@
-"""Documents: retrieval quality (recall@5: BM25, vectors, hybrid) on two labelled sets,
+"""Documents: retrieval quality (recall@5: BM25, vectors, hybrid) on three labelled sets,
 indexing throughput (a 300-page PDF), query latency at 10k / 100k chunks with memory, and the
 embedding path against a raw ORT session on the same graph.
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import inspect
 import os
 import sqlite3
@@ -50,6 +51,9 @@ from app.documents.library import DocumentLibrary  # noqa: E402
 from app.documents.sections import Section  # noqa: E402
 from app.documents.starter_embedder import convert_wheel, find_embedder_wheel  # noqa: E402
 from bench.docs_questions import (  # noqa: E402
+    HEADED_DISTRIBUTIONS,
+    HEADED_HELD_OUT,
+    HEADED_TUNE,
     HELD_OUT,
     PARAPHRASE_MODULES,
     README_SET,
@@ -100,6 +104,35 @@ def module_docs(folder: Path, names: list[str]) -> list[Path]:
         path.write_text("\n\n".join(parts), encoding="utf-8")
         out.append(path)
     return out
+
+
+def description(distribution: str) -> str:
+    """An installed distribution's long description (its PyPI page), or "" when it is not
+    installed or has none."""
+    try:
+        meta = importlib.metadata.metadata(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+    return meta.get_payload() or meta.get("Description") or ""
+
+
+def headed_docs(folder: Path, names: list[str]) -> list[Path]:
+    """One Markdown file per installed distribution of ``names``: its long description."""
+    folder.mkdir(exist_ok=True)
+    out = []
+    for name in names:
+        text = description(name)
+        if text.strip():
+            path = folder / f"{name}.md"
+            path.write_text(text, encoding="utf-8")
+            out.append(path)
+    return out
+
+
+def present(questions: list[tuple], texts: list[str]) -> list[tuple]:
+    """The questions whose label's phrase is in one of ``texts`` (the installed documents:
+    another version of a distribution may have reworded a passage)."""
+    return [(q, label) for q, label in questions if any(answers(label, t) for t in texts)]
 
 
 def _fold(text: str) -> str:
@@ -311,8 +344,17 @@ def main() -> None:
               f"{report.chunks / spent:.1f} chunks/s; {len(README_SET)} questions. "
               f"Paraphrase set: {len(para.indexed)} files, {para.chunks:,} chunks, "
               f"{len(TUNE)} tuning + {len(HELD_OUT)} held-out questions")
+        headed = headed_docs(tmp / "headed", HEADED_DISTRIBUTIONS)
+        texts = [p.read_text(encoding="utf-8") for p in headed]
+        library.add(headed, "headed")
+        h_tune, h_held = present(HEADED_TUNE, texts), present(HEADED_HELD_OUT, texts)
+        skipped = len(HEADED_TUNE) + len(HEADED_HELD_OUT) - len(h_tune) - len(h_held)
+        print(f"Headed set: {len(headed)} of {len(HEADED_DISTRIBUTIONS)} distributions' "
+              f"descriptions, {len(h_tune)} tuning + {len(h_held)} held-out questions "
+              f"({skipped} skipped: a phrase the installed description lacks)")
         sets = (("README", "bench", README_SET), ("tuning", "para", TUNE),
-                ("held-out", "para", HELD_OUT))
+                ("held-out", "para", HELD_OUT), ("H-tuning", "headed", h_tune),
+                ("H-held", "headed", h_held))
         for name, collection, questions in sets:
             for question in unanswerable(index, collection, questions):
                 print(f"  stale label in the {name} set (no chunk holds its phrase): {question}")

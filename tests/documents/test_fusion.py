@@ -1,0 +1,126 @@
+"""The fused top five is diverse across sections: a block of neighbouring chunks of one
+section, which both lists rank high, does not crowd out a chunk only one list ranks first
+(app/documents/index.py, ``Fusion.per_section`` / ``Fusion.section_ranks``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.documents.chunking import Chunk
+from app.documents.index import FUSION, DocumentIndex, Fusion
+
+DIMS = 16
+QUERY = "How large may a request body be?"
+ANSWER = "A request body is limited to 4 MiB."
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def _crowded_index(tmp_path, *, heading: str = "Server") -> tuple[DocumentIndex, int]:
+    """A guide whose ``heading`` section has twelve neighbouring chunks that both lists rank
+    high (the query's word "request", vectors next to the query's), its "Limits" section the
+    answer (BM25's first, the vectors' last), and sixty unheaded notes the vectors rank
+    between them."""
+    index = DocumentIndex(tmp_path / "fusion.sqlite3", embedder_id="plain", dims=DIMS)
+    cid = index.collection_id("c", create=True)
+    axis = np.eye(DIMS, dtype=np.float32)
+    block = [Chunk(f"The server takes each request from its queue, step {j}.", None, heading, j)
+             for j in range(12)]
+    chunks = [*block, Chunk(ANSWER, None, "Limits", 12)]
+    vectors = [_unit(axis[0] + 0.02 * j * axis[1]) for j in range(12)] + [axis[DIMS - 1]]
+    index.replace_file(cid, "/guide.md", sha256="g", size=1, kind="markdown", pages=0,
+                       chunks=chunks, vectors=np.stack(vectors))
+    notes = [Chunk(f"Unrelated note number {j} about gardening.", None, "", j)
+             for j in range(60)]
+    index.replace_file(cid, "/notes.txt", sha256="n", size=1, kind="text", pages=0,
+                       chunks=notes, vectors=np.stack(
+                           [_unit(axis[0] + (1.5 + 0.01 * j) * axis[2 + j % 12])
+                            for j in range(60)]))
+    return index, cid
+
+
+def _top(index: DocumentIndex, cid: int, fusion: Fusion) -> list[str]:
+    return [p.text for p in index.search(QUERY, np.eye(DIMS, dtype=np.float32)[0], [cid],
+                                         top=5, fusion=fusion)]
+
+
+def test_the_lists_rank_the_answer_first_and_last(tmp_path) -> None:
+    index, cid = _crowded_index(tmp_path)
+    assert _top(index, cid, FUSION)  # the index answers at all
+    bm25 = [p.text for p in index.search(QUERY, None, [cid], top=1, mode="bm25")]
+    vector = [p.text for p in index.search(QUERY, np.eye(DIMS, dtype=np.float32)[0], [cid],
+                                           top=50, mode="vector")]
+    assert bm25 == [ANSWER]
+    assert ANSWER not in vector  # past the vector list's fifty candidates
+    index.close()
+
+
+def test_a_block_of_one_section_crowds_the_answer_out_of_plain_fusion(tmp_path) -> None:
+    index, cid = _crowded_index(tmp_path)
+    plain = Fusion(k=FUSION.k, bm25_weight=FUSION.bm25_weight)
+    top = _top(index, cid, plain)
+    assert ANSWER not in top
+    assert all(t.startswith("The server") for t in top)
+    index.close()
+
+
+def test_a_section_cap_lets_the_answer_in(tmp_path) -> None:
+    index, cid = _crowded_index(tmp_path)
+    top = _top(index, cid, Fusion(k=FUSION.k, bm25_weight=FUSION.bm25_weight, per_section=2))
+    assert ANSWER in top
+    assert sum(t.startswith("The server") for t in top) == 2
+    index.close()
+
+
+def test_section_ranks_with_a_cap_of_one_keep_one_chunk_of_the_block(tmp_path) -> None:
+    index, cid = _crowded_index(tmp_path)
+    top = _top(index, cid, Fusion(k=FUSION.k, bm25_weight=FUSION.bm25_weight, per_section=1,
+                                  section_ranks=True))
+    assert ANSWER in top
+    assert sum(t.startswith("The server") for t in top) == 1
+    # each note ranks 2nd, 3rd... among the vector list's sections, not 13th... behind the
+    # block's chunks: the first note comes before the answer
+    assert top[1].startswith("Unrelated note")
+    # section ranks alone: the block's chunks share its first rank in each list and stay
+    alone = _top(index, cid, Fusion(k=FUSION.k, bm25_weight=FUSION.bm25_weight,
+                                    section_ranks=True))
+    assert all(t.startswith("The server") for t in alone)
+    index.close()
+
+
+def test_sections_fused_as_sections_rank_by_their_own_places(tmp_path) -> None:
+    """Fused as sections, each unheaded note ranks where it stands among the vector list's
+    sections (2nd, 3rd...: above the answer, BM25's 1st at 0.7 weight); fused as chunks, the
+    notes rank behind the block's twelve chunks (13th...), below the answer."""
+    index, cid = _crowded_index(tmp_path)
+    as_sections = _top(index, cid, Fusion(k=FUSION.k, bm25_weight=FUSION.bm25_weight,
+                                          per_section=1, by_section=True))
+    as_chunks = _top(index, cid, Fusion(k=FUSION.k, bm25_weight=FUSION.bm25_weight,
+                                        per_section=1))
+    assert as_sections[0].startswith("The server") and as_chunks[0].startswith("The server")
+    assert as_sections[1].startswith("Unrelated note") and ANSWER in as_sections
+    assert as_chunks[1] == ANSWER
+    index.close()
+
+
+def test_chunks_under_no_heading_are_sections_of_their_own(tmp_path) -> None:
+    """A plain text file has no headings: a cap per section must not become a cap per file
+    (the paraphrase set's docstrings lost a third of their recall that way)."""
+    index, cid = _crowded_index(tmp_path)
+    capped = Fusion(k=FUSION.k, bm25_weight=FUSION.bm25_weight, per_section=1)
+    found = index.search("gardening note", np.eye(DIMS, dtype=np.float32)[2], [cid], top=5,
+                         fusion=capped)
+    assert len(found) == 5
+    assert all(p.file == "/notes.txt" for p in found)
+    index.close()
+
+
+def test_the_default_fusion_is_plain(tmp_path) -> None:
+    """The headed set's tuning split chose no diversity (bench/docs_questions.py): the
+    default searches as plain fusion does, block and all."""
+    index, cid = _crowded_index(tmp_path)
+    assert _top(index, cid, FUSION) == _top(index, cid, Fusion(k=FUSION.k,
+                                                               bm25_weight=FUSION.bm25_weight))
+    index.close()
