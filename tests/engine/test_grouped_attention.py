@@ -5,6 +5,8 @@ zeros (the MatMuls read the whole capacity) and grow by 512 past the first doubl
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -113,3 +115,30 @@ def test_replies_with_reuse_and_rewind_equal_fresh_runs(native, settings):
     chunks = list(cached.chat(question, settings, caches=caches, conversation_id="c"))
     assert chunks[-1].stats.reused_tokens > 0
     assert _reply(chunks) == _reply(fresh.chat(question, settings, reuse=False))
+
+
+def test_a_speculated_reply_equals_the_plain_one(native):
+    engine = _load(native)
+    quoting = [Message("user", "repeat after me: " + "the keeper lit the lamp at dawn " * 12)]
+    plain = list(engine.chat(quoting, replace(GREEDY, max_new_tokens=24, speculation="off"),
+                             reuse=False))
+    speculated = list(engine.chat(quoting, replace(GREEDY, max_new_tokens=24,
+                                                   speculation="auto"), reuse=False))
+    assert speculated[-1].stats.speculation == "lookup" and speculated[-1].stats.proposed > 0
+    assert _reply(speculated) == _reply(plain)
+
+
+def test_a_chat_reopens_from_a_snapshot_and_equals_a_fresh_run(native, tmp_path):
+    history = [Message("user", text) for text in _turns(1)]
+    first = _load(native)
+    caches = first.conversation_caches(snapshot_folder=tmp_path / "kv", min_tokens=16)
+    answer = _reply(first.chat(history, GREEDY, caches=caches, conversation_id="c"))
+    caches.close()  # the app quits: the cache goes to disk
+    assert list((tmp_path / "kv").rglob("*.npz"))
+    history += [Message("assistant", first.tokenizer.decode(answer)),
+                Message("user", "and the bell rang twice")]
+    restarted = _load(native)
+    caches = restarted.conversation_caches(snapshot_folder=tmp_path / "kv", min_tokens=16)
+    chunks = list(restarted.chat(history, SEEDED, caches=caches, conversation_id="c"))
+    assert chunks[-1].stats.reused_tokens > 0
+    assert _reply(chunks) == _reply(_load(native).chat(history, SEEDED, reuse=False))
