@@ -2,10 +2,13 @@
 (bench/attention_layouts.py's ``grouped-cap``), timed step against step with the original.
 
     .venv/bin/python -m bench.grouped_decoder MODEL_DIR [--contexts 1024,4096,8190]
-        [--threads 1] [--seconds 4]
+        [--threads 1] [--seconds 4] [--built GROUPED_DIR]
 
-A prototype for the design in docs/ARCHITECTURE.md ("Grouped attention"), not a Hearth
-path: each GroupQueryAttention (packed QKV, do_rotary) becomes Split, com.microsoft
+The app's builder now emits this form itself (``convert_gguf(..., attention="grouped")``,
+app/models/gguf/grouped_attention.py); ``--built`` times such a conversion of the same GGUF
+against MODEL_DIR's GroupQueryAttention graph. Without it, the prototype's rewrite of
+MODEL_DIR's graph is timed (kept for folders converted before the option existed): each
+GroupQueryAttention (packed QKV, do_rotary) becomes Split, com.microsoft
 RotaryEmbedding on q and k, TensorScatter (opset 24) of the step's k/v rows into the
 [1, kv, capacity, D] buffer bound as its input and output, FusedMatMul against K over the
 capacity, an additive causal mask built once per step, Softmax and FusedMatMul against V.
@@ -212,6 +215,8 @@ def main() -> int:
     parser.add_argument("--contexts", default="1024,4096,8190")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--built", default=None,
+                        help="a convert_gguf(attention='grouped') folder of the same GGUF")
     args = parser.parse_args()
     path = Path(args.model) / "model.onnx"
     model = onnx.load(str(path))  # with its weights: the rewritten graph is run from bytes
@@ -221,7 +226,10 @@ def main() -> int:
             cos = next(t for t in model.graph.initializer if t.name == n.input[7])
             layers.append((_attr(n, "kv_num_heads"), 2 * cos.dims[1]))
     original = with_probe(onnx.load(str(path)))
-    grouped = with_probe(rewrite(model))
+    if args.built:  # the app's own grouped conversion (its layer 0 output has the same name)
+        grouped = with_probe(onnx.load(str(Path(args.built) / "model.onnx")))
+    else:
+        grouped = with_probe(rewrite(model))
     print(f"{path.parent.name}: {len(layers)} layers; 2-row steps, {args.threads} thread(s), "
           f"ORT {ort.__version__}; ms per step (median of interleaved runs)")
     print("a position's logits, 2-row step vs 3-row step (same bits?): GQA "

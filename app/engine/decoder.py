@@ -238,7 +238,8 @@ class Decoder:
             )
         if path == "shared":
             return SharedBufferCache(
-                self.graph.kv_layers, self._ops, self.device, max_length=self.context_length
+                self.graph.kv_layers, self._ops, self.device, max_length=self.context_length,
+                grouped=self.graph.grouped_attention,
             )
         if path == "rebind":
             return RebindCache(self.graph.kv_layers, self._ops, self.device)

@@ -227,8 +227,14 @@ def inspect_graph(
     state_tensors = tuple(t for index in sorted(states) for t in states[index])
 
     uses_gqa = "GroupQueryAttention" in op_types
+    # the grouped form writes the step's rows into the bound buffer (TensorScatter, in place)
+    grouped = not uses_gqa and "TensorScatter" in op_types and bool(kv_layers)
     path: DecodePath
-    if state_tensors:
+    if grouped and state_tensors:
+        raise ModelLoadError(f"{where}: grouped attention with recurrent states is not supported.")
+    if grouped:
+        path = "shared"  # its past and present are one buffer of the capacity, always
+    elif state_tensors:
         path = "recurrent"  # KV layers grow as on the rebind path; the states cannot be cut
     elif not kv_layers:
         path = "none"
@@ -251,6 +257,7 @@ def inspect_graph(
         embedded_inputs=embedded,
         quantized_matmuls=bool(QUANTIZED_MATMULS & op_types),
         use_cache_branch="use_cache_branch" if "use_cache_branch" in by_input else None,
+        grouped_attention=grouped,
     )
 
 

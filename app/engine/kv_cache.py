@@ -326,12 +326,19 @@ class RebindCache(_LayeredCache):
         super().commit(outputs, new_tokens)
 
 
-def _bucket(needed: int, limit: int, step: int = 256) -> int:
-    """Capacity for ``needed`` positions: doubling from ``step``, capped at ``limit``."""
+def _bucket(needed: int, limit: int, step: int = 256, grow_by: int | None = None) -> int:
+    """Capacity for ``needed`` positions: doubling from ``step``, capped at ``limit``;
+    with ``grow_by``, doubling only while below it, then ``grow_by`` positions at a time
+    (256, 512, 1024, 1536, … for 512: at most ``needed + grow_by``)."""
     capacity = step
     while capacity < needed:
-        capacity *= 2
+        capacity = capacity + grow_by if grow_by and capacity >= grow_by else capacity * 2
     return max(needed, min(capacity, limit))
+
+
+#: Grouped attention's buckets grow by this many positions past the first doubling: its
+#: MatMuls read the whole capacity, so a doubling would cost up to 2x a step's reads.
+GROUPED_GROW_BY = 512
 
 
 class SharedBufferCache(_LayeredCache):
@@ -347,15 +354,28 @@ class SharedBufferCache(_LayeredCache):
         device: str,
         max_length: int,
         initial_capacity: int = 256,
+        *,
+        grouped: bool = False,
     ) -> None:
         super().__init__(layers, ops, device)
         self._max_length = max_length
         self._initial = min(initial_capacity, max_length)
+        #: Grouped attention reads every position of the capacity: spare positions are
+        #: zeros (finite: 0 x NaN would be NaN), buckets grow by ``GROUPED_GROW_BY``.
+        self.grouped = grouped
+        self._grow_by = GROUPED_GROW_BY if grouped else None
         #: Positions the buffers hold (0 before the first step).
         self.capacity = 0
 
     def _allocate(self, capacity: int) -> None:
-        if not self.tensors:
+        if not self.tensors and self.grouped:
+            self.tensors = [
+                _host_value(np.zeros((1, layer.kv_heads, capacity, layer.head_dim),
+                                     np.dtype(layer.dtype)), self._device)
+                for layer in self._layers
+                for _ in (0, 1)
+            ]
+        elif not self.tensors:
             self.tensors = [
                 empty_kv([1, layer.kv_heads, capacity, layer.head_dim], layer.dtype, self._device)
                 for layer in self._layers
@@ -377,7 +397,7 @@ class SharedBufferCache(_LayeredCache):
             )
         if needed <= self.capacity:
             return False
-        self._allocate(_bucket(needed, self._max_length, max(self._initial, 1)))
+        self._allocate(_bucket(needed, self._max_length, max(self._initial, 1), self._grow_by))
         return True
 
     def make_room(self, new_count: int) -> None:
@@ -396,7 +416,7 @@ class SharedBufferCache(_LayeredCache):
         self._check_exportable()
         n = len(tokens)
         capacity = _bucket(min(n + 1, self._max_length), self._max_length,
-                           max(self._initial, 1))
+                           max(self._initial, 1), self._grow_by)
         buffers = []
         for array in arrays:
             full = np.zeros((*array.shape[:2], capacity, *array.shape[3:]), dtype=array.dtype)

@@ -355,6 +355,11 @@ class GraphInfo:
     #: Optimum's merged decoders (``decoder_model_merged*.onnx``): the bool input that says
     #: whether the past is used (False on the first pass, with no past; True afterwards).
     use_cache_branch: str | None = None
+    #: Grouped attention over the shared buffer's capacity (a Hearth conversion with
+    #: ``attention="grouped"``: TensorScatter writes the step's rows in place, FusedMatMuls
+    #: read every position of the capacity). Decode path "shared"; its spare positions must
+    #: hold finite values (zero-filled) and its buffers grow in finer buckets.
+    grouped_attention: bool = False
 
 
 @dataclass(frozen=True)

@@ -35,3 +35,21 @@ def test_the_rewritten_decoder_attends_as_gqa_does_and_is_exact(tmp_path):
     np.testing.assert_allclose(ours.keep[0][:, :, 298:300], gqa.keep[0][:, :, 298:300],
                                atol=1e-5)
     assert grouped_decoder.same_logits(grouped, layers, 1, total=200)
+
+
+def test_the_apps_grouped_conversion_runs_in_the_bench_as_the_rewrite_does(tmp_path):
+    gguf = tmp_path / "tiny.gguf"
+    bench_sizes.write_gguf(gguf, TINY, bench_sizes.QTYPES["q4_0"])
+    convert_gguf(gguf, tmp_path / "gqa")
+    convert_gguf(gguf, tmp_path / "grouped", attention="grouped")  # the app's builder
+    layers = [(TINY.kv_heads, TINY.head_dim)] * TINY.layers
+    rewritten = grouped_decoder.with_probe(
+        grouped_decoder.rewrite(onnx.load(str(tmp_path / "gqa" / "model.onnx"))))
+    built = grouped_decoder.with_probe(onnx.load(str(tmp_path / "grouped" / "model.onnx")))
+    runs = []
+    for graph in (rewritten, built):
+        runner = grouped_decoder.Runner(graph, 1, layers, 300, 2)
+        runner.run()
+        runs.append(runner.outputs())
+    np.testing.assert_array_equal(runs[1][1], runs[0][1])  # layer 0's attention, same bits
+    assert grouped_decoder.same_logits(built, layers, 1, total=200)

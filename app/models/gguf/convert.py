@@ -17,6 +17,7 @@ from app.errors import ConversionError, DiskFullError
 from app.manifest import sha256_file
 from app.models.gguf import EXACT_OFFSETS_FORM, SAMPLING_FORM
 from app.models.gguf.graph_builder import ExternalData, GraphBuilder
+from app.models.gguf.grouped_attention import ATTENTION_FORMS, unsupported_reason
 from app.models.gguf.naming import readable_name
 from app.models.gguf.package_files import genai_config, manifest, write_json
 from app.models.gguf.reader import GGUFFile
@@ -82,6 +83,7 @@ def convert_gguf(
     exact_offsets: bool = DEFAULT_EXACT_OFFSETS,
     check: Check | None = None,
     source_sha256: str | None = None,
+    attention: str = "gqa",
 ) -> Path:
     """Convert ``src`` (a .gguf file) into a complete model folder at ``dest``.
 
@@ -105,6 +107,9 @@ def convert_gguf(
             folder.
         source_sha256: the source's sha256 when the caller has hashed it already (the
             library's duplicate check); else it is hashed here.
+        attention: "gqa" (GroupQueryAttention, the default) or "grouped" (grouped attention
+            over the shared buffer's capacity, see ``grouped_attention``; not the default
+            yet). Recorded in the manifest's ``conversion.attention``.
 
     Progress messages name the phase: "Reading <file>", "Converting layer 3 of 30",
     "Converting the output layer", "Writing model.onnx", "Hashing the converted files",
@@ -123,6 +128,14 @@ def convert_gguf(
         raise ConversionError(f"{dest} already exists; remove it or choose another name.")
     report(0.0, f"Reading {src.name}")
     g = GGUFFile(src)
+    if attention not in ATTENTION_FORMS:
+        raise ConversionError(
+            f"Unknown attention form {attention!r}; choose one of {', '.join(ATTENTION_FORMS)}."
+        )
+    if attention == "grouped" and (reason := unsupported_reason(g.params)):
+        raise ConversionError(
+            f"{src.name} cannot be converted with grouped attention: it has {reason}."
+        )
     weights = WeightSource(g, precision, exact_offsets=exact_offsets, check=checkpoint)
     tokenizer = build_tokenizer_json(g)  # fails early on missing tokenizer metadata
     tok_config = build_tokenizer_config(g, g.params.context_length)
@@ -145,7 +158,7 @@ def convert_gguf(
     tmp.mkdir()
     try:
         _write_folder(g, weights, tmp, tokenizer, tok_config, accuracy_level, report,
-                      checkpoint)
+                      checkpoint, attention)
         checkpoint()
         if source_sha256 is None:
             report(0.97, f"Hashing {src.name}")
@@ -160,6 +173,7 @@ def convert_gguf(
             "exact_offsets": exact_offsets,
             "offsets_form": EXACT_OFFSETS_FORM if exact_offsets else None,
             "sampling_form": SAMPLING_FORM,
+            "attention": attention,
         }
         doc = manifest(
             tmp,
@@ -205,6 +219,7 @@ def _write_folder(
     accuracy_level: int,
     report: Progress,
     checkpoint: Check,
+    attention: str = "gqa",
 ) -> None:
     def layer_done(fraction: float, message: str) -> None:
         checkpoint()  # between layers: a cancel stops here
@@ -218,6 +233,7 @@ def _write_folder(
             data,
             accuracy_level=accuracy_level,
             progress=layer_done,
+            attention=attention,
         )
         model = builder.build()
     finally:

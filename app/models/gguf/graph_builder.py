@@ -13,6 +13,8 @@ Contract (the engine relies on it; it matches onnxruntime-genai's builder):
 * ``com.microsoft.GroupQueryAttention`` with ``do_rotary=1`` and cos/sin caches; ``seqlens_k``
   and ``total_sequence_length`` come from ``attention_mask`` inside the graph, so past and
   present may be bound to one shared max-length buffer.
+* or, with ``attention="grouped"`` (opset 24): RotaryEmbedding, TensorScatter into the shared
+  buffer and grouped FusedMatMuls over its capacity (``grouped_attention``), the same I/O.
 
 Layout chosen for CPU decode speed (one token: many small kernels, so fewer is faster):
 
@@ -39,6 +41,12 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from app.models.gguf.grouped_attention import (
+    ATTENTION_FORMS,
+    GROUPED_OPSET,
+    GroupedAttentionBuilder,
+    unsupported_reason,
+)
 from app.models.gguf.layers import LayerBuilder
 from app.models.gguf.quant import NBitsWeight, concat
 from app.models.gguf.reader import ModelParams
@@ -133,7 +141,7 @@ def yarn_frequencies(p: ModelParams, inv_freq: np.ndarray) -> tuple[np.ndarray, 
     return blended, 1.0 + 0.1 * float(np.log(p.yarn_factor))
 
 
-class GraphBuilder(LayerBuilder):
+class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
     """Builds the decoder graph node by node; weights come from a ``WeightSource``."""
 
     def __init__(
@@ -145,7 +153,13 @@ class GraphBuilder(LayerBuilder):
         accuracy_level: int = 4,
         progress: Callable[[float, str], None] | None = None,
         verify_logits: bool = True,
+        attention: str = "gqa",
     ) -> None:
+        if attention not in ATTENTION_FORMS:
+            raise ValueError(f"unknown attention form {attention!r}")
+        if attention == "grouped" and (reason := unsupported_reason(params)):
+            raise ValueError(f"grouped attention does not support {reason} yet")
+        self.attention = attention
         self.p = params
         self.verify_logits = verify_logits
         self.w = weights
@@ -404,7 +418,11 @@ class GraphBuilder(LayerBuilder):
         self._node("Reshape", [head_out, logits_shape], ["logits"], "logits")
         graph = helper.make_graph(self.nodes, "hearth-decoder", inputs, outputs, self.inits)
         model = helper.make_model(
-            graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(MS, 1)]
+            graph,
+            opset_imports=[
+                helper.make_opsetid("", GROUPED_OPSET if self.attention == "grouped" else OPSET),
+                helper.make_opsetid(MS, 1),
+            ],
         )
         model.ir_version = IR_VERSION
         model.producer_name = "hearth-gguf"
@@ -438,6 +456,8 @@ class GraphBuilder(LayerBuilder):
         minus_one = self._const("const.minus_one", np.array([-1], np.int64))
         self._node("Shape", ["input_ids"], ["ids/shape"], "ids/shape")
         self._node("Concat", ["ids/shape", minus_one], ["shape3d"], "shape3d", axis=0)
+        if self.attention == "grouped":
+            self._grouped_step_inputs()
         if self.verify_logits:  # the last ``num_logits_to_keep`` positions
             self._node("Neg", ["num_logits_to_keep"], ["const.last_start"], "logits/keep_start")
         else:

@@ -209,6 +209,11 @@ class LayerBuilder:
         one logit per head added to its softmax's denominator (GroupQueryAttention's
         ``head_sink``, checked against the reference on CPU)."""
         p = self.p
+        if self.attention == "grouped":
+            return self._grouped_attention(
+                q_k_v, i, name, rope_suffix=rope_suffix,
+                scale=scale or float(1.0 / np.sqrt(p.head_dim)), rotary=rotary,
+            )  # fmt: skip
         out = f"{name}.attn/out"
         caches = [f"cos_cache{rope_suffix}", f"sin_cache{rope_suffix}"] if rotary else []
         if sinks is not None:  # after cos/sin, position_ids and attention_bias

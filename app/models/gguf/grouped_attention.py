@@ -1,0 +1,150 @@
+"""Grouped attention over the shared KV buffer's capacity: the conversion option
+``attention="grouped"`` (docs/ARCHITECTURE.md, "Grouped attention"; issue 29 §4).
+
+Per layer, in place of one ``GroupQueryAttention``: com.microsoft ``RotaryEmbedding`` on q
+and k at the step's positions, ``TensorScatter`` (opset 24) of the step's k and v rows at the
+cache cursor into the [1, kv, capacity, D] buffer bound as its input *and* output (ORT's CPU
+kernel writes in place when they are the same buffer), then per KV head one ``FusedMatMul``
+of its whole query group against K over the capacity (transB, alpha = scale), an additive
+causal mask [group·S, capacity] built once per step, ``Softmax``, ``FusedMatMul`` against V.
+
+The graph keeps the GQA graph's inputs and outputs (``input_ids``, ``attention_mask`` of the
+total length, ``past_key_values.*`` / ``present.*`` of the buffer's capacity), so the engine
+feeds it as it feeds the shared-buffer path; what differs is that the MatMuls read every
+position of the capacity, so spare positions must hold finite values (zeros: 0 × NaN is NaN).
+
+Exact across step sizes: a row's output is one Softmax and one GEMM reduction over the
+capacity in position order, later positions at -inf (probability 0), and M = group·S ≥ 2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MS = "com.microsoft"
+#: ONNX opset a grouped graph needs (TensorScatter).
+GROUPED_OPSET = 24
+#: The values of the conversion option ``attention``.
+ATTENTION_FORMS = ("gqa", "grouped")
+
+
+def unsupported_reason(params) -> str | None:
+    """Why ``params``' model cannot be converted with grouped attention (None: it can)."""
+    if params.local_layers:
+        return "sliding-window layers"
+    if params.attn_sinks:
+        return "attention sinks"
+    if params.rope_dim:
+        return "partial rotary dimensions"
+    return None
+
+
+class GroupedAttentionBuilder:
+    """Mixin for ``GraphBuilder``: the grouped attention of one layer and its per-step nodes."""
+
+    def _grouped_step_inputs(self) -> None:
+        """Once per step: positions [1, S], write index [1] and the mask [group·S, capacity].
+
+        The step's first position is ``total - S`` (``total`` = attention_mask's length); the
+        capacity is the bound buffer's length (layer 0's key)."""
+        p = self.p
+        group = p.n_heads // p.n_kv_heads
+        c = {
+            name: self._const(f"grouped.{name}", np.array(value, np.int64))
+            for name, value in (
+                ("zero", 0), ("one", 1), ("axis0", [0]), ("axis1", [1]), ("two", 2),
+                ("tiles", [group, 1]),
+            )
+        }
+        f0 = self._const("grouped.f0", np.array(0.0, np.float32))
+        finf = self._const("grouped.minus_inf", np.array(-np.inf, np.float32))
+        self._node("Gather", ["ids/shape", c["one"]], ["grouped/rows"], "grouped/rows", axis=0)
+        self._node("Sub", ["mask/total64", "grouped/rows"], ["grouped/start"], "grouped/start")
+        self._node("Range", ["grouped/start", "mask/total64", c["one"]], ["grouped/pos1"],
+                   "grouped/pos1")
+        self._node("Unsqueeze", ["grouped/pos1", c["axis0"]], ["grouped/positions"],
+                   "grouped/positions")
+        self._node("Unsqueeze", ["grouped/start", c["axis0"]], ["grouped/write_at"],
+                   "grouped/write_at")
+        self._node("Shape", ["past_key_values.0.key"], ["grouped/past_shape"],
+                   "grouped/past_shape")
+        self._node("Gather", ["grouped/past_shape", c["two"]], ["grouped/capacity"],
+                   "grouped/capacity", axis=0)
+        self._node("Range", [c["zero"], "grouped/capacity", c["one"]], ["grouped/cols"],
+                   "grouped/cols")
+        self._node("Unsqueeze", ["grouped/pos1", c["axis1"]], ["grouped/limits"],
+                   "grouped/limits")
+        self._node("LessOrEqual", ["grouped/cols", "grouped/limits"], ["grouped/visible"],
+                   "grouped/visible")
+        self._node("Where", ["grouped/visible", f0, finf], ["grouped/mask_rows"],
+                   "grouped/mask_rows")
+        # the grouped scores' rows run (query head in group, step row): the mask per head
+        self._node("Tile", ["grouped/mask_rows", c["tiles"]], ["grouped/mask"], "grouped/mask")
+
+    def _grouped_attention(
+        self, q_k_v: list[str], i: int, name: str, *, rope_suffix: str, scale: float,
+        rotary: bool,
+    ) -> str:
+        """Layer ``i``'s grouped attention; ``q_k_v`` as for GroupQueryAttention."""
+        p = self.p
+        hq, hkv, d = p.n_heads, p.n_kv_heads, p.head_dim
+        group = hq // hkv
+        out = f"{name}.attn/out"
+        shapes = {
+            key: self._const(f"{name}.attn.{key}", np.array(value, np.int64))
+            for key, value in (
+                ("kv_rows", [1, -1, hkv, d]), ("q_rows", [-1, hkv, group, d]),
+                ("grouped", [hkv, -1, d]), ("out4", [hkv, group, -1, d]),
+                ("out3", [1, -1, hq * d]),
+            )
+        }
+        if q_k_v[1] == "":  # packed [qkv, "", ""]
+            split = self._const(f"{name}.attn.split",
+                                np.array([hq * d, hkv * d, hkv * d], np.int64))
+            q, k, v = self._node("Split", [q_k_v[0], split],
+                                 [f"{name}.attn/q", f"{name}.attn/k", f"{name}.attn/v"],
+                                 f"{name}.attn/split", axis=2)
+        else:
+            q, k, v = q_k_v
+        if rotary:
+            caches = [f"cos_cache{rope_suffix}", f"sin_cache{rope_suffix}"]
+            inter = int(p.rope_interleaved)
+            (q,) = self._node("RotaryEmbedding", [q, "grouped/positions", *caches],
+                              [f"{name}.attn/q_rot"], f"{name}.attn/q_rot", MS,
+                              interleaved=inter, num_heads=hq)
+            (k,) = self._node("RotaryEmbedding", [k, "grouped/positions", *caches],
+                              [f"{name}.attn/k_rot"], f"{name}.attn/k_rot", MS,
+                              interleaved=inter, num_heads=hkv)
+        read = {}
+        for kind, rows in (("key", k), ("value", v)):
+            (r4,) = self._node("Reshape", [rows, shapes["kv_rows"]], [f"{rows}/4d"],
+                               f"{rows}/4d")
+            (rt,) = self._node("Transpose", [r4], [f"{rows}/heads"], f"{rows}/heads",
+                               perm=[0, 2, 1, 3])
+            present = f"present.{i}.{kind}"
+            self._node("TensorScatter",
+                       [f"past_key_values.{i}.{kind}", rt, "grouped/write_at"], [present],
+                       f"{name}.attn/write_{kind}", axis=2)
+            (read[kind],) = self._node("Reshape", [present, shapes["grouped"]],
+                                       [f"{name}.attn/{kind}3"], f"{name}.attn/{kind}3")
+        (q4,) = self._node("Reshape", [q, shapes["q_rows"]], [f"{name}.attn/q4"],
+                           f"{name}.attn/q4")
+        (qt,) = self._node("Transpose", [q4], [f"{name}.attn/qt"], f"{name}.attn/qt",
+                           perm=[1, 2, 0, 3])
+        (qg,) = self._node("Reshape", [qt, shapes["grouped"]], [f"{name}.attn/qg"],
+                           f"{name}.attn/qg")
+        (s,) = self._node("FusedMatMul", [qg, read["key"]], [f"{name}.attn/scores"],
+                          f"{name}.attn/scores", MS, alpha=scale, transB=1)
+        (m,) = self._node("Add", [s, "grouped/mask"], [f"{name}.attn/masked"],
+                          f"{name}.attn/masked")
+        (pr,) = self._node("Softmax", [m], [f"{name}.attn/probs"], f"{name}.attn/probs",
+                           axis=-1)
+        (o3,) = self._node("FusedMatMul", [pr, read["value"]], [f"{name}.attn/o3"],
+                           f"{name}.attn/o3", MS)
+        (o4,) = self._node("Reshape", [o3, shapes["out4"]], [f"{name}.attn/o4"],
+                           f"{name}.attn/o4")
+        (ot,) = self._node("Transpose", [o4], [f"{name}.attn/ot"], f"{name}.attn/ot",
+                           perm=[2, 0, 1, 3])
+        self._node("Reshape", [ot, shapes["out3"]], [out], f"{name}.attn/rows")
+        return out
+
