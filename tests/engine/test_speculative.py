@@ -68,6 +68,19 @@ def _prompts(vocab: int, count: int, seed: int) -> list[list[int]]:
     return out
 
 
+def _verify_rows_and_steps(engine: Engine, prompt, tokens):
+    """A verify step's rows for ``tokens`` after ``prompt``, and the plain steps' logits."""
+    decoder = engine.decoder
+    cache = engine.new_cache()
+    decoder.feed(cache, prompt)
+    rows = decoder.verify(cache, tokens)
+    step_cache = engine.new_cache()
+    decoder.feed(step_cache, prompt)
+    steps = [decoder.step(step_cache, t).copy() for t in tokens]
+    assert len(step_cache) == len(prompt) + len(tokens)  # the scratch rows are cut off
+    return rows, steps
+
+
 def _run(engine: Engine, cache, prompt, settings, *, draft=None, policy=None, eos=None,
          reuse=False, quoting=False):
     chunks = list(stream_generate(
@@ -303,14 +316,7 @@ def test_a_quantized_graph_steps_in_pairs_so_verify_steps_match_bit_for_bit(
     tokens = [5, 9, 17, 4, 33]
 
     def rows_and_steps():
-        cache = engine.new_cache()
-        decoder.feed(cache, prompt)
-        rows = decoder.verify(cache, tokens)
-        step_cache = engine.new_cache()
-        decoder.feed(step_cache, prompt)
-        steps = [decoder.step(step_cache, t).copy() for t in tokens]
-        assert len(step_cache) == len(prompt) + len(tokens)  # the scratch rows are cut off
-        return rows, steps
+        return _verify_rows_and_steps(engine, prompt, tokens)
 
     rows, steps = rows_and_steps()  # one-row steps: the fixture's delta on every CPU
     assert decoder.step_rows == 1
@@ -459,12 +465,7 @@ def test_verify_rows_equal_plain_steps_bit_for_bit_whichever_rows_calibration_pi
     tokens = [5, 9, 17, 4, 33]
 
     def rows_and_steps():
-        cache = engine.new_cache()
-        decoder.feed(cache, prompt)
-        rows = decoder.verify(cache, tokens)
-        step_cache = engine.new_cache()
-        decoder.feed(step_cache, prompt)
-        steps = [decoder.step(step_cache, t).copy() for t in tokens]
+        rows, steps = _verify_rows_and_steps(engine, prompt, tokens)
         return [np.array_equal(r, s) for r, s in zip(rows, steps, strict=True)]
 
     (agree, rows) = CALIBRATED[kernels]
