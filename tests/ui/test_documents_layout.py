@@ -131,8 +131,9 @@ def test_a_library_being_indexed_is_listed_at_once_and_its_line_names_it(
     prefs.close()
 
 
-def test_tab_reaches_the_attached_files_and_the_sources_where_they_are(small_app, files):
-    app = small_app
+def _answered_with_sources_and_a_new_attachment(app, files):
+    """A reply with its sources and the message's chip on screen, and another file attached
+    in the composer: every kind of chip and source the keyboard must reach."""
     documents = app.window.documents
     documents.index("Home", [files[1]])
     app.qtbot.waitUntil(lambda: documents.is_open and documents.indexing is None,
@@ -143,6 +144,11 @@ def test_tab_reaches_the_attached_files_and_the_sources_where_they_are(small_app
     app.qtbot.waitUntil(lambda: len(app.rows()) == 2 and not app.controller.generating,
                         timeout=10000)
     app.window.attachments.add([files[3]])
+    return app
+
+
+def test_tab_reaches_the_attached_files_and_the_sources_where_they_are(small_app, files):
+    app = _answered_with_sources_and_a_new_attachment(small_app, files)
     composer = app.window.composer
     app.qtbot.wait(20)
     (tray_chip,) = _chips(app.window.attachments)
@@ -223,17 +229,7 @@ def _looks(widget):
 
 
 def test_tab_shows_where_it_is_on_chips_sources_and_the_composer_buttons(small_app, files):
-    app = small_app
-    documents = app.window.documents
-    documents.index("Home", [files[1]])
-    app.qtbot.waitUntil(lambda: documents.is_open and documents.indexing is None,
-                        timeout=15000)
-    documents.set_library_on("Home", True)
-    app.window.attachments.add([files[2]])
-    app.send("How often should I descale the kettle?")
-    app.qtbot.waitUntil(lambda: len(app.rows()) == 2 and not app.controller.generating,
-                        timeout=10000)
-    app.window.attachments.add([files[3]])
+    app = _answered_with_sources_and_a_new_attachment(small_app, files)
     app.qtbot.wait(20)
     user, reply = (app.window.chat_view.message_widget(i) for i in (0, 1))
     widgets = [_chips(user)[0], reply.sources.buttons[0], _chips(app.window.attachments)[0],
