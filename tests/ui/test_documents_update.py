@@ -57,13 +57,21 @@ def _start(make_app, model_dir, path: Path, embedder: WordsEmbedder):
     return app, page
 
 
-def test_an_older_index_updates_itself_after_open_searchable_meanwhile_and_once(
-        make_app, model_dir, docs, tmp_path):
+def _start_on_an_older_index(make_app, model_dir, docs, tmp_path):
+    """An index written by an older recipe, and the app opened over it with an embedder that
+    waits at ``gate`` on its first call: (path, gate, embedder, app, Documents page)."""
     path = tmp_path / "index.sqlite3"
     _older_index(path, docs)
     gate = threading.Event()
     embedder = CountingEmbedder(gate)
     app, page = _start(make_app, model_dir, path, embedder)
+    return path, gate, embedder, app, page
+
+
+def test_an_older_index_updates_itself_after_open_searchable_meanwhile_and_once(
+        make_app, model_dir, docs, tmp_path):
+    path, gate, embedder, app, page = _start_on_an_older_index(make_app, model_dir, docs,
+                                                               tmp_path)
     documents = app.window.documents
     app.qtbot.waitUntil(embedder.waiting.is_set, timeout=10000)  # nobody asked for it
     assert documents.indexing == "Home" and documents.updating
@@ -92,11 +100,8 @@ def test_an_older_index_updates_itself_after_open_searchable_meanwhile_and_once(
 
 def test_cancel_leaves_it_whole_and_the_next_start_carries_on(
         make_app, model_dir, docs, tmp_path):
-    path = tmp_path / "index.sqlite3"
-    _older_index(path, docs)
-    gate = threading.Event()
-    embedder = CountingEmbedder(gate)
-    app, page = _start(make_app, model_dir, path, embedder)
+    path, gate, embedder, app, page = _start_on_an_older_index(make_app, model_dir, docs,
+                                                               tmp_path)
     documents = app.window.documents
     app.qtbot.waitUntil(embedder.waiting.is_set, timeout=10000)
     app.qtbot.waitUntil(page.cancel_button.isVisible, timeout=5000)
@@ -124,11 +129,8 @@ def test_cancel_leaves_it_whole_and_the_next_start_carries_on(
 
 def test_a_quit_while_it_updates_stops_between_files_and_the_next_start_carries_on(
         make_app, model_dir, docs, tmp_path):
-    path = tmp_path / "index.sqlite3"
-    _older_index(path, docs)
-    gate = threading.Event()
-    embedder = CountingEmbedder(gate)
-    app, _page = _start(make_app, model_dir, path, embedder)
+    path, gate, embedder, app, _page = _start_on_an_older_index(make_app, model_dir, docs,
+                                                                tmp_path)
     app.qtbot.waitUntil(embedder.waiting.is_set, timeout=10000)
     control = app.window.documents.jobs.job(INDEX_JOB).control
 
