@@ -23,6 +23,7 @@ from pathlib import Path
 import onnxruntime as ort
 
 from app import machine
+from app.engine.loaded_context import add_loaded_context
 from app.engine.onnx_file import inspect_onnx
 from app.engine.prompt_session import prompt_session_options
 from app.engine.types import ModelSpec, ProviderReport
@@ -308,9 +309,14 @@ def create_prompt_session(spec: ModelSpec, *, threads: int | None = None) -> ort
 def _new_session(
     spec: ModelSpec, options: ort.SessionOptions, providers: list
 ) -> ort.InferenceSession:
-    return ort.InferenceSession(
+    """A session over ``spec``'s graph that reads the loaded context
+    (app/engine/loaded_context.py: LongRoPE graphs choose their factors by it)."""
+    context = add_loaded_context(options, spec.context_length)
+    session = ort.InferenceSession(
         str(spec.model_path), sess_options=options, providers=providers, enable_fallback=0
     )
+    session.hearth_loaded_context = context  # ORT reads it in place: it lives as long
+    return session
 
 
 def _node_counts(session: ort.InferenceSession, ort_name: str) -> tuple[int | None, int | None]:

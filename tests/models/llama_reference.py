@@ -2,7 +2,7 @@
 
 Covers llama / Mistral / Qwen 2 and, by switches, Qwen 3 (per-head q/k RMSNorm before
 rotary: llama.cpp's ``llm_build_qwen3``) and Phi-3 (fused ``attn_qkv`` and ``ffn_up``, gate
-rows first; LongRoPE factors switched on the sequence length, as Hugging Face does; partial
+rows first; LongRoPE factors chosen once by the loaded context, as llama.cpp does; partial
 rotary), a sliding window on every layer, SmolLM3 (no rotary on some layers: llama.cpp's
 ``use_rope``) and Granite (embedding, residual, attention and logit multipliers: llama.cpp's
 ``llm_build_granite``).
@@ -31,10 +31,12 @@ class RefConfig:
     rope_scale_linear: float = 1.0  # linear rope scaling: positions are divided by this
     qk_norm: bool = False  # Qwen 3: RMSNorm of each q/k head (attn_q_norm/attn_k_norm)
     rope_dim: int = 0  # rotated dimensions per head (the first ones); 0: all
-    # LongRoPE: short factors while past + new tokens <= original_context, else long ones
+    # LongRoPE: the long factors at every position when the loaded context exceeds
+    # original_context, the short ones otherwise (llama.cpp's get_rope_factors)
     short_factors: np.ndarray | None = None
     long_factors: np.ndarray | None = None
     original_context: int = 0
+    context_length: int = 0  # the context the model is loaded with
     attn_factor: float = 1.0  # LongRoPE: cos and sin are multiplied by this
     sliding_window: int = 0  # > 0: a query sees this many keys, its own included
     nope_layers: tuple[int, ...] = ()  # layers whose q and k are not rotated
@@ -84,11 +86,12 @@ def rope(
     return np.concatenate([out, rest], axis=-1)
 
 
-def longrope_factors(cfg: RefConfig, total: int) -> np.ndarray | None:
-    """The LongRoPE factors for a step that ends with ``total`` tokens in the sequence."""
+def longrope_factors(cfg: RefConfig) -> np.ndarray | None:
+    """The LongRoPE factors of every position of a model loaded with ``cfg.context_length``
+    (whatever the length of the run)."""
     if cfg.short_factors is None:
         return None
-    return cfg.long_factors if total > cfg.original_context else cfg.short_factors
+    return cfg.long_factors if cfg.context_length > cfg.original_context else cfg.short_factors
 
 
 def split_fused(w: dict[str, np.ndarray], cfg: RefConfig, layer: int) -> dict[str, np.ndarray]:
@@ -118,7 +121,7 @@ def forward(
     x = w["token_embd.weight"][np.array(ids)].astype(np.float64) * cfg.embed_scale
     scale = cfg.attn_scale or 1 / np.sqrt(cfg.head_dim)
     group = cfg.n_heads // cfg.n_kv_heads
-    factors = longrope_factors(cfg, past + t)
+    factors = longrope_factors(cfg)
     all_w = w
     for i in range(cfg.n_layers):
         p = f"blk.{i}."

@@ -1,8 +1,9 @@
 """Phi-3 GGUFs (``general.architecture = "phi3"``): fused ``attn_qkv`` and ``ffn_up`` (gate
-rows first), LongRoPE with short factors up to ``rope.scaling.original_context_length``
-tokens and long ones past it (switched inside the graph on the sequence length), the
-attention factor on cos/sin, partial rotary (Phi-4-mini) and a sliding window. Each
-converted file matches the numpy reference in every regime."""
+rows first), LongRoPE — the long factors at every position when the model is loaded with a
+context above ``rope.scaling.original_context_length``, the short ones when at or below it,
+as llama.cpp chooses them, so that a reply never depends on what was cached — the attention
+factor on cos/sin, partial rotary (Phi-4-mini) and a sliding window. Each converted file
+matches the numpy reference in every regime."""
 
 from __future__ import annotations
 
@@ -29,10 +30,10 @@ ATTN_FACTOR = math.sqrt(1 + math.log(CONTEXT / ORIGINAL) / math.log(ORIGINAL))  
 CFG = RefConfig(LAYERS, HEADS, KV_HEADS, HEAD_DIM, rope_base("phi3"), 1e-5, False)
 LONG_PROMPT = [int(i) for i in np.random.default_rng(7).integers(3, 288, size=40)]
 CROSSING = [int(i) for i in np.random.default_rng(8).integers(3, 288, size=30)]
-# short regime: the 40-token prompt and one cached token (41 ≤ 64); then a chunk that takes
-# the sequence to 71 > 64 and single cached tokens in the long regime
+# the 40-token prompt and one cached token (41 ≤ 64); then a chunk that takes the sequence to
+# 71 > 64 and single cached tokens past the original context
 LONG_STEPS = [[7], CROSSING, [9], [33], [120]]
-SHORT_STEPS = 2  # how many of the results (prompt included) are in the short regime
+SHORT_STEPS = [[7], [9, 33, 44], [5]]  # within the original context (45 ≤ 64 tokens)
 
 
 def factors(half: int = HEAD_DIM // 2) -> tuple[np.ndarray, np.ndarray]:
@@ -56,12 +57,33 @@ def write_longrope(src, rope_dim: int = HEAD_DIM, **kw) -> dict:
     )  # fmt: skip
 
 
-def longrope_cfg(rope_dim: int = HEAD_DIM) -> RefConfig:
+def longrope_cfg(rope_dim: int = HEAD_DIM, context: int = CONTEXT) -> RefConfig:
+    """The reference of ``write_longrope``'s model loaded with ``context`` tokens."""
     short, long = factors(rope_dim // 2)
     return dataclasses.replace(
         CFG, short_factors=short, long_factors=long, original_context=ORIGINAL,
         attn_factor=ATTN_FACTOR, rope_dim=rope_dim if rope_dim != HEAD_DIM else 0,
+        context_length=context,
     )  # fmt: skip
+
+
+def loaded_at(dest, context: int):
+    """The converted folder ``dest`` as Hearth loads it with a context of ``context`` tokens
+    (genai_config's, as when ``bounded_context`` cuts it to what memory holds)."""
+    path = dest / "genai_config.json"
+    config = json.loads(path.read_text())
+    config["model"]["context_length"] = context
+    config["search"]["max_length"] = min(config["search"].get("max_length", context), context)
+    path.write_text(json.dumps(config))
+    return dest
+
+
+def app_session(dest):
+    """The session Hearth itself opens over ``dest`` (app/engine/providers.py)."""
+    from app.engine.package import read_model_folder
+    from app.engine.providers import create_session
+
+    return create_session(read_model_folder(dest), provider="cpu", threads=1)[0]
 
 
 def onnx_run(runner, prompt=PROMPT, steps=STEPS) -> list[np.ndarray]:
@@ -117,48 +139,53 @@ def test_fused_matrices_match_reference(tmp_path, qtype, precision, exact_offset
 
 
 def test_both_regimes_matter(tmp_path):
-    """The reference with short factors only differs past the original context and the one
-    with long factors only differs below it, so the tests below check the switch."""
+    """The reference loaded above the original context differs from the one loaded within it
+    at every step, on either side of the original context: the tests below check which
+    factors each run uses."""
     weights = write_longrope(tmp_path / "p.gguf")
-    cfg = longrope_cfg()
-    both = run_steps(weights, cfg, LONG_PROMPT, LONG_STEPS)
-    short_only = run_steps(
-        weights, dataclasses.replace(cfg, long_factors=cfg.short_factors), LONG_PROMPT, LONG_STEPS
+    long = run_steps(weights, longrope_cfg(), LONG_PROMPT, LONG_STEPS)
+    short = run_steps(weights, longrope_cfg(context=ORIGINAL), LONG_PROMPT, LONG_STEPS)
+    for got, other in zip(long, short, strict=True):
+        assert np.abs(got - other).max() > 1e-2
+    unscaled = run_steps(
+        weights, dataclasses.replace(longrope_cfg(), attn_factor=1.0), LONG_PROMPT, []
     )
-    long_only = run_steps(
-        weights, dataclasses.replace(cfg, short_factors=cfg.long_factors), LONG_PROMPT, LONG_STEPS
-    )
-    for j, got in enumerate(both):
-        other = long_only if j < SHORT_STEPS else short_only
-        assert np.abs(got - other[j]).max() > 1e-2
-    unscaled = run_steps(weights, dataclasses.replace(cfg, attn_factor=1.0), LONG_PROMPT, [])
-    assert np.abs(unscaled[0] - both[0]).max() > 1e-2
+    assert np.abs(unscaled[0] - long[0]).max() > 1e-2
 
 
 @pytest.mark.parametrize(
     ("runner", "rope_dim"), [("growing", HEAD_DIM), ("shared", HEAD_DIM), ("shared", 32)]
 )
-def test_longrope_switches_with_the_sequence_length(tmp_path, runner, rope_dim):
-    """Short factors up to 64 tokens, long ones past (and for every later cached step), with
-    a growing cache and with the engine's shared buffer (longer than the original context);
-    rope_dim 32 of 64 is Phi-4-mini's partial rotary."""
+def test_longrope_factors_follow_the_loaded_context(tmp_path, runner, rope_dim):
+    """Loaded with its own context (256 > 64): the long factors from the first token on, on
+    both sides of the original context, whatever each run's length; loaded with 64 tokens
+    (the engine's session puts the loaded context in the graph): the short ones. With a
+    growing cache and with the engine's shared buffer; rope_dim 32 of 64 is Phi-4-mini's
+    partial rotary."""
     src = tmp_path / "p.gguf"
     weights = write_longrope(src, rope_dim=rope_dim, qtype=Q.F32)
     dest = convert_gguf(src, tmp_path / "model")
-    session = open_session(dest)
-    run = GrowingRunner(session) if runner == "growing" else SharedBufferRunner(session, 128)
-    got = onnx_run(run, LONG_PROMPT, LONG_STEPS)
-    assert_close(got, run_steps(weights, longrope_cfg(rope_dim), LONG_PROMPT, LONG_STEPS))
+
+    def run(session, steps):
+        r = GrowingRunner(session) if runner == "growing" else SharedBufferRunner(session, 128)
+        return onnx_run(r, LONG_PROMPT, steps)
+
+    want = run_steps(weights, longrope_cfg(rope_dim), LONG_PROMPT, LONG_STEPS)
+    assert_close(run(open_session(dest), LONG_STEPS), want)
+    assert_close(run(app_session(dest), LONG_STEPS), want)
+    short = run_steps(weights, longrope_cfg(rope_dim, ORIGINAL), LONG_PROMPT, SHORT_STEPS)
+    assert_close(run(app_session(loaded_at(dest, ORIGINAL)), SHORT_STEPS), short)
 
 
 def test_longrope_quantized_greedy_tokens_equal_reference(tmp_path):
-    """Token for token at the default accuracy level, from the short regime into the long."""
+    """Token for token at the default accuracy level, from within the original context past
+    it."""
     src = tmp_path / "p.gguf"
     weights = write_longrope(src, qtype=Q.Q8_0, seed=3)
     dest = convert_gguf(src, tmp_path / "model")
     prompt = (LONG_PROMPT + CROSSING)[:56]
     got = onnx_greedy(SharedBufferRunner(open_session(dest), 128), prompt, 16)
-    assert len(prompt) < ORIGINAL < len(prompt) + 16  # starts short, ends long
+    assert len(prompt) < ORIGINAL < len(prompt) + 16  # crosses the original context
     assert got == greedy(weights, longrope_cfg(), prompt, 16)
 
 
@@ -199,26 +226,70 @@ def test_chat_ends_at_the_end_of_turn_token(tmp_path):
     assert cfg["type"] == "phi3" and cfg["eos_token_id"] == [2, 1]
 
 
-def test_engine_generates_the_reference_tokens_across_the_switch(tmp_path):
-    """Hearth's own engine (shared KV buffer, chunked prefill, fast decode step) on a LongRoPE
-    conversion: greedy tokens from the short regime into the long one equal the reference's."""
+GREEDY_16 = {"temperature": 0.0}
+SEEDED_16 = {"temperature": 0.9, "top_k": 40, "top_p": 0.95, "seed": 1234}
+
+
+def _engine(dest):
     from app.engine.engine import Engine
+
+    return Engine.load(dest, provider="cpu", threads=1, huge_pages=False)
+
+
+def _generate(engine, prompt, sampling=GREEDY_16, max_new=16, reuse=True) -> list[int]:
     from app.engine.types import GenerationSettings, SamplingSettings
 
+    settings = GenerationSettings(SamplingSettings(**sampling), max_new_tokens=max_new)
+    chunks = engine.generate(prompt, settings, reuse=reuse)
+    return [c.token_id for c in chunks if c.token_id is not None]
+
+
+def test_engine_generates_the_reference_tokens_of_its_loaded_context(tmp_path):
+    """Hearth's own engine (shared KV buffer, chunked prefill, fast decode step) on a LongRoPE
+    conversion: loaded with its 256 tokens, greedy tokens across the original context equal
+    the reference's with the long factors throughout; loaded with 64, those of a reply within
+    them equal the short factors' reference (as before the factors were chosen by context)."""
     src = tmp_path / "p.gguf"
-    weights = write_longrope(src, qtype=Q.F32, seed=7)
+    weights = write_longrope(src, qtype=Q.F32, seed=1)
     dest = convert_gguf(src, tmp_path / "model")
-    engine = Engine.load(dest, provider="cpu", threads=1, huge_pages=False)
     prompt = (LONG_PROMPT + CROSSING)[:56]
-    settings = GenerationSettings(SamplingSettings(temperature=0.0), max_new_tokens=16)
-    got = [c.token_id for c in engine.generate(prompt, settings) if c.token_id is not None]
-    cfg = longrope_cfg()
-    want = greedy(weights, cfg, prompt, 16)
-    assert got == want
-    short_only = greedy(
-        weights, dataclasses.replace(cfg, long_factors=cfg.short_factors), prompt, 16
-    )
-    assert short_only != want  # a graph that never switched would fail here
+    want = greedy(weights, longrope_cfg(), prompt, 16)
+    assert _generate(_engine(dest), prompt) == want
+    assert greedy(weights, longrope_cfg(context=ORIGINAL), prompt, 16) != want
+    short = LONG_PROMPT[:40]
+    within = greedy(weights, longrope_cfg(context=ORIGINAL), short, 16)
+    assert within != greedy(weights, longrope_cfg(), short, 16)
+    engine = _engine(loaded_at(dest, ORIGINAL))
+    stop = next(i for i, t in enumerate([*within, engine.eos_token_ids[0]])
+                if t in engine.eos_token_ids)  # the engine ends the reply there
+    assert stop > 2 and _generate(engine, short) == within[: stop + 1][:16]
+
+
+@pytest.mark.parametrize("context", [CONTEXT, ORIGINAL], ids=["above", "within"])
+def test_a_reply_never_depends_on_what_was_cached(tmp_path, context):
+    """On a 4-bit conversion loaded above the original context (a reply that crosses it)
+    and within it: each token of a greedy reply equals a cold run's over the prompt and the
+    reply so far, and a warm run that reuses the reply's cache; a regenerate (greedy and
+    seeded) equals the first reply."""
+    src = tmp_path / "p.gguf"
+    write_longrope(src, qtype=Q.Q4_0)
+    dest = convert_gguf(src, tmp_path / "model")
+    if context != CONTEXT:
+        loaded_at(dest, context)
+    engine, cold = _engine(dest), _engine(dest)
+    prompt = (LONG_PROMPT + CROSSING)[: 56 if context == CONTEXT else 40]
+    reply = _generate(engine, prompt)
+    assert len(reply) == 16 and len(prompt) + 16 <= context
+    assert (len(prompt) < ORIGINAL < len(prompt) + 16) == (context > ORIGINAL)
+    colds = [_generate(cold, prompt + reply[:i], max_new=1, reuse=False) for i in range(16)]
+    assert [c[0] for c in colds] == reply
+    for i in (3, 8, 12):  # over the reply's own cache: prompt + reply[:i] is reused
+        assert _generate(engine, prompt + reply[:i], max_new=16 - i) == reply[i:]
+        assert _generate(engine, prompt) == reply
+    seeded = _generate(engine, prompt, SEEDED_16)
+    _generate(engine, prompt + seeded[:10], max_new=4)
+    assert _generate(engine, prompt, SEEDED_16) == seeded
+    assert _generate(cold, prompt, SEEDED_16, reuse=False) == seeded
 
 
 def test_estimate_counts_fused_matrices_and_both_caches(tmp_path):

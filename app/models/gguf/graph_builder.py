@@ -41,6 +41,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from app.engine.loaded_context import LOADED_CONTEXT
 from app.models.gguf.grouped_attention import (
     ATTENTION_FORMS,
     GROUPED_OPSET,
@@ -382,6 +383,9 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
                 )
 
         self._attention_inputs()
+        if p.rope_original_context:  # an initializer the engine's sessions override: kept
+            # an input, so that ORT's constant folding does not fold its default value in
+            inputs.append(helper.make_tensor_value_info(LOADED_CONTEXT, TensorProto.INT64, []))
         x = self._embed()
         # the hidden stream runs as rows [batch·seq, hidden]: every matmul is 2-D, so a
         # weight's block-offset term is one Gemm that also adds the codes' result
@@ -465,21 +469,28 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
         self._const("const.last_end", np.array([np.iinfo(np.int64).max], np.int64))
 
     def _longrope_caches(self) -> None:
-        """LongRoPE (Phi-3): the short factors' caches while the sequence (past + new tokens)
-        fits the original context, the long factors' past it, as Hugging Face and
-        onnxruntime-genai switch them. Both caches are stacked [short; long] in one
-        initializer per cos/sin; a Slice picks ``max(total, past buffer)`` rows (what
-        GroupQueryAttention reads) from the half the total length selects."""
+        """LongRoPE (Phi-3): the long factors' caches for every position when the loaded
+        context exceeds the original one, the short factors' otherwise, as llama.cpp chooses
+        them (``llama_model::get_rope_factors`` in src/llama-model.cpp: ``rope_long`` when
+        ``n_ctx_per_seq > n_ctx_orig_yarn``), not by the run's length as Hugging Face and
+        onnxruntime-genai do: that way a position's rotation never depends on how long the
+        run that wrote it was, so a reply never depends on what was cached. The loaded
+        context is the ``LOADED_CONTEXT`` scalar (the file's context length here; the
+        engine's sessions put the one they load in its place, app/engine/loaded_context.py).
+        Both caches are stacked [short; long] in one initializer per cos/sin; a Slice picks
+        ``max(total, past buffer)`` rows (what GroupQueryAttention reads) from the half the
+        loaded context selects."""
         p = self.p
         short, long = self.w.g.longrope_factors()
         caches = [rope_caches(p, f, p.rope_attn_factor) for f in (short, long)]
         self._init("cos_cache_stacked", np.concatenate([caches[0][0], caches[1][0]]))
         self._init("sin_cache_stacked", np.concatenate([caches[0][1], caches[1][1]]))
         orig = self._const("const.rope_original", np.array(p.rope_original_context, np.int64))
+        loaded = self._const(LOADED_CONTEXT, np.array(p.context_length, np.int64))
         ctx = self._const("const.rope_rows", np.array([p.context_length], np.int64))
         two = self._const("const.two", np.array([2], np.int64))
         zero = self._const("const.axes0", np.array([0], np.int64))
-        self._node("Greater", ["mask/total64", orig], ["rope/long"], "rope/long")
+        self._node("Greater", [loaded, orig], ["rope/long"], "rope/long")
         self._node("Cast", ["rope/long"], ["rope/long64"], "rope/long64", to=TensorProto.INT64)
         self._node("Mul", ["rope/long64", ctx], ["rope/start"], "rope/start")
         self._node("Shape", ["past_key_values.0.key"], ["rope/past_shape"], "rope/past_shape")
