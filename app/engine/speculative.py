@@ -8,13 +8,25 @@ is exactly what the target alone would produce:
 
 - greedy: a guess is accepted while it equals the target's choice (after every logits
   processor of ``sampling.Sampler``), then the target's choice is taken;
-- sampling: standard speculative sampling (Leviathan et al. / Chen et al.): guess ``x`` drawn
-  from the proposer's ``q`` is accepted with probability ``min(1, p(x) / q(x))``; at the first
-  rejection the token is drawn from ``normalise(max(0, p - q))``; when all are accepted a bonus
-  token comes from ``p``. Prompt lookup proposes without a distribution: ``q`` is a point mass
-  (accept with probability ``p(x)``, resample from ``p`` without ``x``). ``p`` and ``q`` both
-  come from ``Sampler.distribution`` (penalties, temperature, top-k / top-p / min-p), so the
-  output follows the target's filtered distribution.
+- seeded sampling (``SamplingSettings.seed`` set): each guessed position is decided by the
+  very draw a plain step would make there (``verify_by_draws``: the same logits processing,
+  one draw of the seeded generator per position, as the plain loop takes), and a guess is
+  accepted iff that draw equals it; the first draw that differs is the step's token. The
+  generator then stands where a plain run's would, so a seeded reply with speculation is the
+  same reply as without, token for token, by construction — wherever the verify rows equal
+  a plain step's logits bit for bit, which is why "auto" speculates a seeded reply only on
+  such rows (``Decoder.verify_exact``; exact mode's two-row steps make quantized graphs so);
+- unseeded sampling: standard speculative sampling (Leviathan et al. / Chen et al.): guess
+  ``x`` drawn from the proposer's ``q`` is accepted with probability ``min(1, p(x) / q(x))``;
+  at the first rejection the token is drawn from ``normalise(max(0, p - q))``; when all are
+  accepted a bonus token comes from ``p``. Prompt lookup proposes without a distribution:
+  ``q`` is a point mass (accept with probability ``p(x)``, resample from ``p`` without
+  ``x``). ``p`` and ``q`` both come from ``Sampler.distribution`` (penalties, temperature,
+  top-k / top-p / min-p), so the output follows the target's filtered distribution, the same
+  distribution as plain sampling, not the same draws. It is kept where no reply has to be
+  reproduced because it accepts more: a draft's guess with probability ``sum(min(p, q))``
+  against ``sum(p * q)`` for a plain draw that must land on it (a point-mass guess: ``p(x)``
+  either way).
 
 Proposers (one small interface, ``propose(history, k) -> Proposal``):
 
@@ -29,7 +41,7 @@ measures on this machine (a K-token step costs more than one token on a CPU; FAC
 returns 0 — a plain ``Decoder.step`` — when speculation does not pay.
 
 Under a grammar (constrained decoding, app/engine/grammar.py) a draft is cut at the first
-token the grammar forbids before it is verified, and ``verify_constrained`` decides each
+token the grammar forbids before it is verified, and ``verify_by_draws`` decides each
 position as a plain step would, under that position's mask; the grammar advances by the
 decided tokens only. Greedy and seeded sampled replies then equal plain ones token for token.
 
@@ -290,7 +302,7 @@ def verify_sampled(
         del history[base:]
 
 
-def verify_constrained(
+def verify_by_draws(
     rows: np.ndarray,
     proposed: Sequence[int],
     sampler: Sampler,
@@ -298,16 +310,17 @@ def verify_constrained(
     *,
     tie_margin: float = 0.0,
 ) -> tuple[int, int | None]:
-    """Verification under a grammar (``sampler.constraint``), greedy or sampled: each row
-    decides its token as a plain step would (the grammar's mask at that position, then the
-    sampler, with one draw of ``sampler.rng`` as a plain step takes), and a guess is accepted
-    while it equals that token. A plain run's random draws are the same, so a seeded
-    sampled reply equals the non-speculated one token for token (on steps that agree bit for
-    bit), as a greedy one does; a point-mass guess is kept with probability ``p(x)``, as in
-    ``verify_sampled``. The accepted guesses are accepted by the constraint here, the
-    returned token is not (the caller does it once it is final). Returns the accepted count
-    and the next token; None instead of the token as in ``verify_greedy`` (greedy with
-    ``tie_margin``). ``history`` is extended and restored."""
+    """Verification by the plain run's own decisions, greedy or sampled, under a grammar
+    (``sampler.constraint``) or not: each row decides its token as a plain step would (the
+    grammar's mask at that position, then the sampler, with the one draw of ``sampler.rng`` a
+    plain step takes there), and a guess is accepted iff it equals that token; the first token
+    that differs is returned. Row by row the generator is drawn as a plain run draws it, so a
+    seeded sampled reply equals the non-speculated one token for token (on rows that equal
+    plain steps bit for bit), as a greedy one does; a point-mass guess is kept with
+    probability ``p(x)``, as in ``verify_sampled``. Accepted guesses are accepted by the
+    constraint here, the returned token is not (the caller does it once it is final).
+    Returns the accepted count and the next token; None instead of the token as in
+    ``verify_greedy`` (greedy with ``tie_margin``). ``history`` is extended and restored."""
     constraint = sampler.constraint
     greedy = sampler.settings.greedy and tie_margin > 0.0
     base = len(history)
@@ -321,7 +334,8 @@ def verify_constrained(
                 token = int(sampler(rows[i], history))
             if i == len(proposed) or token != proposed[i]:
                 return i, token
-            constraint.accept(token)
+            if constraint is not None:
+                constraint.accept(token)
             history.append(token)
         raise AssertionError("unreachable")
     finally:
@@ -371,8 +385,9 @@ class AdaptiveK:
         #: rows a plain step runs (``Decoder.step_rows``): until measured, a verify step of
         #: that many positions costs what a plain step costs (one guess rides along free)
         self.plain_rows = plain_rows
-        #: whether measured step times steer K; a seeded sampled reply must not depend on
-        #: them (K decides how many random draws a step takes), so it keeps the prior costs
+        #: whether measured step times steer K; a seeded sampled reply keeps the prior
+        #: costs, so that its steps too (``target_steps``, not only its tokens, which
+        #: ``verify_by_draws`` makes K-independent) are the same on any machine
         self.timed = timed
         self._accepted = prior_acceptance * prior_weight
         self._rejected = (1 - prior_acceptance) * prior_weight
@@ -498,6 +513,10 @@ class Speculator:
         self.proposed = self.accepted = self.target_steps = 0
         self._greedy = sampler.settings.greedy
         self._constraint = sampler.constraint
+        #: decide each verify row by a plain step's own draw (``verify_by_draws``): under a
+        #: grammar, and for a seeded sampled reply, which must equal its plain run
+        self._by_draws = sampler.constraint is not None or (
+            not self._greedy and sampler.settings.seed is not None)
 
     def decide(self, logits: np.ndarray, history: list[int]) -> int:
         """The next token from one position's logits (the grammar, if any, advances)."""
@@ -551,8 +570,8 @@ class Speculator:
         rows = self.decoder.verify(self.cache, [pending, *guesses])
         self.policy.record_time(len(guesses) + 1, time.perf_counter() - start)
         self.target_steps += 1
-        if constraint is not None or self._greedy:
-            verify = verify_constrained if constraint is not None else verify_greedy
+        if self._by_draws or self._greedy:
+            verify = verify_by_draws if self._by_draws else verify_greedy
             accepted, token = verify(rows, guesses, self.sampler, history,
                                      tie_margin=self.tie_margin)
             if token is None:  # too close to call from a K-token step: take a plain one
@@ -611,6 +630,12 @@ def make_speculator(
         return None  # rejected guesses must be cut off again (a recurrent state cannot be)
     if mode == "auto" and not decoder.verify_agrees:
         return None  # this graph's verify steps round differently: "auto" stays exact
+    sampling = sampler.settings
+    if mode == "auto" and not sampling.greedy and sampling.seed is not None and (
+            not decoder.verify_exact):
+        # a seeded reply must be the seed's plain one: a draw on rows a rounding apart
+        # from a plain step's (float graphs, ~1e-6) could land on another token
+        return None
     if draft is not None and draft.vocab_size != decoder.graph.vocab_size:
         draft = None  # a different tokenizer cannot propose for this model
     if draft is not None and not draft.cache.rewinds_anywhere:
@@ -619,7 +644,6 @@ def make_speculator(
     if proposer is None:
         return None
     if policy is None:
-        sampling = sampler.settings
         policy = AdaptiveK(allow_off=mode == "auto",
                            max_k=MAX_K if proposer.name == "lookup" else 8,
                            plain_rows=decoder.step_rows,

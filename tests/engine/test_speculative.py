@@ -659,6 +659,61 @@ def test_sampled_replies_follow_the_target_distribution(plain_model_dir, other_p
     assert _tv(counts, exact) < 0.1
 
 
+#: seeded samplings: low and high temperature, top-k / top-p, a repetition penalty
+SEEDED_SAMPLINGS = [
+    SamplingSettings(temperature=0.4, seed=1),
+    SamplingSettings(temperature=1.0, top_k=40, top_p=0.95, seed=1234),
+    SamplingSettings(temperature=0.7, min_p=0.05, repetition_penalty=1.2, seed=9),
+]
+
+
+@pytest.mark.parametrize("kernels", ["this_cpu", "one_row_differs", "one_row_alike"])
+def test_a_seeded_sampled_reply_with_speculation_is_the_plain_one_token_for_token(
+        kernels, request, other_plain_dir):
+    """Every verified position is decided by the draw the plain run makes there, so a seeded
+    reply speculated by prompt lookup, "auto", the target as its own draft and another
+    model's draft is the seed's reply without speculation, token for token, with guesses
+    accepted and rejected (standard speculative sampling gives the same distribution, not
+    the same draws). On an exact int4 engine, on this CPU's kernels and on both kinds made."""
+    if kernels == "this_cpu":
+        engine = _load(request.getfixturevalue("gqa_int4_model_dir"))
+    else:
+        engine = load_with_kernels(request.getfixturevalue("gqa_int4_one_row_differs_dir"),
+                                   kernels)
+    modes = [("auto", "auto", None, None), *_modes(engine, _load(other_plain_dir))]
+    proposed = accepted = 0
+    for sampling in SEEDED_SAMPLINGS:
+        for prompt in _prompts(engine.graph.vocab_size, 4, seed=17):
+            settings = replace(GREEDY, sampling=sampling, max_new_tokens=24)
+            plain, _, final = _run(engine, engine.new_cache(), prompt,
+                                   replace(settings, speculation="off"))
+            assert final.stats.proposed == 0
+            for label, mode, draft, policy in modes:
+                tokens, _, final = _run(engine, engine.new_cache(), prompt,
+                                        replace(settings, speculation=mode), draft=draft,
+                                        policy=policy)
+                assert engine.decoder.verify_exact
+                assert tokens == plain, (sampling, label, prompt)
+                proposed += final.stats.proposed
+                accepted += final.stats.accepted
+    assert 0 < accepted < proposed  # guesses landed, and others were rejected
+
+
+def test_auto_does_not_speculate_a_seeded_reply_on_rows_a_rounding_apart(gqa_model_dir):
+    """A float graph's verify rows are within ~1e-6 of its one-row steps, not bit for bit: a
+    draw on them could land on another token, so "auto" leaves a seeded sampled reply to
+    plain steps (a greedy one keeps speculating: the tie margin covers it)."""
+    engine = _load(gqa_model_dir)
+    assert engine.decoder.verify_agrees and not engine.decoder.verify_exact
+    prompt = _prompts(engine.graph.vocab_size, 2, seed=4)[1]
+    seeded = replace(GREEDY, sampling=SamplingSettings(temperature=0.9, seed=7),
+                     speculation="auto")
+    _, _, final = _run(engine, engine.new_cache(), prompt, seeded)
+    assert final.stats.speculation == "off" and final.stats.proposed == 0
+    _, _, final = _run(engine, engine.new_cache(), prompt, replace(GREEDY, speculation="auto"))
+    assert final.stats.speculation == "lookup" and final.stats.proposed > 0
+
+
 # -- the proposers and the K policy -----------------------------------------------------------
 
 
@@ -723,8 +778,9 @@ def test_a_guess_rides_free_in_a_two_row_step():
 
 
 def test_a_seeded_sampled_reply_does_not_depend_on_step_times(plain_model_dir, monkeypatch):
-    """K decides how many random draws a step takes: a seeded sampled reply keeps the prior
-    costs, so the same seed gives the same reply however fast the machine was."""
+    """A seeded sampled reply keeps the prior costs, so the same seed gives the same reply in
+    the same steps however fast the machine was (its draft proposes: "auto" leaves a seeded
+    reply on this float graph to plain steps)."""
     untimed = AdaptiveK(timed=False)
     before = [untimed.choose(8), untimed.cost(5)]
     untimed.record_plain(0.001)
@@ -735,7 +791,7 @@ def test_a_seeded_sampled_reply_does_not_depend_on_step_times(plain_model_dir, m
     draft = DraftModel(_load(plain_model_dir).decoder)  # the target itself: guesses land
     prompt = _prompts(engine.graph.vocab_size, 2, seed=4)[1]
     seeded = replace(GREEDY, sampling=SamplingSettings(temperature=0.9, seed=7),
-                     speculation="auto")
+                     speculation="draft")
     greedy = replace(GREEDY, speculation="auto")
 
     def reply(settings):
