@@ -263,10 +263,14 @@ class Decoder:
         differences near 1 (FACTS.md), so speculation would change the text. Where one-row
         steps miss ``tolerance`` and two-row steps meet it (bit for bit on the starter),
         ``choose_rows`` can run one-token steps as two rows (~19% more per step on the
-        starter; a guess rides in the second row for free) and speculation is exact.
-        Measured on a scratch cache with fixed probe tokens (``CALIBRATION_PREFIX``
-        positions, then ``CALIBRATION_ROWS`` verify rows, each compared with a one-token step
-        and, where those miss, with a two-row step): no conversation is touched and the
+        starter; a guess rides in the second row for free) and speculation is exact. Where
+        one-row steps meet the tolerance but not bit for bit (float GroupQueryAttention
+        graphs, ~1e-6) and two-row steps are bit for bit, they run as two rows too (~7% more
+        per step on the starter converted at fp32), so that a position's logits never depend
+        on how it was reached there either. Measured on a scratch cache with fixed probe
+        tokens (``CALIBRATION_PREFIX`` positions, then ``CALIBRATION_ROWS`` verify rows, each
+        compared with a one-token step and, where those differ at all, with a two-row
+        step): no conversation is touched and the
         result does not depend on one. Each CPU kind rounds in its own way (app/cpu.py); the
         measurement, not the kind, decides."""
         if self.one_row_agrees is not None:
@@ -287,7 +291,7 @@ class Decoder:
             rows = self.verify(scratch, tail).copy()
             single = self._step_difference(scratch, len(prefix), tail, rows)
             paired = None
-            if single > tolerance and self._pairs_fit(scratch):
+            if single > 0.0 and self._pairs_fit(scratch):
                 self.step_rows = 2
                 paired = self._step_difference(scratch, len(prefix), tail, rows)
         finally:
@@ -310,10 +314,12 @@ class Decoder:
 
     def choose_rows(self, *, pairs: bool) -> None:
         """How this reply's one-token steps run: two rows when two-row steps make several-row
-        runs (prompt chunks, verify steps) agree where one-row steps do not (``calibrate``)
-        and either the decoder is ``exact`` (every reply: the cache then never changes one)
-        or ``pairs`` is asked for (a reply that speculates or will likely quote); else one."""
-        self.step_rows = 2 if (pairs or self.exact) and self.pairs_agree else 1
+        runs (prompt chunks, verify steps) agree where one-row steps do not, or equal them bit
+        for bit where one-row steps agree only within the tolerance (``calibrate``), and
+        either the decoder is ``exact`` (every reply: the cache then never changes one) or
+        ``pairs`` is asked for (a reply that speculates or will likely quote); else one."""
+        pays = self.pairs_agree and (not self.one_row_agrees or self._pairs_exact)
+        self.step_rows = 2 if (pairs or self.exact) and pays else 1
 
     @property
     def verify_agrees(self) -> bool:

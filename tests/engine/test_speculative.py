@@ -561,16 +561,25 @@ def test_repetition_rate_is_what_prompt_lookup_would_have_guessed():
     assert not likely_quoting(looped[:REPEAT_MIN_TOKENS - 1], 5)  # too short to tell
 
 
-def test_float_graphs_keep_one_row_steps(gqa_model_dir):
-    """Float graphs differ between one-row and several-row steps by rounding that does not
-    grow (GroupQueryAttention, ~1e-7): the tie margin covers it, no second row is paid for."""
-    engine = _load(gqa_model_dir)
-    decoder = engine.decoder
-    decoder.calibrate(tolerance=verify_tolerance(decoder))
-    assert (decoder.one_row_agrees, decoder.pairs_agree, decoder.verify_agrees) == (True, False,
-                                                                                   True)
-    decoder.choose_rows(pairs=True)  # a quoting reply: still one row
-    assert decoder.step_rows == 1
+def test_float_gqa_graphs_step_in_pairs_where_pairs_are_bit_for_bit(gqa_model_dir,
+                                                                      plain_model_dir):
+    """A float GroupQueryAttention graph's one-row steps are within rounding (~1e-7) of its
+    several-row runs, its two-row steps equal them bit for bit: exact mode runs them (every
+    position's logits then come from the same kernels, however it was reached), the inexact
+    mode where a reply asks for pairs. A graph whose pairs do not fix it keeps one row."""
+    for exact in (True, False):
+        decoder = _load(gqa_model_dir, exact=exact).decoder
+        decoder.calibrate(tolerance=verify_tolerance(decoder))
+        assert (decoder.one_row_agrees, decoder.one_row_exact) == (True, False)
+        assert decoder.pairs_agree
+        decoder.choose_rows(pairs=False)
+        assert decoder.step_rows == (2 if exact else 1)
+        assert decoder.verify_exact == exact
+        decoder.choose_rows(pairs=True)  # a quoting reply: two rows, verify bit for bit
+        assert decoder.step_rows == 2 and decoder.verify_exact
+    plain = _load(plain_model_dir).decoder  # its steps rebind: no scratch row to cut off
+    plain.choose_rows(pairs=True)
+    assert plain.step_rows == 1 and plain.verify_agrees and not plain.verify_exact
 
 
 # -- sampling: the distribution is the target's ----------------------------------------------
@@ -667,16 +676,18 @@ SEEDED_SAMPLINGS = [
 ]
 
 
-@pytest.mark.parametrize("kernels", ["this_cpu", "one_row_differs", "one_row_alike"])
+@pytest.mark.parametrize("kernels", ["this_cpu", "one_row_differs", "one_row_alike", "float"])
 def test_a_seeded_sampled_reply_with_speculation_is_the_plain_one_token_for_token(
         kernels, request, other_plain_dir):
     """Every verified position is decided by the draw the plain run makes there, so a seeded
     reply speculated by prompt lookup, "auto", the target as its own draft and another
     model's draft is the seed's reply without speculation, token for token, with guesses
     accepted and rejected (standard speculative sampling gives the same distribution, not
-    the same draws). On an exact int4 engine, on this CPU's kernels and on both kinds made."""
-    if kernels == "this_cpu":
-        engine = _load(request.getfixturevalue("gqa_int4_model_dir"))
+    the same draws). On an exact int4 engine, on this CPU's kernels and on both kinds made,
+    and on a float GroupQueryAttention graph (whose exact mode steps in pairs)."""
+    if kernels in ("this_cpu", "float"):
+        folder = "gqa_int4_model_dir" if kernels == "this_cpu" else "gqa_model_dir"
+        engine = _load(request.getfixturevalue(folder))
     else:
         engine = load_with_kernels(request.getfixturevalue("gqa_int4_one_row_differs_dir"),
                                    kernels)
@@ -699,11 +710,12 @@ def test_a_seeded_sampled_reply_with_speculation_is_the_plain_one_token_for_toke
     assert 0 < accepted < proposed  # guesses landed, and others were rejected
 
 
-def test_auto_does_not_speculate_a_seeded_reply_on_rows_a_rounding_apart(gqa_model_dir):
-    """A float graph's verify rows are within ~1e-6 of its one-row steps, not bit for bit: a
-    draw on them could land on another token, so "auto" leaves a seeded sampled reply to
-    plain steps (a greedy one keeps speculating: the tie margin covers it)."""
-    engine = _load(gqa_model_dir)
+def test_auto_does_not_speculate_a_seeded_reply_on_rows_a_rounding_apart(plain_model_dir):
+    """A float graph whose verify rows are within ~1e-6 of its one-row steps, not bit for bit
+    (two-row steps cannot run on its rebind path): a draw on them could land on another
+    token, so "auto" leaves a seeded sampled reply to plain steps (a greedy one keeps
+    speculating: the tie margin covers it)."""
+    engine = _load(plain_model_dir)
     assert engine.decoder.verify_agrees and not engine.decoder.verify_exact
     prompt = _prompts(engine.graph.vocab_size, 2, seed=4)[1]
     seeded = replace(GREEDY, sampling=SamplingSettings(temperature=0.9, seed=7),
