@@ -80,7 +80,8 @@ class ModelParams:
     rope_interleaved: bool
     rope_scale_linear: float = 1.0  # positions are divided by this
     rope_dim: int = 0  # dimensions rotated per head (the first ones); 0: all of head_dim
-    # LongRoPE (Phi-3 "su"): short factors up to this many tokens, long ones past it; 0: none
+    # LongRoPE (Phi-3 "su"): the original context; a model loaded with more rotates with the
+    # long factors, one loaded with at most this many tokens with the short ones; 0: none
     rope_original_context: int = 0
     rope_attn_factor: float = 1.0  # cos and sin are multiplied by this (LongRoPE's mscale)
     qk_norm: bool = False  # per-head RMSNorm of q and k before rotary (qwen3, gemma3)
