@@ -211,6 +211,7 @@ class ChatController(QObject):
         self._queued_retriever: Retriever | None = None  # what its chat searches
         #: the message stored in its chat and held while its files are read: (chat, id)
         self._held: tuple[str, int] | None = None
+        self._held_waits = False  # its files are read; it waits for the model to load
         self._reading = False  # a prefill progress is showing
         self._edit_row: int | None = None
         self._edit_id: int | None = None
@@ -276,7 +277,7 @@ class ChatController(QObject):
         if self._queued is not None:
             return self._queued, "waiting"
         if self._held is not None:
-            return self._held[0], "reading"
+            return self._held[0], "waiting" if self._held_waits else "reading"
         return None, ""
 
     def _sync_busy(self, *_: object) -> None:
@@ -309,7 +310,7 @@ class ChatController(QObject):
     @property
     def queued(self) -> bool:
         """A message was sent while the model loads; it goes out once the model is ready."""
-        return self._queued is not None
+        return self._queued is not None or self._held_waits
 
     @property
     def editing(self) -> bool:
@@ -558,6 +559,19 @@ class ChatController(QObject):
         self.generating_changed.emit(True)  # the composer offers Stop, not Send
         return message_id
 
+    def wait_for_model(self) -> None:
+        """The held message's files are read, and it waits for the model that loads (how
+        they go in depends on that model's context): it is marked as waiting for the model,
+        as a message sent while the model loads is, until ``release`` or Stop."""
+        if self._held is not None and not self._held_waits:
+            self._held_waits = True
+            self.waiting_for_model.emit(True)
+
+    def _end_held_wait(self) -> None:
+        if self._held_waits:
+            self._held_waits = False
+            self.waiting_for_model.emit(False)
+
     @property
     def turn_toolbox(self) -> Toolbox | None:
         """The toolbox the running turn calls (None: no turn, or one without tools); its
@@ -584,6 +598,7 @@ class ChatController(QObject):
         held, self._held = self._held, None
         if held is None:
             return False
+        self._end_held_wait()
         cid, message_id = held
         provenance = {"unsent": unsent} if unsent else None
         try:
@@ -630,6 +645,7 @@ class ChatController(QObject):
         elif self._held is not None:
             _cid, message_id = self._held
             self._held = None
+            self._end_held_wait()
             self.held_stopped.emit(message_id)
             self.generating_changed.emit(False)
         return True
