@@ -211,6 +211,7 @@ class DocumentsController(QObject):
         chat.generating_changed.connect(self.on_generating_changed)
         chat.held_stopped.connect(self.on_held_stopped)
         chat.model_loaded.connect(self.on_model_ready)
+        chat.retriever_for = self.retriever_for  # a waiting message's chat, not on screen
         chat.model_load_failed.connect(self.on_model_ready)
 
     # the library ---------------------------------------------------------------------------

@@ -52,6 +52,7 @@ _STATUS_NOTES = {
     "stopped": ("stopped", "warning"),
     "failed": ("failed", "error"),
     "reading": ("reading its files…", ""),  # a user message held while its files are read
+    "waiting": ("waiting for its turn…", ""),  # sent while another chat's reply is written
 }
 
 
