@@ -209,6 +209,7 @@ class DocumentsController(QObject):
         r.crashed.connect(chat.bridge.crash)
         chat.conversation_opened.connect(self.on_conversation_opened)
         chat.generating_changed.connect(self.on_generating_changed)
+        chat.line_changed.connect(lambda _line: self._claim_pending())  # a first message
         chat.held_stopped.connect(self.on_held_stopped)
         chat.model_loaded.connect(self.on_model_ready)
         chat.retriever_for = self.retriever_for  # a waiting message's chat, not on screen

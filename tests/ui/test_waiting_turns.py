@@ -171,3 +171,49 @@ def test_a_message_with_files_does_not_wait_and_stays_in_the_box(app, loader, tm
     assert [m.content for m in app.history.active_path(first)][-1] == "You said: Old one"
     loader.last.release.set()
     _idle(app)
+
+
+def test_a_new_chats_waiting_message_goes_with_its_own_tools_and_libraries(
+        make_app, model_dir, tmp_path):
+    from app.chat.parts import Source
+    from app.engine.types import ParsedToolCall
+    from tests.tools.conftest import time_server
+    from tests.ui.test_documents_ui import Opened, WordsEmbedder
+    from tests.workers.fake_engine import FakeLoader
+
+    loader = FakeLoader(tool_calls=[ParsedToolCall("call_t", "get_current_time",
+                                                   '{"timezone": "UTC"}')])
+    app = make_app(loader)
+    app.load(model_dir)
+    documents, tools = app.window.documents, app.window.tools
+    documents.library_factory = lambda **_: Opened(tmp_path / "index.sqlite3",
+                                                   WordsEmbedder())
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "kettle.md").write_text("# Kettle\n\nDescale the kettle monthly.\n",
+                                      encoding="utf-8")
+    documents.index("Home", [folder])
+    app.qtbot.waitUntil(lambda: documents.is_open and documents.indexing is None,
+                        timeout=15000)
+    assert tools.add_server(time_server())
+    _first, busy = _reply_elsewhere(app, loader)  # no tools there: it does not call
+    app.qtbot.keyClick(app.window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
+    tools.set_server_on("time", True)  # the unsent new chat's choices
+    documents.set_library_on("Home", True)
+    app.send("When should the kettle be descaled?", wait=False)
+    waiting = app.controller.current_id
+    assert app.controller.line == (waiting,)
+    _open(app, busy)
+    turns = len(loader.last.calls)
+    loader.last.release.set()
+    bar = app.window.approval_bar
+    app.qtbot.waitUntil(bar.isVisible, timeout=30000)  # its tool asks, named by its chat
+    assert bar.question.text().startswith("In the chat “")
+    app.qtbot.mouseClick(bar.allow_once, Qt.MouseButton.LeftButton)
+    _idle(app)
+    assert any("get_current_time" in [t["function"]["name"] for t in offered or ()]
+               for offered in loader.last.tools_offered[turns:])
+    path = app.history.active_path(waiting)
+    assert [m.role for m in path] == ["user", "assistant", "tool", "assistant"]
+    assert any(isinstance(p, Source) and p.document == "kettle.md" for p in path[0].parts)
+    assert app.controller.current_id == busy
