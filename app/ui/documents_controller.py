@@ -79,6 +79,8 @@ REMOVING_TEXT = "Removing…"
 INDEXING_TEXT = "indexing…"
 #: the chat row of a message whose files are being read (on screen only, never stored)
 READING_STATUS = "reading"
+#: the row of a message whose files are read and wait for the model's context (screen only)
+MODEL_WAIT_STATUS = "model"
 OPENING_TEXT = "Opening the document library…"
 #: the job row of a library brought up to date by itself ("Updating Manuals: 3 of 14 files")
 UPDATING_TEXT = "Updating"
@@ -584,7 +586,7 @@ class DocumentsController(QObject):
         else:
             messages = self.chat.chat_model.messages()
         return any(isinstance(p, Attachment) and not p.text for m in messages for p in m.parts
-                   if m.status != READING_STATUS)  # (its chips, not yet read)
+                   if m.status not in (READING_STATUS, MODEL_WAIT_STATUS))  # (not yet read)
 
     # sending, with attachments -------------------------------------------------------------
 
@@ -634,15 +636,18 @@ class DocumentsController(QObject):
         return True
 
     def _show_reading(self) -> None:
-        """The held message's row, when its chat is open: its files as "reading…" chips
-        (on screen only; the stored message gets its parts once they are read)."""
-        reading = self._reading
+        """The held message's row, when its chat is open: its files as "reading…" chips,
+        then, read while the model loads, as waiting for it (on screen only; the stored
+        message gets its parts once they are decided)."""
+        reading, status = self._reading, READING_STATUS
+        if reading is None and self._undecided is not None:
+            reading, status = self._undecided[0], MODEL_WAIT_STATUS
         if reading is None or reading.conversation != self.chat.current_id:
             return
         model = self.chat.chat_model
         row = model.row_of(reading.message_id)
         if row >= 0:
-            model.update_message(row, status=READING_STATUS, parts=tuple(
+            model.update_message(row, status=status, parts=tuple(
                 Attachment(name=p.name, path=str(p)) for p in reading.paths))
 
     def _end_reading(self) -> _Reading | None:
@@ -664,6 +669,7 @@ class DocumentsController(QObject):
         if self.chat.loading_path is not None:  # the model that answers is not ready yet
             self._undecided = (reading, found)  # decided once the model is ready
             self.chat.wait_for_model()
+            self._show_reading()
             return
         self._decide(reading, found)
 

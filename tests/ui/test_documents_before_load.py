@@ -54,6 +54,10 @@ def _send_before_load(app, path: Path, question: str) -> None:
     assert app.controller.model_info is None  # read while the model still loads
     assert app.controller.queued and app.controller.busy_what == "waiting"
     assert "Waiting for the model" in app.window.composer.edit.placeholderText()
+    app.window.chat_view.flush()
+    widget = app.window.chat_view.message_widget(0)
+    assert widget.status_note.text() == "waiting for the model to load…"
+    assert chip_texts(widget) == [path.name]  # read; not "· reading…", not "· searched"
     app.loader.gate.set()
     app.qtbot.waitUntil(lambda: app.controller.model_info is not None, timeout=10000)
     app.qtbot.waitUntil(lambda: len(app.rows()) == 2 and not app.controller.generating,
