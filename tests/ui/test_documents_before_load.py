@@ -8,6 +8,7 @@ read before the context is known."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -58,6 +59,11 @@ def _send_before_load(app, path: Path, question: str) -> None:
     widget = app.window.chat_view.message_widget(0)
     assert widget.status_note.text() == "waiting for the model to load…"
     assert chip_texts(widget) == [path.name]  # read; not "· reading…", not "· searched"
+    folder = Path(os.environ.get("HEARTH_SCREENSHOTS") or path.parent)
+    folder.mkdir(parents=True, exist_ok=True)
+    app.window.resize(800, 600)
+    app.qtbot.wait(50)
+    assert app.window.grab().save(str(folder / f"files-wait-for-model-{path.stem}.png"))
     app.loader.gate.set()
     app.qtbot.waitUntil(lambda: app.controller.model_info is not None, timeout=10000)
     app.qtbot.waitUntil(lambda: len(app.rows()) == 2 and not app.controller.generating,
