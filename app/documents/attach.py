@@ -6,6 +6,9 @@ and gives its ``Attachment`` part: with ``text`` when it fits half the context l
 characters a token, the estimate the remote backend uses too), else without (then it is
 indexed into the chat's own collection, ``chat_collection``, and passages are picked per
 question). A file that cannot be read raises ``DocumentError`` with a sentence.
+``context_tokens`` None: the context is not known yet (the model still loads), so the text
+is kept and ``by_budget`` decides once it is, the same rule for the same file whether the
+model was loaded when it was sent or not.
 
 ``read_attachments(paths, …)`` reads several (the window runs it on a worker thread: a
 large PDF takes seconds): each file that cannot be read is left out with its sentence, and
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from app.chat.parts import Attachment
@@ -52,18 +55,18 @@ def chat_collection(conversation_id: str) -> str:
     return f"chat-{conversation_id}"
 
 
-def attachment(path: Path, context_tokens: int, used_tokens: int) -> Attachment:
+def attachment(path: Path, context_tokens: int | None, used_tokens: int) -> Attachment:
     from app.documents.parse import kind_of, parse_file
 
     parsed = parse_file(path)
     text = whole_text(parsed.sections)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    whole = fits_whole(len(text), context_tokens, used_tokens)
+    whole = context_tokens is None or fits_whole(len(text), context_tokens, used_tokens)
     return Attachment(name=path.name, path=str(path.absolute()), sha256=digest,
                       mime=kind_of(path) or "", text=text if whole else "")
 
 
-Reader = Callable[[Path, int, int], Attachment]
+Reader = Callable[[Path, "int | None", int], Attachment]
 
 
 @dataclass
@@ -76,7 +79,7 @@ class AttachmentsRead:
     problems: list[str] = field(default_factory=list)
 
 
-def read_attachments(paths: Sequence[Path], context_tokens: int, used_tokens: int, *,
+def read_attachments(paths: Sequence[Path], context_tokens: int | None, used_tokens: int, *,
                      read: Reader = attachment,
                      checkpoint: Callable[[], None] | None = None) -> AttachmentsRead:
     """Read each of ``paths`` with ``read`` (``attachment``); see the module's docstring."""
@@ -97,4 +100,17 @@ def read_attachments(paths: Sequence[Path], context_tokens: int, used_tokens: in
         out.parts.append(part)
         if not part.text:
             out.large.append(path)
+    return out
+
+
+def by_budget(found: AttachmentsRead, context_tokens: int, used_tokens: int) -> AttachmentsRead:
+    """``found`` as read without a context (``context_tokens`` None), now decided: each file
+    whose text does not fit half the context left loses it and joins ``large`` (it is
+    searched); the others go in the prompt whole."""
+    out = AttachmentsRead(problems=list(found.problems), large=list(found.large))
+    for part in found.parts:
+        if part.text and not fits_whole(len(part.text), context_tokens, used_tokens):
+            part = replace(part, text="")
+            out.large.append(Path(part.path))
+        out.parts.append(part)
     return out

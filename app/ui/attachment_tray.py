@@ -41,10 +41,11 @@ def chip(name: str, parent: QWidget | None = None, *, suffix: str = "") -> QTool
     return button
 
 
-def attachment_chips(parts: tuple, parent: QWidget, *,
-                     reading: bool = False) -> QWidget | None:
+def attachment_chips(parts: tuple, parent: QWidget, *, reading: bool = False,
+                     undecided: bool = False) -> QWidget | None:
     """The chips of a sent message's attachments (None: it has none); ``reading``: they are
-    being read (each says so)."""
+    being read (each says so); ``undecided``: read, and whether each goes in whole or is
+    searched waits for the model's context (no "· searched" yet)."""
     files = [p for p in parts if isinstance(p, Attachment)]
     if not files:
         return None
@@ -57,6 +58,11 @@ def attachment_chips(parts: tuple, parent: QWidget, *,
             button.setAccessibleName(f"Attached file {part.name}, being read")
             button.setToolTip(f"{part.path}\nBeing read; the message goes to the model "
                               "when its files are read.")
+        elif undecided:
+            button = chip(part.name, row)
+            button.setAccessibleName(f"Attached file {part.name}, read")
+            button.setToolTip(f"{part.path}\nRead; once the model has loaded it goes in "
+                              "the prompt whole if it fits, else its passages are searched.")
         elif part.text:
             button = chip(part.name, row)
             button.setToolTip(f"{part.path}\nPut in the prompt whole.")

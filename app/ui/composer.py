@@ -3,10 +3,10 @@
 While a message is being edited a banner above the text box says so ("Editing a message —
 Save & submit / Cancel"); Esc cancels the edit and brings back what was being written.
 
-While the model answers in another chat (``set_busy_elsewhere``) Send and Stop act on
-nothing here: a note above the text box names that chat, with a "Stop that reply" button
-of its own, and Send waits (disabled; Enter says why, ``send_refused``) until it ends. The
-user can go on writing meanwhile.
+While the model answers in another chat (``set_busy_elsewhere``) a note above the text box
+names that chat, with a "Stop that reply" button of its own; Send still sends: the message
+waits its turn (``ChatController.in_line``), the note says so, and the button is "Don't
+send" (Esc too) until it goes.
 """
 
 from __future__ import annotations
@@ -159,13 +159,17 @@ class BusyBanner(QFrame):
 
 #: what the note above the text box says, by what the other chat's message does
 BUSY_NOTES = {
-    "answering": "The model is answering in “{title}”. Send works again when that reply "
-                 "ends.",
-    "waiting": "A message in “{title}” waits for the model to load. Send works again once "
-               "it is answered.",
+    "answering": "The model is answering in “{title}”. A message sent here waits for that "
+                 "reply, then goes.",
+    "waiting": "A message in “{title}” waits for the model to load. A message sent here "
+               "goes after it.",
     "reading": "The files of a message in “{title}” are being read; the model answers it "
-               "next. Send works again after that.",
+               "next. A message sent here goes after it.",
 }
+#: the note when this chat's own message waits its turn behind that chat's
+WAITING_NOTE = "Your message waits for the reply in “{title}”; it is sent when that ends."
+#: the button (and Esc) while this chat's message waits its turn: it is taken out
+DONT_SEND = "Don't send"
 #: a longer title is cut in the note (two lines at 800 px); its button's name has it whole
 NOTE_TITLE_CHARS = 60
 BUSY_STOPS = {"answering": "Stop that reply", "waiting": "Don't send it",
@@ -181,15 +185,12 @@ class Composer(QWidget):
         edit_cancelled(): the user left edit mode (Cancel or Esc) without sending.
         stop_elsewhere_requested(): "Stop that reply": stop the reply in the other chat that
             the busy note names (``set_busy_elsewhere``).
-        send_refused(): Enter while the model is busy in another chat (nothing was sent;
-            the text stays in the box).
     """
 
     submitted = Signal(str)
     stop_requested = Signal()
     edit_cancelled = Signal()
     stop_elsewhere_requested = Signal()
-    send_refused = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -256,26 +257,29 @@ class Composer(QWidget):
     def generating(self) -> bool:
         return self._generating
 
-    def set_generating(self, generating: bool) -> None:
-        """A reply is in flight in this chat: the button is Stop (Esc stops too)."""
+    def set_generating(self, generating: bool, label: str = "Stop") -> None:
+        """A reply is in flight in this chat (or its message waits its turn: ``label``
+        "Don't send"): the button is ``label``, and it and Esc stop it."""
         self._generating = generating
-        self.button.setText("Stop" if generating else "Send")
-        self.button.setAccessibleName("Stop" if generating else "Send")
-        self._update_button()
+        self.button.setText(label if generating else "Send")
+        self.button.setAccessibleName(label if generating else "Send")
 
     @property
     def busy_elsewhere(self) -> str | None:
         """The title of the other chat the model is busy in (None: it is not)."""
         return self._elsewhere
 
-    def set_busy_elsewhere(self, title: str | None, what: str = "answering") -> None:
+    def set_busy_elsewhere(self, title: str | None, what: str = "answering", *,
+                           waiting_here: bool = False) -> None:
         """The model is busy in the chat ``title`` (None: not in another chat): the note
-        names it, offers to stop it, and Send waits."""
+        names it and offers to stop it; a message sent here waits its turn
+        (``waiting_here``: this chat's does now)."""
         self._elsewhere = title
         if title is not None:
             short = title if len(title) <= NOTE_TITLE_CHARS else \
                 title[:NOTE_TITLE_CHARS - 1].rstrip() + "…"
-            note = BUSY_NOTES.get(what, BUSY_NOTES["answering"]).format(title=short)
+            note = (WAITING_NOTE if waiting_here else
+                    BUSY_NOTES.get(what, BUSY_NOTES["answering"])).format(title=short)
             self.busy_banner.label.setText(note)
             stop = self.busy_banner.stop_button
             stop.setText(BUSY_STOPS.get(what, BUSY_STOPS["answering"]))
@@ -284,14 +288,9 @@ class Composer(QWidget):
                                           "this chat is not changed.")
             self.busy_banner.setAccessibleDescription(note)
         self.busy_banner.setVisible(title is not None)
-        self._update_button()
-
-    def _update_button(self) -> None:
-        waits = self._elsewhere is not None and not self._generating
-        self.button.setEnabled(not waits)
         self.button.setToolTip(
-            f"The model is busy in “{self._elsewhere}”: Send works again when it is done."
-            if waits else "")
+            f"The model is busy in “{self._elsewhere}”: a message sent now waits its turn."
+            if title is not None and not self._generating else "")
 
     @property
     def editing(self) -> bool:
@@ -338,9 +337,6 @@ class Composer(QWidget):
 
     def on_send(self) -> None:
         if self._generating:
-            return
-        if self._elsewhere is not None:  # the text stays; the note says why
-            self.send_refused.emit()
             return
         text = clean_text(self.edit.toPlainText()).strip()
         if not text:

@@ -32,6 +32,15 @@ system prompt and settings; Stop leaves it unanswered (``held_stopped``). A mess
 waits for the model to load is answered the same way once it is ready: in its own chat,
 which is not opened over the one on screen.
 
+A message sent in another chat meanwhile waits its turn (``in_line``): it is stored in its
+chat at once (its row says "waiting for its turn…", on screen only), and once the message in
+flight is done the waiting ones are answered one by one in the order they were sent, each in
+its own chat with its own tools, libraries and settings (``_next_in_line``); Stop in its chat
+("Don't send", Esc) takes it out of the line, unanswered (``stop``). A quit while one waits
+leaves it stored, saying it was not sent (provenance ``unsent``); sending its text again
+there answers it. One reply at a time for the model, the others queued in sight, as LM
+Studio and ChatGPT do.
+
 Which chat that message is in is ``busy_conversation`` (``busy_changed`` says when it
 changes, with what it is doing: "answering", "waiting" for the model, "reading" its files);
 the chat list marks that row (app/ui/conversation_list.py). Stop acts on one chat:
@@ -65,7 +74,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QMetaMethod, QObject, Signal
+from PySide6.QtCore import QMetaMethod, QObject, QTimer, Signal
 
 from app.chat.events import (
     Finished,
@@ -109,6 +118,8 @@ WORKER_STOP_WAIT_MS = 5000
 LOAD_WAIT_ON_QUIT_MS = 150
 #: the one chat import that may run at a time
 IMPORT_JOB = "import-chat"
+#: the row of a message waiting its turn behind another chat's (on screen only, never stored)
+WAITING_STATUS = "waiting"
 
 
 @dataclass
@@ -164,6 +175,7 @@ class ChatController(QObject):
         it stays in its chat, unanswered.
     busy_changed(object conversation_id | None, str what): the chat whose message is in
         flight changed, or what it does ("answering", "waiting", "reading"; "" with None).
+    line_changed(object tuple[str, ...]): the chats whose message waits its turn, in order.
     """
 
     conversation_opened = Signal(object, dict)
@@ -184,6 +196,7 @@ class ChatController(QObject):
     conversation_titled = Signal(str, str)
     held_stopped = Signal(int)
     busy_changed = Signal(object, str)
+    line_changed = Signal(object)
 
     def __init__(
         self,
@@ -211,6 +224,9 @@ class ChatController(QObject):
         self._queued_retriever: Retriever | None = None  # what its chat searches
         #: the message stored in its chat and held while its files are read: (chat, id)
         self._held: tuple[str, int] | None = None
+        self._held_waits = False  # its files are read; it waits for the model to load
+        #: messages sent while another was in flight, waiting their turn: (chat, id), in order
+        self._line: list[tuple[str, int]] = []
         self._reading = False  # a prefill progress is showing
         self._edit_row: int | None = None
         self._edit_id: int | None = None
@@ -226,10 +242,15 @@ class ChatController(QObject):
         #: the toolbox of a chat not on screen, for its held message's reply (``release``);
         #: app/ui/tool_controller.py sets it (None: such a reply runs without tools)
         self.toolbox_for: Callable[[str], Toolbox | None] | None = None
+        #: what a chat not on screen searches, for its waiting message's reply
+        #: (``_next_in_line``); app/ui/documents_controller.py sets it
+        self.retriever_for: Callable[[str], Retriever | None] | None = None
         self._busy: tuple[str | None, str] = (None, "")  # what busy_changed last said
         # first of their listeners: the list's mark is right when the window's run
         self.generating_changed.connect(self._sync_busy)
         self.waiting_for_model.connect(self._sync_busy)
+        self.generating_changed.connect(self._on_generating)
+        self.line_changed.connect(self.conversations.set_line)
         w = self.worker  # its signals arrive queued on this (the UI) thread
         w.loaded.connect(self.on_loaded)
         w.load_failed.connect(self.on_load_failed)
@@ -276,7 +297,7 @@ class ChatController(QObject):
         if self._queued is not None:
             return self._queued, "waiting"
         if self._held is not None:
-            return self._held[0], "reading"
+            return self._held[0], "waiting" if self._held_waits else "reading"
         return None, ""
 
     def _sync_busy(self, *_: object) -> None:
@@ -297,9 +318,109 @@ class ChatController(QObject):
         return (conv.title if conv is not None else "") or "New chat"
 
     def busy_sentence(self) -> str:
-        """Why a message written in another chat is not sent now."""
+        """Why a message written in another chat is not sent now (one with files, or a
+        change to a chat: a plain message waits its turn instead)."""
         return (f"The model is busy in the chat “{self.busy_title()}”: wait for that reply "
                 "to end, or stop it, then send this one (it stays in the box).")
+
+    # the line: messages waiting their turn --------------------------------------------------
+
+    def _join_line(self, conversation_id: str, message_id: int) -> None:
+        self._line.append((conversation_id, message_id))
+        self._show_line()
+        self.line_changed.emit(self.line)
+        if not self.generating:  # what was in flight ended meanwhile
+            self._on_generating(False)
+
+    def _show_line(self) -> None:
+        """The open chat's waiting message says so on its row (on screen only)."""
+        for cid, message_id in self._line:
+            if cid == self.current_id:
+                row = self.chat_model.row_of(message_id)
+                if row >= 0:
+                    self.chat_model.update_message(row, status=WAITING_STATUS)
+
+    def _leave_line(self, index: int) -> tuple[str, int]:
+        cid, message_id = self._line.pop(index)
+        if cid == self.current_id:
+            row = self.chat_model.row_of(message_id)
+            if row >= 0 and self.chat_model.message(row).status == WAITING_STATUS:
+                self.chat_model.update_message(row, status="complete")
+        self.line_changed.emit(self.line)
+        return cid, message_id
+
+    def _on_generating(self, generating: bool) -> None:
+        if not generating and self._line:  # after every listener has seen the end
+            QTimer.singleShot(0, self._next_in_line)
+
+    def _next_in_line(self) -> None:
+        """The message in flight is done: the first waiting one is answered in its own
+        chat (its tools, libraries and settings), open or not. One whose chat went, or
+        that is no longer its chat's last message, is passed over."""
+        while self._line and not self.generating:
+            cid, message_id = self._leave_line(0)
+            try:
+                path = self.history.active_path(cid)
+            except StorageError as exc:
+                self.bridge.report(exc)
+                continue
+            if not path or path[-1].id != message_id:
+                continue
+            if self.model_info is None and self.loading_path is not None:
+                self._queued, self._queued_retriever = cid, self._retriever_of(cid)
+                self.waiting_for_model.emit(True)
+                self.generating_changed.emit(True)
+                return
+            if self.model_info is None:
+                self._unsend(cid, message_id, "Not sent: no model was loaded when its turn "
+                                              "came. Pick a model, then send it again.")
+                continue
+            started = self._start_reply() if cid == self.current_id else self._start_reply(
+                conversation_id=cid, retriever=self._retriever_of(cid))
+            if started:
+                return
+
+    def _retriever_of(self, conversation_id: str) -> Retriever | None:
+        if conversation_id == self.current_id:
+            return self.retriever
+        return self.retriever_for(conversation_id) if self.retriever_for else None
+
+    def _asked_again(self) -> int:
+        """The open chat's last question is asked again: the note saying it was not sent
+        goes (it is being sent now). Its id."""
+        row = self.chat_model.rowCount() - 1
+        msg = self.chat_model.message(row)
+        if "unsent" in msg.provenance:
+            provenance = {k: v for k, v in msg.provenance.items() if k != "unsent"}
+            try:
+                self.history.update_message(msg.id, provenance=provenance)
+            except StorageError as exc:
+                self.bridge.report(exc)
+            else:
+                self.chat_model.update_message(row, provenance=provenance)
+        return msg.id
+
+    def _unsend(self, conversation_id: str, message_id: int, sentence: str) -> None:
+        """The waiting message stays in its chat, unanswered, saying why (stored)."""
+        try:
+            self.history.update_message(message_id, provenance={"unsent": sentence})
+        except StorageError as exc:
+            self.bridge.report(exc)
+            return
+        if conversation_id == self.current_id:
+            row = self.chat_model.row_of(message_id)
+            if row >= 0:
+                self.chat_model.update_message(row, status="complete",
+                                               provenance={"unsent": sentence})
+
+    @property
+    def line(self) -> tuple[str, ...]:
+        """The chats whose message waits its turn, in the order they go."""
+        return tuple(cid for cid, _ in self._line)
+
+    def in_line(self, conversation_id: str | None) -> bool:
+        """A message in chat ``conversation_id`` waits its turn."""
+        return conversation_id is not None and conversation_id in self.line
 
     @property
     def importing(self) -> bool:
@@ -309,7 +430,7 @@ class ChatController(QObject):
     @property
     def queued(self) -> bool:
         """A message was sent while the model loads; it goes out once the model is ready."""
-        return self._queued is not None
+        return self._queued is not None or self._held_waits
 
     @property
     def editing(self) -> bool:
@@ -430,6 +551,7 @@ class ChatController(QObject):
                             reasoning_ms=active.thinking_ms or 0.0)
                         active.row = row
         self.chat_model.set_messages(messages)
+        self._show_line()
         self.conversation_opened.emit(conversation_id, self.chat_values())
         if conv is not None and conv.damaged:
             self.bridge.warning(
@@ -454,6 +576,8 @@ class ChatController(QObject):
         if conversation_id in busy:
             self.bridge.info("Stop the reply before deleting this chat.")
             return
+        if self.in_line(conversation_id):
+            self._leave_line(self.line.index(conversation_id))
         if self._title is not None and self._title[0].conversation_id == conversation_id:
             self._cancel_title()
         self._guard(self.history.delete_conversation, conversation_id)
@@ -488,8 +612,15 @@ class ChatController(QObject):
         text = clean_text(text).strip()
         if not text:
             return False
-        if self.generating:
-            busy = self.busy_conversation
+        busy = self.busy_conversation
+        # another chat's message is in flight (or waits its turn): this one waits after it
+        queue = (busy != self.current_id and (busy is not None or bool(self._line))
+                 and start and not parts and self._edit_id is None)
+        if queue and self.in_line(self.current_id):
+            self.bridge.info("A message in this chat already waits its turn: it goes when "
+                             f"the reply in “{self.busy_title()}” ends (or press Don't send).")
+            return False
+        if self.generating and not queue:
             if busy is not None and busy != self.current_id:
                 self.bridge.info(self.busy_sentence())
             else:
@@ -503,8 +634,17 @@ class ChatController(QObject):
             self.bridge.error("No model is loaded yet. Pick a model in the toolbar first.")
             return False
         unanswered = None if waiting or parts or not start else self._unanswered(text)
+        if unanswered is not None and queue:  # the same question: it waits, not a copy
+            if unanswered >= 0:
+                self.bridge.info(self.busy_sentence())
+                return False
+            self._join_line(self.current_id, self._asked_again())
+            return True
         if unanswered is not None:  # the same question again: answer it, do not repeat it
-            return self.retry(unanswered) if unanswered >= 0 else self._start_reply()
+            if unanswered >= 0:
+                return self.retry(unanswered)
+            self._asked_again()
+            return self._start_reply()
         try:
             if self.current_id is None:
                 values = self.chat_values()  # what the panel shows for the new chat
@@ -529,6 +669,9 @@ class ChatController(QObject):
             return False
         self.chat_model.append(msg)
         self.conversations.upsert(self.current_id)
+        if queue:
+            self._join_line(self.current_id, msg.id)
+            return True
         if not start:
             return True
         if waiting:
@@ -558,6 +701,19 @@ class ChatController(QObject):
         self.generating_changed.emit(True)  # the composer offers Stop, not Send
         return message_id
 
+    def wait_for_model(self) -> None:
+        """The held message's files are read, and it waits for the model that loads (how
+        they go in depends on that model's context): it is marked as waiting for the model,
+        as a message sent while the model loads is, until ``release`` or Stop."""
+        if self._held is not None and not self._held_waits:
+            self._held_waits = True
+            self.waiting_for_model.emit(True)
+
+    def _end_held_wait(self) -> None:
+        if self._held_waits:
+            self._held_waits = False
+            self.waiting_for_model.emit(False)
+
     @property
     def turn_toolbox(self) -> Toolbox | None:
         """The toolbox the running turn calls (None: no turn, or one without tools); its
@@ -584,6 +740,7 @@ class ChatController(QObject):
         held, self._held = self._held, None
         if held is None:
             return False
+        self._end_held_wait()
         cid, message_id = held
         provenance = {"unsent": unsent} if unsent else None
         try:
@@ -621,6 +778,9 @@ class ChatController(QObject):
         unanswered), when it is in ``conversation_id`` (None: the open chat). A message in
         flight in another chat goes on: False, nothing was stopped."""
         target = conversation_id or self.current_id
+        if target is not None and target != self.busy_conversation and self.in_line(target):
+            self._leave_line(self.line.index(target))  # it stays, unanswered
+            return True
         if target is None or target != self.busy_conversation:
             return False
         if self._active is not None:
@@ -630,6 +790,7 @@ class ChatController(QObject):
         elif self._held is not None:
             _cid, message_id = self._held
             self._held = None
+            self._end_held_wait()
             self.held_stopped.emit(message_id)
             self.generating_changed.emit(False)
         return True
@@ -1139,6 +1300,12 @@ class ChatController(QObject):
         self._cancel_title()
         self._queued = None  # its message is saved; nothing was sent yet
         self._held = None  # the same (app/ui/documents_controller.py says why on it)
+        title = self.busy_title()
+        behind = f"the reply in “{title}”" if title else "its turn"
+        for cid, message_id in self._line:  # stored; they say why they were not answered
+            self._unsend(cid, message_id, f"Not sent: Hearth was closed while it waited for "
+                                          f"{behind}. Send it again to ask.")
+        self._line.clear()
         if self._active is not None and not self._active.next_round:
             self._active.writer.finish("stopped", self._provenance(self._active, None, None),
                                        reasoning_ms=self._active.measured_thinking_ms())

@@ -14,7 +14,8 @@ for the model, or having its files read) carries a mark at the right of its row,
 (``BUSY_MARKS``; only its dot where the words would take over half the row), in its tooltip
 and accessible name too, and a "Stop the reply" item in its menu: a reply written in a chat
 that is not on screen can be seen, and stopped by name. The mark is the controller's
-(``set_busy``), kept in memory only.
+(``set_busy``), kept in memory only. A chat whose message waits its turn behind it is
+marked "queued…" (``set_line``), with "Don't send the waiting message" in its menu.
 """
 
 from __future__ import annotations
@@ -73,13 +74,16 @@ def header_height(option: QStyleOptionViewItem) -> int:
     return max(HEADER_HEIGHT, option.fontMetrics.height() + 12)
 DAMAGED_SUFFIX = " (damaged)"
 #: the mark on the busy chat's row, by what its message is doing (ChatController._busy_now)
-BUSY_MARKS = {"answering": "answering…", "waiting": "waiting…", "reading": "reading…"}
+BUSY_MARKS = {"answering": "answering…", "waiting": "waiting…", "reading": "reading…",
+              "queued": "queued…"}
 #: the most of a row the mark's words may take; past it (large text) only its dot shows
 MARK_SHARE = 0.5
 BUSY_TIPS = {
     "answering": "The model is answering in this chat.",
     "waiting": "A message in this chat waits for the model to load.",
     "reading": "The files of a message in this chat are being read; it is answered next.",
+    "queued": "A message in this chat waits for the reply in another chat; it is answered "
+              "after it, in the order it was sent.",
 }
 DAMAGED_TIP = ("Part of this chat could not be read from the history (damaged text, or a "
                "date no calendar can show). Open it to see what is readable, and export it "
@@ -128,6 +132,7 @@ class ConversationListModel(QAbstractListModel):
         self._query = ""
         self._clock = clock
         self._busy: tuple[str | None, str] = (None, "")  # (chat, what it does)
+        self._line: tuple[str, ...] = ()  # chats whose message waits its turn
         self.refresh()
 
     def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
@@ -139,7 +144,8 @@ class ConversationListModel(QAbstractListModel):
         row = index.row()
         conv = self._rows[row]
         title = conv.title or "New chat"
-        busy = self._busy[1] if conv.id == self._busy[0] else ""
+        busy = self._busy[1] if conv.id == self._busy[0] else (
+            "queued" if conv.id in self._line else "")
         if role == Qt.ItemDataRole.DisplayRole:
             return title + DAMAGED_SUFFIX if conv.damaged else title
         if role == Qt.ItemDataRole.EditRole:
@@ -200,6 +206,20 @@ class ConversationListModel(QAbstractListModel):
         self._busy = (conversation_id, what) if conversation_id is not None else (None, "")
         for cid in {before, conversation_id} - {None}:
             row = self.row_of(cid)  # type: ignore[arg-type]
+            if row >= 0:
+                index = self.index(row, 0)
+                self.dataChanged.emit(index, index)
+
+    @property
+    def line(self) -> tuple[str, ...]:
+        """The chats marked as waiting their turn, in order."""
+        return self._line
+
+    def set_line(self, line: tuple[str, ...]) -> None:
+        """Mark the rows of the chats whose message waits its turn ("queued…")."""
+        before, self._line = self._line, tuple(line)
+        for cid in set(before) ^ set(self._line):
+            row = self.row_of(cid)
             if row >= 0:
                 index = self.index(row, 0)
                 self.dataChanged.emit(index, index)
@@ -451,6 +471,10 @@ class ConversationList(QWidget):
         menu = QMenu(self)
         if conv.id == self.model.busy:
             stop = menu.addAction(icon("stop", colors), "Stop the reply")
+            stop.setData("stop")
+            menu.addSeparator()
+        elif conv.id in self.model.line:
+            stop = menu.addAction(icon("stop", colors), "Don't send the waiting message")
             stop.setData("stop")
             menu.addSeparator()
         menu.addAction("Rename…").setData("rename")

@@ -28,7 +28,10 @@ changes only here.
   meanwhile; its row shows the files as "reading…" chips, ``READING_STATUS`` on screen only)
   while the ``hearth-attachments`` job thread reads them (``read_attachments``;
   ``reading_changed`` names them). Then a file that fits half the context left goes into
-  the prompt whole; a larger one is indexed into the chat's own collection first (a job);
+  the prompt whole; a larger one is indexed into the chat's own collection first (a job).
+  That budget is the answering model's: files read while it still loads wait for it
+  (``on_model_ready``), so a file is treated the same whether the model was loaded when
+  it was sent or not;
   ``ChatController.release`` stores the parts with the message and starts its reply in its
   own chat, with that chat's retriever (``retriever_for``). ``attachments_sent`` names the
   files that went (they leave the tray at once). A message none of whose files could be
@@ -76,6 +79,8 @@ REMOVING_TEXT = "Removing…"
 INDEXING_TEXT = "indexing…"
 #: the chat row of a message whose files are being read (on screen only, never stored)
 READING_STATUS = "reading"
+#: the row of a message whose files are read and wait for the model's context (screen only)
+MODEL_WAIT_STATUS = "model"
 OPENING_TEXT = "Opening the document library…"
 #: the job row of a library brought up to date by itself ("Updating Manuals: 3 of 14 files")
 UPDATING_TEXT = "Updating"
@@ -184,6 +189,8 @@ class DocumentsController(QObject):
         #: the read parts of the held message that waits for the library (None: not held)
         self._held_parts: tuple[Attachment, ...] | None = None
         self._reading: _Reading | None = None
+        #: the held message whose files were read before the model's context was known
+        self._undecided: tuple[_Reading, AttachmentsRead] | None = None
         self.indexing: str | None = None  # the library being indexed
         self._job_title = ""  # what the indexing job's progress lines start with
         self.removing: str | None = None  # the library being removed
@@ -204,7 +211,11 @@ class DocumentsController(QObject):
         r.crashed.connect(chat.bridge.crash)
         chat.conversation_opened.connect(self.on_conversation_opened)
         chat.generating_changed.connect(self.on_generating_changed)
+        chat.line_changed.connect(lambda _line: self._claim_pending())  # a first message
         chat.held_stopped.connect(self.on_held_stopped)
+        chat.model_loaded.connect(self.on_model_ready)
+        chat.retriever_for = self.retriever_for  # a waiting message's chat, not on screen
+        chat.model_load_failed.connect(self.on_model_ready)
 
     # the library ---------------------------------------------------------------------------
 
@@ -575,7 +586,7 @@ class DocumentsController(QObject):
         else:
             messages = self.chat.chat_model.messages()
         return any(isinstance(p, Attachment) and not p.text for m in messages for p in m.parts
-                   if m.status != READING_STATUS)  # (its chips, not yet read)
+                   if m.status not in (READING_STATUS, MODEL_WAIT_STATUS))  # (not yet read)
 
     # sending, with attachments -------------------------------------------------------------
 
@@ -604,15 +615,12 @@ class DocumentsController(QObject):
             return False
         cid = self.chat.current_id
         assert cid is not None
-        info = self.chat.model_info
-        context = info.context_length if info else 0
-        used = sum(len(m.content) for m in self.chat.chat_model.messages()) // 4
         read = self.read_file
 
-        def work(_report, control):
+        def work(_report, control):  # read whole; ``_decide`` applies the budget after
             from app.documents.attach import read_attachments
 
-            return read_attachments(paths, context, used, read=read,
+            return read_attachments(paths, None, 0, read=read,
                                     checkpoint=control.checkpoint)
 
         self._reading = _Reading(cid, message_id, text, paths)
@@ -628,15 +636,18 @@ class DocumentsController(QObject):
         return True
 
     def _show_reading(self) -> None:
-        """The held message's row, when its chat is open: its files as "reading…" chips
-        (on screen only; the stored message gets its parts once they are read)."""
-        reading = self._reading
+        """The held message's row, when its chat is open: its files as "reading…" chips,
+        then, read while the model loads, as waiting for it (on screen only; the stored
+        message gets its parts once they are decided)."""
+        reading, status = self._reading, READING_STATUS
+        if reading is None and self._undecided is not None:
+            reading, status = self._undecided[0], MODEL_WAIT_STATUS
         if reading is None or reading.conversation != self.chat.current_id:
             return
         model = self.chat.chat_model
         row = model.row_of(reading.message_id)
         if row >= 0:
-            model.update_message(row, status=READING_STATUS, parts=tuple(
+            model.update_message(row, status=status, parts=tuple(
                 Attachment(name=p.name, path=str(p)) for p in reading.paths))
 
     def _end_reading(self) -> _Reading | None:
@@ -655,8 +666,39 @@ class DocumentsController(QObject):
             self._unsent(reading, " ".join(found.problems)
                          or f"{names_of(reading.paths)} could not be read.")
             return
-        parts = tuple(found.parts)
+        if self.chat.loading_path is not None:  # the model that answers is not ready yet
+            self._undecided = (reading, found)  # decided once the model is ready
+            self.chat.wait_for_model()
+            self._show_reading()
+            return
+        self._decide(reading, found)
+
+    def on_model_ready(self, *_: object) -> None:
+        """The model loaded (or did not): the read files that waited for its context are
+        decided now, then their message goes on (or stays unanswered, saying why)."""
+        undecided, self._undecided = self._undecided, None
+        if undecided is None or self._closing:
+            return
+        reading, found = undecided
+        if self.chat.model_info is None:
+            self._unsent(reading, "the model did not load.")
+            return
+        self._decide(reading, found)
+
+    def _decide(self, reading: _Reading, found: AttachmentsRead) -> None:
+        """The budget rule, against the context of the model that answers: whole when a
+        file fits half the context left, else searched (indexed into the chat's own
+        collection first)."""
+        from app.documents.attach import CHARS_PER_TOKEN, by_budget
+
         cid = reading.conversation
+        info = self.chat.model_info
+        try:
+            chars = sum(len(m.content) for m in self.chat.history.active_path(cid))
+        except HearthError:
+            chars = 0
+        found = by_budget(found, info.context_length if info else 0, chars // CHARS_PER_TOKEN)
+        parts = tuple(found.parts)
         if not found.large and not (self._needs_library(cid) and self._library is None):
             self.chat.release(parts, retriever=self.retriever_for(cid))
             return
@@ -672,8 +714,14 @@ class DocumentsController(QObject):
         self._end_reading()
 
     def on_held_stopped(self, message_id: int) -> None:
-        """Stop while the files are read: the message stays in its chat, unanswered, and
-        says why."""
+        """Stop while the files are read (or wait for the model's context): the message
+        stays in its chat, unanswered, and says why."""
+        undecided = self._undecided
+        if undecided is not None and undecided[0].message_id == message_id:
+            self._undecided = None
+            self._mark_unsent(undecided[0], "Not sent: stopped while it waited for the "
+                                            "model to load.")
+            return
         reading = self._reading
         if reading is None or reading.message_id != message_id:
             return
@@ -770,6 +818,10 @@ class DocumentsController(QObject):
         reading, self._reading, self._waiting = self._reading, None, None
         self._held_parts = None
         self._when_open.clear()
+        undecided, self._undecided = self._undecided, None
+        if undecided is not None:
+            self._mark_unsent(undecided[0], "Not sent: Hearth was closed while it waited "
+                                            "for the model to load.")
         if reading is not None:  # the message stays in its chat and says why it went not
             self._mark_unsent(reading, f"Not sent: Hearth was closed while "
                                        f"{names_of(reading.paths)} {were(reading.paths)} read.")

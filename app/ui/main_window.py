@@ -38,7 +38,7 @@ from app.ui.chat_extras import (
     tools_page,
 )
 from app.ui.chat_view import ChatView
-from app.ui.composer import Composer
+from app.ui.composer import DONT_SEND, Composer
 from app.ui.controller import ChatController
 from app.ui.conversation_list import ConversationList
 from app.ui.file_folders import remember, start_folder
@@ -245,9 +245,9 @@ class MainWindow(QMainWindow):
         self.composer.edit.up_in_empty.connect(self.on_edit_last)
         self.composer.stop_requested.connect(c.stop)  # the open chat's reply only
         self.composer.stop_elsewhere_requested.connect(self.on_stop_elsewhere)
-        self.composer.send_refused.connect(lambda: self.bridge.info(c.busy_sentence()))
         self.conversation_list.stop_requested.connect(c.stop)
         c.busy_changed.connect(self._update_busy)
+        c.line_changed.connect(self._update_busy)
         c.conversations.modelReset.connect(self._update_busy)  # a title changed
         self.conversation_list.selected.connect(c.open_conversation)
         self.conversation_list.new_requested.connect(c.new_conversation)
@@ -433,7 +433,9 @@ class MainWindow(QMainWindow):
 
     def on_submitted(self, text: str) -> None:
         self.settings_panel.flush()
-        if not send_with_attachments(self, text) and not self.controller.generating:
+        c = self.controller
+        if not send_with_attachments(self, text) and (
+                not c.generating or c.busy_conversation != c.current_id):
             self.composer.set_text(text)  # keep what the user wrote
         self._draft_chat = self.controller.current_id  # a new chat has its id now
 
@@ -453,16 +455,24 @@ class MainWindow(QMainWindow):
 
     def _update_busy(self, *_: object) -> None:
         """Stop in the composer only for the open chat's own reply; a reply in another chat
-        is named above the text box instead, with a Stop of its own, and Send waits."""
+        is named above the text box instead, with a Stop of its own, and a message sent
+        here waits its turn: then the box says what it waits for, and its button is
+        "Don't send"."""
         c = self.controller
         busy = c.busy_conversation
         here = busy is not None and busy == c.current_id
-        self.composer.set_generating(here)
-        self.composer.set_busy_elsewhere(
-            c.busy_title() if busy is not None and not here else None,
-            c.busy_what)
+        waiting = not here and c.in_line(c.current_id)
+        self.composer.set_generating(here or waiting,
+                                     label=DONT_SEND if waiting else "Stop")
+        title = c.busy_title() if busy is not None and not here else None
+        self.composer.set_busy_elsewhere(title, c.busy_what, waiting_here=waiting)
         self.chat_view.set_busy(here)
-        self._show_waiting(here and c.busy_what == "waiting")
+        if here and c.busy_what == "waiting":
+            self._show_waiting("Waiting for the model to load…")
+        elif waiting:
+            self._show_waiting(f"Waiting for the reply in “{title or 'another chat'}”…")
+        else:
+            self._show_waiting(None)
 
     def on_stop_elsewhere(self) -> None:
         """ "Stop that reply": the reply the note names, in the chat it is written in."""
@@ -475,15 +485,16 @@ class MainWindow(QMainWindow):
         self.status.set_waiting(waiting)
         self._update_busy()
 
-    def _show_waiting(self, waiting: bool) -> None:
-        """The message box of the chat whose message waits for the model says so (another
-        chat's says where the model is busy instead: ``Composer.set_busy_elsewhere``)."""
+    def _show_waiting(self, waiting: str | None) -> None:
+        """The message box of the chat whose message waits (for the model, or for the reply
+        in another chat) says so: ``waiting`` (None: nothing waits here)."""
         edit = self.composer.edit
         held = getattr(self, "_placeholder", None)
-        if waiting and held is None:
-            self._placeholder = edit.placeholderText()
-            edit.setPlaceholderText("Waiting for the model to load…")
-        elif not waiting and held is not None:
+        if waiting is not None:
+            if held is None:
+                self._placeholder = edit.placeholderText()
+            edit.setPlaceholderText(waiting)
+        elif held is not None:
             edit.setPlaceholderText(held)
             self._placeholder = None
 

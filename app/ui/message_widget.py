@@ -52,6 +52,8 @@ _STATUS_NOTES = {
     "stopped": ("stopped", "warning"),
     "failed": ("failed", "error"),
     "reading": ("reading its files…", ""),  # a user message held while its files are read
+    "waiting": ("waiting for its turn…", ""),  # sent while another chat's reply is written
+    "model": ("waiting for the model to load…", ""),  # its files read; the budget waits
 }
 
 
@@ -253,7 +255,8 @@ class MessageWidget(QWidget):
     def _update_chips(self) -> None:
         """The attachment chips, below the text (rebuilt when the files or their reading
         state change: a held message's files become its parts once read)."""
-        key = (self.message.parts, self.message.status == "reading")
+        status = self.message.status
+        key = (self.message.parts, status if status in ("reading", "model") else "")
         if key == self._chips_of:
             return
         self._chips_of = key
@@ -261,7 +264,9 @@ class MessageWidget(QWidget):
             self._card_layout.removeWidget(self.chips)
             self.chips.hide()
             self.chips.deleteLater()
-        self.chips = attachment_chips(self.message.parts, self.card, reading=key[1])
+        self.chips = attachment_chips(self.message.parts, self.card,
+                                      reading=key[1] == "reading",
+                                      undecided=key[1] == "model")
         if self.chips is not None:
             self._card_layout.insertWidget(self._card_layout.indexOf(self.body) + 1,
                                            self.chips)

@@ -133,10 +133,65 @@ def apply_theme(choice: str) -> None:
     if _SYSTEM_PALETTE is None:
         _SYSTEM_PALETTE = QPalette(app.palette())
     if choice == "system":
-        app.setPalette(_SYSTEM_PALETTE)
+        app.setPalette(readable_hints(_SYSTEM_PALETTE))
     else:
-        app.setPalette(palette_for(DARK if choice == "dark" else LIGHT, _SYSTEM_PALETTE))
+        app.setPalette(readable_hints(
+            palette_for(DARK if choice == "dark" else LIGHT, _SYSTEM_PALETTE)))
     _restyle(app)
+
+
+#: the least contrast of hint text (placeholders, notes drawn in the disabled colour), WCAG
+#: AA for body text (4.5:1), with a margin for the rounding of antialiased glyphs
+HINT_CONTRAST = 4.6
+#: the roles hint text is drawn in: the placeholder (each group), and the disabled text
+#: roles that greyed-out notes and unavailable controls use
+_HINT_ROLES = ((QPalette.ColorGroup.Disabled, QPalette.ColorRole.WindowText),
+               (QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text),
+               (QPalette.ColorGroup.Disabled, QPalette.ColorRole.ButtonText),
+               *((g, QPalette.ColorRole.PlaceholderText) for g in (
+                   QPalette.ColorGroup.Active, QPalette.ColorGroup.Inactive,
+                   QPalette.ColorGroup.Disabled)))
+_BACKGROUND_ROLES = (QPalette.ColorRole.Window, QPalette.ColorRole.Base,
+                     QPalette.ColorRole.Button)
+
+
+def _over(color: QColor, background: QColor) -> QColor:
+    """``color`` as drawn over ``background`` (its alpha composited: Qt's default
+    placeholder is the text colour at half alpha)."""
+    a = color.alphaF()
+    return QColor.fromRgbF(*(a * getattr(color, c)() + (1 - a) * getattr(background, c)()
+                             for c in ("redF", "greenF", "blueF")))
+
+
+def hint_contrast(palette: QPalette, group: QPalette.ColorGroup,
+                  role: QPalette.ColorRole) -> float:
+    """The least contrast of ``role`` in ``group`` against the backgrounds it is drawn on
+    (window, base and button, in that group)."""
+    color = palette.color(group, role)
+    return min(contrast_ratio(_over(color, bg).name(), bg.name())
+               for bg in (palette.color(group, r) for r in _BACKGROUND_ROLES))
+
+
+def readable_hints(palette: QPalette) -> QPalette:
+    """``palette`` with hint text readable: each hint role (``_HINT_ROLES``) that falls
+    short of ``HINT_CONTRAST`` against its backgrounds (a platform palette's disabled
+    text is often 1.6:1) is replaced by the text colour blended towards the window as far
+    as it stays readable, so it still looks secondary. Roles that pass are left as they
+    are (the light and dark themes' muted colour already does)."""
+    out = QPalette(palette)
+    for group, role in _HINT_ROLES:
+        if hint_contrast(out, group, role) >= HINT_CONTRAST:
+            continue
+        text = palette.color(QPalette.ColorGroup.Active, QPalette.ColorRole.Text)
+        window = palette.color(QPalette.ColorGroup.Active, QPalette.ColorRole.Window)
+        for step in range(12, -1, -1):  # from 60 % towards the window down to the text
+            t = step / 20
+            out.setColor(group, role, QColor.fromRgbF(
+                *((1 - t) * getattr(text, c)() + t * getattr(window, c)()
+                  for c in ("redF", "greenF", "blueF"))))
+            if hint_contrast(out, group, role) >= HINT_CONTRAST:
+                break
+    return out
 
 
 def _restyle(app) -> None:
@@ -230,7 +285,7 @@ def send_button_stylesheet(c: Colors) -> str:
     }}
     QPushButton#sendButton:focus {{ border: 2px solid {c.text}; }}
     QPushButton#sendButton:disabled {{
-        color: {c.muted}; background: {c.border}; border-color: {c.border};
+        color: {c.muted}; background: {c.code_bg}; border-color: {c.border};
     }}
     """
 

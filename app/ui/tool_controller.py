@@ -87,6 +87,7 @@ class ToolController(QObject):
         chat.toolbox_for = self.toolbox_for
         chat.conversation_opened.connect(self.on_conversation_opened)
         chat.generating_changed.connect(self.on_generating_changed)
+        chat.line_changed.connect(self.on_line_changed)
         chat.approval_requested.connect(self.on_approval_requested)
 
     # servers ------------------------------------------------------------------------------
@@ -185,10 +186,10 @@ class ToolController(QObject):
         self._store(self.choice().with_tool(tool, on))
 
     def _store(self, choice: ChatTools) -> None:
-        if self.chat.generating:
+        cid = self.chat.current_id
+        if self.chat.generating and self.chat.busy_conversation == cid:  # its turn's tools
             self.chat.bridge.info("Stop the reply before changing the chat's tools.")
             return
-        cid = self.chat.current_id
         if cid is None:
             self._pending = choice
         else:
@@ -241,15 +242,23 @@ class ToolController(QObject):
         self._retired.append(toolbox)  # closed when no reply is running any more
         return toolbox
 
+    def on_line_changed(self, _line: object) -> None:
+        """A new chat's first message may wait its turn: its choice goes with it now."""
+        self._claim_pending()
+
     def on_generating_changed(self, generating: bool) -> None:
+        if generating:
+            self._claim_pending()
+        else:
+            self._end_asking()
+            self._close_retired()
+
+    def _claim_pending(self) -> None:
         cid = self.chat.current_id
-        if generating and cid is not None and (self._pending.servers or self._pending.tools_off):
+        if cid is not None and (self._pending.servers or self._pending.tools_off):
             if self.choices.get(cid) == ChatTools():  # the new chat's first message
                 self.choices.set(cid, self._pending)
             self._pending = ChatTools()
-        if not generating:
-            self._end_asking()
-            self._close_retired()
 
     def _close_retired(self) -> None:
         retired, self._retired = self._retired, []

@@ -82,11 +82,13 @@ def test_the_chat_answering_out_of_sight_is_marked_until_its_reply_ends(app, loa
     index = model.index(model.row_of(busy), 0)
     assert index.data(ACCESSIBLE) == "Chat: Busy one (Today, answering)"
     assert "The model is answering in this chat." in index.data(Qt.ItemDataRole.ToolTipRole)
-    # the open chat's composer names the busy chat; Send waits, Stop is not offered
+    # the open chat's composer names the busy chat; Stop is not offered, and a message
+    # sent here would wait its turn (tests/ui/test_waiting_turns.py)
     composer = app.window.composer
     assert composer.busy_banner.isVisible()
     assert "“Busy one”" in composer.busy_banner.label.text()
-    assert composer.button.text() == "Send" and not composer.button.isEnabled()
+    assert "A message sent here waits" in composer.busy_banner.label.text()
+    assert composer.button.text() == "Send" and composer.button.isEnabled()
     assert composer.busy_banner.stop_button.accessibleName() == "Stop the reply in Busy one"
     loader.last.release.set()
     app.wait_idle()
@@ -146,26 +148,22 @@ def test_stop_in_the_open_chat_does_not_stop_the_reply_in_another(app, loader):
     app.qtbot.mouseClick(composer.button, Qt.MouseButton.LeftButton)
     assert app.controller.stop() is False  # the open chat's: nothing runs here
     assert app.controller.generating and _mark(app, busy) == "answering…"
-    # sending here waits, and says so; what was written stays in the box
-    composer.edit.setFocus()
-    composer.edit.setPlainText("A new question")
-    app.qtbot.keyClick(composer.edit, Qt.Key.Key_Return)
-    assert composer.text() == "A new question"
-    assert "busy in the chat “Busy one”" in app.window.banner.text()
-    assert [m.content for m in app.history.active_path(first)] == ["Old one",
-                                                                   "You said: Old one"]
-    # a change here waits too, and names the chat it waits for
+    # a change here waits, and names the chat it waits for
     assert not app.controller.regenerate(1)
     assert "busy in the chat “Busy one”" in app.window.banner.text()
     assert "before changing this chat" in app.window.banner.text()
+    # a message sent here waits its turn, stored; it goes once that reply is done
+    composer.edit.setFocus()
+    composer.edit.setPlainText("A new question")
+    app.qtbot.keyClick(composer.edit, Qt.Key.Key_Return)
+    assert composer.text() == "" and app.controller.in_line(first)
+    assert [m.content for m in app.history.active_path(first)] == [
+        "Old one", "You said: Old one", "A new question"]
     loader.last.release.set()
-    app.wait_idle()
+    app.qtbot.waitUntil(lambda: not app.controller.generating and not app.controller.line,
+                        timeout=10000)
     path = app.history.active_path(busy)
     assert (path[-1].content, path[-1].status) == ("abcd", "complete")
-    # once it is done, the question goes out here
-    loader.last.hold_after = None
-    app.qtbot.keyClick(composer.edit, Qt.Key.Key_Return)
-    app.wait_idle()
     assert app.rows()[-2:] == [("user", "A new question", "complete"),
                                ("assistant", "abcd", "complete")]
 

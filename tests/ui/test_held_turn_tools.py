@@ -211,7 +211,7 @@ def test_a_held_message_that_waited_for_the_model_is_answered_in_its_chat_out_of
         return attachment(path, context, used)
 
     app.window.documents.read_file = read
-    # (with no model loaded yet the context is unknown: the file is searched, not whole)
+    # (its budget waits for the model's context; a file searched would need the library)
     app.window.documents.library_factory = lambda **_: Opened(tmp_path / "index.sqlite3",
                                                               WordsEmbedder())
     note = tmp_path / "note.txt"
