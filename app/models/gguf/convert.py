@@ -106,8 +106,9 @@ def convert_gguf(
         activation_block: 16 cuts every larger MatMulNBits block into 16-element runs of
             the same scale (exact, ``quant.split_blocks``), so int8 activations are rounded
             per 16 instead of per 32 as llama.cpp's are: on the starter ~20% closer to the
-            fp32 logits, for ~25% more CPU time per decoded token and a 25% larger file
-            (docs/ARCHITECTURE.md); None (the default) keeps the weights' blocks.
+            fp32 logits over five texts, for ~20% more CPU time per decoded token and a 16%
+            larger folder (docs/ARCHITECTURE.md); None (the default) keeps the weights'
+            blocks.
         check: called between layers and phases; whatever it raises (JobCancelled when the
             user cancels or the app quits) stops the conversion and removes its partial
             folder.
