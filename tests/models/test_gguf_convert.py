@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
 
+from app.errors import ConversionError
 from app.models.gguf.convert import convert_gguf
 from app.models.gguf.reader import GGUFFile, matrix_shape
 from app.models.gguf.weights import DEFAULT_EXACT_OFFSETS, WeightSource
@@ -408,3 +409,32 @@ def test_a_conversion_suggests_sampled_replies_not_greedy_ones(tmp_path):
                                         repetition_penalty=1.1)
     manifest = json.loads((dest / "hearth-manifest.json").read_text())
     assert manifest["conversion"]["sampling_form"] == 1
+
+
+@pytest.mark.parametrize(("qtype", "tied"), [(Q.Q4_1, True), (Q.Q8_0, True), (Q.Q5_0, False)])
+def test_activation_block_16_keeps_the_weights(tmp_path, qtype, tied):
+    """``activation_block=16``: every MatMulNBits (and the quantized token lookup) runs on
+    blocks of 16, so ORT's int8 kernels round activations per 16 elements, not per 32 as
+    llama.cpp's q8 activations; the weights stay the GGUF's own (float activations give
+    its logits) and the manifest says so."""
+    src = tmp_path / "m.gguf"
+    weights = write_tiny_gguf(src, qtype=qtype, tied=tied, seed=4)
+    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0, activation_block=16)
+    graph = _graph(dest)
+    blocks = {(n.op_type, a.i) for n in graph.node for a in n.attribute
+              if n.op_type in ("MatMulNBits", "GatherBlockQuantized") and a.name == "block_size"}
+    lookup = {("GatherBlockQuantized", 16)} if qtype != Q.Q4_1 else set()
+    assert blocks == {("MatMulNBits", 16)} | lookup
+    conversion = json.loads((dest / "hearth-manifest.json").read_text())["conversion"]
+    assert conversion["activation_block"] == 16
+    for g, w in zip(onnx_logits(GrowingRunner(open_session(dest))),
+                    reference_logits(weights, "llama"), strict=True):  # fmt: skip
+        np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
+
+
+def test_an_unknown_activation_block_is_refused_in_a_sentence(tmp_path):
+    src = tmp_path / "m.gguf"
+    write_tiny_gguf(src, qtype=Q.Q4_0)
+    with pytest.raises(ConversionError, match="activation block 8"):
+        convert_gguf(src, tmp_path / "model", activation_block=8)
+    assert not (tmp_path / "model").exists()

@@ -148,3 +148,25 @@ def test_size_estimate_is_exact(qtype, exact, k):
     raw = raw.reshape(N, -1)[:, : raw.reshape(N, -1).shape[1] * k // K]
     got = quant.to_nbits(raw, qtype, N, k, exact_offsets=exact).nbytes
     assert quant.nbits_size(qtype, N, k, exact_offsets=exact) == got
+
+
+@pytest.mark.parametrize(("qtype", "exact_offsets"),
+                         [(Q.Q4_1, True), (Q.Q8_0, False), (Q.Q5_1, True), (Q.Q4_1, False)])
+def test_split_blocks_keep_the_matrix(qtype, exact_offsets):
+    """Blocks of 32 cut into runs of 16 that repeat the block's scale, zero point and offset:
+    the same matrix bit for bit, in blocks of 16 (what ORT then rounds activations by)."""
+    raw, _ = _raw(qtype, seed=2, offset=0.04)
+    w = quant.to_nbits(raw, qtype, N, K, exact_offsets=exact_offsets)
+    split = quant.split_blocks(w, 16)
+    assert (split.block_size, split.bits, split.scales.shape) == (16, w.bits, (N, K // 16))
+    assert split.packed.shape == (N, K // 16, 16 * w.bits // 8)
+    assert (split.zero_points is None) is (w.zero_points is None)
+    np.testing.assert_array_equal(split.dequantize(), w.dequantize())
+
+
+def test_split_blocks_leave_small_blocks_and_refuse_odd_sizes():
+    raw, _ = _raw(Q.Q6_K)
+    w = quant.to_nbits(raw, Q.Q6_K, N, K)  # already in blocks of 16
+    assert quant.split_blocks(w, 16) is w
+    with pytest.raises(ValueError):
+        quant.split_blocks(quant.to_nbits(_raw(Q.Q8_0)[0], Q.Q8_0, N, K), 8)

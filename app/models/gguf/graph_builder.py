@@ -49,7 +49,7 @@ from app.models.gguf.grouped_attention import (
     unsupported_reason,
 )
 from app.models.gguf.layers import LayerBuilder
-from app.models.gguf.quant import NBitsWeight, concat
+from app.models.gguf.quant import NBitsWeight, concat, split_blocks
 from app.models.gguf.reader import ModelParams
 from app.models.gguf.weights import Linear, WeightSource
 
@@ -155,7 +155,11 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
         progress: Callable[[float, str], None] | None = None,
         verify_logits: bool = True,
         attention: str = "gqa",
+        activation_block: int | None = None,
     ) -> None:
+        """``activation_block``: MatMulNBits blocks of at most this many elements (16: the
+        activations' int8 rounding per 16 instead of per 32; ``quant.split_blocks``), else
+        the weights' own blocks."""
         if attention not in ATTENTION_FORMS:
             raise ValueError(f"unknown attention form {attention!r}")
         if attention == "grouped" and (reason := unsupported_reason(params)):
@@ -166,6 +170,7 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
         self.w = weights
         self.data = data
         self.accuracy_level = accuracy_level
+        self.activation_block = activation_block
         self.progress = progress or (lambda _f, _m: None)
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[TensorProto] = []
@@ -174,6 +179,7 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
         # the quantized token table and its (qweight, scales) initializers: a tied output
         # layer gets the same object from the WeightSource and reuses them
         self._embed_nbits: tuple[NBitsWeight, tuple[str, str]] | None = None
+        self._embed_form: tuple[NBitsWeight, NBitsWeight] | None = None  # (table, its form)
 
     # -- helpers ---------------------------------------------------------------------------
     def _init(self, name: str, array: np.ndarray) -> str:
@@ -195,9 +201,10 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
     def _matmul(self, x: str, weight: Linear, name: str) -> str:
         out = f"{name}/out"
         if isinstance(weight, NBitsWeight):
-            inputs = [x, *self._nbits_blocks(weight, name)]
-            if weight.zero_points is not None:
-                inputs.append(self._init(f"{name}.qzeros", weight.zero_points.reshape(-1)))
+            form = self._kernel_form(weight)
+            inputs = [x, *self._nbits_blocks(weight, name, form)]
+            if form.zero_points is not None:
+                inputs.append(self._init(f"{name}.qzeros", form.zero_points.reshape(-1)))
             main = out if weight.offsets is None else f"{name}/codes"
             self._node(
                 "MatMulNBits",
@@ -208,10 +215,11 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
                 K=weight.k,
                 N=weight.n,
                 bits=weight.bits,
-                block_size=weight.block_size,
+                block_size=form.block_size,
                 accuracy_level=self.accuracy_level,
             )
             if weight.offsets is not None:  # out = block_sums(x) @ offsets.T + codes part
+                # (sums and offsets over the weight's own blocks)
                 sums = self._block_sum(x, weight.k, weight.block_size)
                 table = self._init(f"{name}.offsets", np.ascontiguousarray(weight.offsets.T))
                 self._node("Gemm", [sums, table, main], [out], f"{name}/offsets")
@@ -224,15 +232,26 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
         self._node("MatMul", [x, w_t], [out], name)
         return out
 
-    def _nbits_blocks(self, weight: NBitsWeight, name: str) -> tuple[str, str]:
-        """(qweight [N, k_blocks, blob] uint8, scales [N·k_blocks]) initializers; the token
-        table's are written once and shared."""
+    def _nbits_blocks(
+        self, weight: NBitsWeight, name: str, form: NBitsWeight
+    ) -> tuple[str, str]:
+        """(qweight [N, k_blocks, blob] uint8, scales [N·k_blocks]) initializers of
+        ``weight`` in its kernel ``form``; the token table's are written once and shared."""
         if self._embed_nbits is not None and weight is self._embed_nbits[0]:
             return self._embed_nbits[1]
         return (
-            self._init(f"{name}.qweight", weight.packed),
-            self._init(f"{name}.scales", weight.scales.reshape(-1)),
+            self._init(f"{name}.qweight", form.packed),
+            self._init(f"{name}.scales", form.scales.reshape(-1)),
         )
+
+    def _kernel_form(self, weight: NBitsWeight) -> NBitsWeight:
+        """``weight`` in the MatMulNBits blocks the kernels get (``activation_block``); the
+        token table's is made once (it serves the lookup and a tied output layer)."""
+        if self.activation_block is None or weight.block_size <= self.activation_block:
+            return weight
+        if self._embed_form is not None and weight is self._embed_form[0]:
+            return self._embed_form[1]
+        return split_blocks(weight, self.activation_block)
 
     def _embed(self) -> str:
         """The token lookup → [batch, seq, ...] float32 (rows reshaped by the caller).
@@ -243,11 +262,13 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
         scales need a Reshape to [vocab, k_blocks, 1] (the rank the op wants)."""
         table = self.w.embedding()
         if isinstance(table, NBitsWeight):
-            qweight, scales = self._nbits_blocks(table, "model.embed_tokens")
+            form = self._kernel_form(table)
+            self._embed_form = (table, form)
+            qweight, scales = self._nbits_blocks(table, "model.embed_tokens", form)
             self._embed_nbits = (table, (qweight, scales))
             shape = self._const(
                 "const.embed_scales_shape",
-                np.array([table.n, table.k // table.block_size, 1], np.int64),
+                np.array([table.n, table.k // form.block_size, 1], np.int64),
             )
             self._node("Reshape", [scales, shape], ["embed/scales"], "embed/scales")
             return self._node(
@@ -257,7 +278,7 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
                 "embed",
                 MS,
                 bits=table.bits,
-                block_size=table.block_size,
+                block_size=form.block_size,
                 gather_axis=0,
                 quantize_axis=2,
             )[0]

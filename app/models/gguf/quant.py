@@ -200,6 +200,36 @@ def concat(parts: list[NBitsWeight]) -> NBitsWeight:
     )
 
 
+def split_blocks(w: NBitsWeight, block: int) -> NBitsWeight:
+    """The same weight in MatMulNBits blocks of ``block`` elements (a power of two, at least
+    16, dividing ``w.block_size``): each block's codes cut into runs that repeat its scale and
+    zero point (and offset), so it dequantizes to the very same matrix. What changes is the
+    kernel: with int8 activations (accuracy_level 4) ORT quantizes each row of activations
+    per MatMulNBits block, so 16-element blocks round the activations more finely than
+    llama.cpp's 32-element ``q8_0`` / ``q8_1`` blocks (``GraphBuilder`` ``activation_block``;
+    measured in docs/ARCHITECTURE.md)."""
+    if block >= w.block_size:
+        return w
+    if block < 16 or block & (block - 1) or w.block_size % block:
+        raise ValueError(f"cannot cut blocks of {w.block_size} into blocks of {block}")
+    r = w.block_size // block
+    kb = w.k // w.block_size
+    packed = np.ascontiguousarray(w.packed).reshape(w.n, kb * r, -1)
+    zp = None
+    if w.zero_points is not None:
+        z = np.repeat(w.zero_point_array().astype(np.uint8), r, axis=1)
+        if w.bits == 4:
+            if z.shape[1] % 2:
+                z = np.concatenate([z, np.zeros((w.n, 1), np.uint8)], axis=1)
+            z = _pack4(z)
+        zp = z
+    offsets = None if w.offsets is None else np.repeat(w.offsets, r, axis=1)
+    return NBitsWeight(
+        w.bits, block, w.n, w.k, packed, np.repeat(w.scales, r, axis=1), zp, exact=w.exact,
+        fallback_blocks=w.fallback_blocks, offsets=offsets,
+    )
+
+
 def _row_blocks(raw: np.ndarray, n: int, k: int, qtype: Q) -> np.ndarray:
     """Raw GGUF bytes as [N * k/block, type_size] uint8 blocks."""
     block, type_size = quants.GGML_QUANT_SIZES[qtype]
