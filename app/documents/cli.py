@@ -150,7 +150,8 @@ def cmd_add(args: argparse.Namespace) -> int:
               f"{len(report.failed)} failed in {report.seconds:.1f} s")
         for note in report.notes:
             print(f"note: {note}")
-    return 1 if report.failed and not report.indexed and not report.unchanged else 0
+    nothing = not report.indexed and not report.unchanged
+    return 1 if nothing and (report.failed or report.problems) else 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -181,6 +182,9 @@ def cmd_rm(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     if args.top < 1:
         print("hearth: --top must be at least 1.", file=sys.stderr)
+        return 2
+    if not args.query.strip():
+        print("hearth: the query is empty; say what to search for.", file=sys.stderr)
         return 2
     with _open() as library:
         passages = library.search(args.query, args.collection, top=args.top, mode=args.mode)

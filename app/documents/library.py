@@ -4,8 +4,9 @@
 file: hash it; unchanged (same sha256 as indexed, by the same recipe) → skip; else parse,
 chunk, embed, and write it in one transaction. Files under the collection's folders that are
 gone from disk drop out. Each file's failure is a sentence in the report; the rest still
-index. The job honours ``app.jobs.JobControl`` (cancel between files: what is written stays,
-whole) and reports ``Progress`` (files done / total).
+index. The job honours ``app.jobs.JobControl`` (checked between files and every
+``EMBED_SLICE`` chunks within one: the file being indexed keeps its previous version, and
+what is written stays, whole) and reports ``Progress`` (files done / total).
 
 Each collection keeps the embedder it was made with (``add(..., embedder=ID)``; default the
 library's ``embedder``); its files are embedded, and its queries too, by that embedder only.
@@ -46,6 +47,10 @@ from app.documents.sections import DocumentError
 from app.documents.walk import walk
 from app.errors import HearthError
 from app.jobs import JobControl, Progress, ProgressReport
+from app.units import format_bytes
+
+#: texts embedded between two checkpoints of a job's control within one file (a few seconds)
+EMBED_SLICE = 32
 
 
 class Embeddings(Protocol):
@@ -82,6 +87,22 @@ def recipe_of(embedder: Embeddings) -> str:
     layout 3" (an embedder with no ``build`` gives its id alone)."""
     build = getattr(embedder, "build", "")
     return f"chunking {CHUNKING_VERSION} · {embedder.id} {build}".rstrip()
+
+
+def _embed_in_slices(embedder: Embeddings, texts: list[str],
+                     control: JobControl | None) -> np.ndarray:
+    """``embed_documents`` a slice at a time with ``control``'s checkpoint between slices, so
+    a Cancel (or a pause) during a long file takes effect within a slice, not after the whole
+    file: nothing of the file is written then, and its previous version stays. Every embedder
+    embeds one text per run, so the vectors are the same as in one call."""
+    if control is None or len(texts) <= EMBED_SLICE:
+        return embedder.embed_documents(texts)
+    parts = []
+    for start in range(0, len(texts), EMBED_SLICE):
+        if start:
+            control.checkpoint()
+        parts.append(embedder.embed_documents(texts[start:start + EMBED_SLICE]))
+    return np.concatenate(parts)
 
 
 def sha256_of(path: Path) -> str:
@@ -264,15 +285,18 @@ class DocumentLibrary:
             if report is not None:
                 report(Progress(done / total if total else None,
                                 f"{done:,} of {total:,} files: {path.name}"))
-            self._one(cid, path, out, recipe)
+            self._one(cid, path, out, recipe, control)
 
-    def _one(self, cid: int, path: Path, out: AddReport, recipe: str) -> None:
+    def _one(self, cid: int, path: Path, out: AddReport, recipe: str,
+             control: JobControl | None = None) -> None:
         key = str(path)
         try:
             try:
                 size = path.stat().st_size
                 if size > limits.MAX_FILE_BYTES:
-                    raise DocumentError(f"{path.name} is too big to index; it was skipped.")
+                    raise DocumentError(f"{path.name} is {format_bytes(size)}, more than the "
+                                        f"{format_bytes(limits.MAX_FILE_BYTES)} Hearth indexes "
+                                        "in one file; it was skipped.")
                 digest = sha256_of(path)
             except OSError as exc:
                 raise DocumentError(f"{path.name} cannot be read "
@@ -290,7 +314,8 @@ class DocumentLibrary:
                 raise DocumentError(f"{path.name} has more text than Hearth indexes in one "
                                     "file; it was skipped.")
             embedder = self.embedder_for(self.index.collection_embedder(cid)[0])
-            vectors = embedder.embed_documents([embedding_text(c, path.stem) for c in chunks])
+            vectors = _embed_in_slices(embedder, [embedding_text(c, path.stem) for c in chunks],
+                                       control)
             self.index.replace_file(cid, key, sha256=digest, size=size, kind=parsed.kind,
                                     pages=parsed.pages, chunks=chunks, vectors=vectors,
                                     recipe=recipe)

@@ -155,3 +155,14 @@ def test_search_says_once_that_a_library_is_out_of_date_and_add_updates_it(
     assert len(report["indexed"]) == 2 and report["unchanged"] == []
     assert main(["docs", "search", "green tea", "--collection", "kitchen"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_add_that_finds_nothing_fails_and_an_empty_query_is_refused(installed_embedder,
+                                                                    tmp_path, capsys):
+    missing = tmp_path / "no-such-folder"
+    assert main(["docs", "add", str(missing), "--collection", "typo"]) == 1
+    assert f"hearth: {missing} does not exist" in capsys.readouterr().err
+    _kitchen(tmp_path, capsys)
+    assert main(["docs", "search", "  ", "--collection", "kitchen", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == "hearth: the query is empty; say what to search for.\n"
