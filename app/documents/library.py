@@ -141,6 +141,10 @@ class DocumentLibrary:
         the library's) and bring it up to date. A collection made with another embedder is
         refused: ``set_embedder`` changes it (and re-indexes)."""
         cid = self.index.collection_id(collection)
+        if cid is None and not any(Path(p).expanduser().exists() for p in paths):
+            out = AddReport(collection)  # nothing to add: no empty library is made
+            out.problems.extend(walk([Path(p).expanduser() for p in paths]).problems)
+            return out
         if cid is None:
             chosen = self.embedder_for(embedder or self.embedder.id)
             cid = self.index.collection_id(collection, create=True, embedder_id=chosen.id,
@@ -152,7 +156,7 @@ class DocumentLibrary:
                 hint=f"Change it with hearth docs embedder {collection} {embedder} (its files "
                      "are indexed again).")
         roots = [str(Path(p).expanduser().absolute()) for p in paths]
-        self.index.add_roots(cid, roots)
+        self.index.add_roots(cid, [r for r in roots if Path(r).exists()])  # not a typo's
         return self._sync(cid, collection, [Path(r) for r in roots], report, control,
                           stale_too=True)
 
@@ -265,8 +269,10 @@ class DocumentLibrary:
         if found.complete:  # a bounded walk that stopped early must not drop what it missed
             seen = {str(p) for p in files}
             under = [str(r.resolve()) for r in roots if r.is_dir()]
+            # every root walked: a file not met is gone (one a removed link led to included)
+            whole = {str(r) for r in roots} >= set(self.index.roots(cid))
             gone = [f.path for f in self.index.files(cid) if f.path not in seen
-                    and (any(f.path.startswith(u.rstrip("/") + "/") for u in under)
+                    and (whole or any(f.path.startswith(u.rstrip("/") + "/") for u in under)
                          or not Path(f.path).exists())]
             if gone:
                 self.index.drop_files(cid, gone)

@@ -519,3 +519,24 @@ def test_cancel_during_a_long_file_stops_within_it_and_keeps_its_previous_versio
     assert record.chunks == 1 and index.bm25_ids("first edition", [cid], 5)
     assert index.bm25_ids("paragraph", [cid], 5) == []
     index.close()
+
+
+def test_a_file_a_removed_link_led_to_drops_out_and_a_missing_path_makes_no_library(tmp_path):
+    folder, elsewhere = tmp_path / "docs", tmp_path / "elsewhere.md"
+    folder.mkdir()
+    (folder / "own.md").write_text("# Own\n\nA file of the folder.\n")
+    elsewhere.write_text("# Zebras\n\nZebras have stripes.\n")
+    (folder / "link.md").symlink_to(elsewhere)
+    index = DocumentIndex(tmp_path / "i.sqlite3", embedder_id="cancel-test", dims=4)
+    library = DocumentLibrary(index, _CancelsOnFirstCall())
+    assert sorted(library.add([folder], "c").indexed) == [str(folder / "own.md"), str(elsewhere)]
+    (folder / "link.md").unlink()  # the target is still on disk, outside the folder
+    assert library.add([folder], "c").removed == [str(elsewhere)]
+    assert library.refresh("c").removed == [] and len(index.files(index.collection_id("c"))) == 1
+    typo = tmp_path / "no-such-folder"
+    report = library.add([typo], "typo")
+    assert report.problems == [f"{typo} does not exist (a broken link?)."]
+    assert [c["name"] for c in index.collections()] == ["c"]
+    library.add([folder, typo], "c")  # a missing path is not kept as one of the roots
+    assert index.roots(index.collection_id("c")) == [str(folder)]
+    index.close()
