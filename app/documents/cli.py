@@ -6,8 +6,8 @@ embedder, downloading a catalog one first); ``docs list`` (with each library's e
 ``docs rm NAME [PATH...]``; ``docs search QUERY [--collection NAME] [--top K] [--json]``
 prints passages ``{file, page, heading, text, score}``; ``docs embedders`` lists the
 embedders a library can use; ``docs embedder NAME ID`` gives a library another embedder and
-indexes its files again. Problems with single files are sentences on stderr (and in
-``--json``); the rest still indexes.
+indexes its files again. Problems with single files are sentences on stderr (the first
+``PROBLEMS_SHOWN``, then a count; all of them in ``--json``); the rest still indexes.
 
 A library indexed by an older Hearth (another chunking, or vectors of another embedder
 build: ``DocumentLibrary.out_of_date``) stays searchable; ``docs search`` says so once per
@@ -32,6 +32,7 @@ from app.documents.index import MODES
 
 DEFAULT_COLLECTION = "default"
 DOCS_COMMANDS = ("chat", "generate")
+PROBLEMS_SHOWN = 20  # sentences `docs add` prints before it counts the rest
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -140,8 +141,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     _fetch_embedder(args.embedder)
     with _open() as library:
         report = library.add(args.paths, args.collection, embedder=args.embedder)
-    for problem in report.problems:
-        print(f"hearth: {problem}", file=sys.stderr)
+    _say_problems(report.problems, json_too=args.json)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
@@ -150,7 +150,19 @@ def cmd_add(args: argparse.Namespace) -> int:
               f"{len(report.failed)} failed in {report.seconds:.1f} s")
         for note in report.notes:
             print(f"note: {note}")
-    return 1 if report.failed and not report.indexed and not report.unchanged else 0
+    nothing = not report.indexed and not report.unchanged
+    return 1 if nothing and (report.failed or report.problems) else 0
+
+
+def _say_problems(problems: list[str], *, json_too: bool) -> None:
+    """The first ``PROBLEMS_SHOWN`` sentences on stderr, then how many more (a folder of
+    10,000 empty files is not 10,000 lines); ``--json`` holds them all."""
+    for problem in problems[:PROBLEMS_SHOWN]:
+        print(f"hearth: {problem}", file=sys.stderr)
+    more = len(problems) - PROBLEMS_SHOWN
+    if more > 0:
+        where = "they are all in the JSON" if json_too else "--json lists them all"
+        print(f"hearth: … and {more:,} more problems like these ({where}).", file=sys.stderr)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -181,6 +193,9 @@ def cmd_rm(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     if args.top < 1:
         print("hearth: --top must be at least 1.", file=sys.stderr)
+        return 2
+    if not args.query.strip():
+        print("hearth: the query is empty; say what to search for.", file=sys.stderr)
         return 2
     with _open() as library:
         passages = library.search(args.query, args.collection, top=args.top, mode=args.mode)

@@ -4,8 +4,9 @@
 file: hash it; unchanged (same sha256 as indexed, by the same recipe) → skip; else parse,
 chunk, embed, and write it in one transaction. Files under the collection's folders that are
 gone from disk drop out. Each file's failure is a sentence in the report; the rest still
-index. The job honours ``app.jobs.JobControl`` (cancel between files: what is written stays,
-whole) and reports ``Progress`` (files done / total).
+index. The job honours ``app.jobs.JobControl`` (checked between files and every
+``EMBED_SLICE`` chunks within one: the file being indexed keeps its previous version, and
+what is written stays, whole) and reports ``Progress`` (files done / total).
 
 Each collection keeps the embedder it was made with (``add(..., embedder=ID)``; default the
 library's ``embedder``); its files are embedded, and its queries too, by that embedder only.
@@ -46,6 +47,10 @@ from app.documents.sections import DocumentError
 from app.documents.walk import walk
 from app.errors import HearthError
 from app.jobs import JobControl, Progress, ProgressReport
+from app.units import format_bytes
+
+#: texts embedded between two checkpoints of a job's control within one file (a few seconds)
+EMBED_SLICE = 32
 
 
 class Embeddings(Protocol):
@@ -84,6 +89,22 @@ def recipe_of(embedder: Embeddings) -> str:
     return f"chunking {CHUNKING_VERSION} · {embedder.id} {build}".rstrip()
 
 
+def _embed_in_slices(embedder: Embeddings, texts: list[str],
+                     control: JobControl | None) -> np.ndarray:
+    """``embed_documents`` a slice at a time with ``control``'s checkpoint between slices, so
+    a Cancel (or a pause) during a long file takes effect within a slice, not after the whole
+    file: nothing of the file is written then, and its previous version stays. Every embedder
+    embeds one text per run, so the vectors are the same as in one call."""
+    if control is None or len(texts) <= EMBED_SLICE:
+        return embedder.embed_documents(texts)
+    parts = []
+    for start in range(0, len(texts), EMBED_SLICE):
+        if start:
+            control.checkpoint()
+        parts.append(embedder.embed_documents(texts[start:start + EMBED_SLICE]))
+    return np.concatenate(parts)
+
+
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
@@ -120,6 +141,10 @@ class DocumentLibrary:
         the library's) and bring it up to date. A collection made with another embedder is
         refused: ``set_embedder`` changes it (and re-indexes)."""
         cid = self.index.collection_id(collection)
+        if cid is None and not any(Path(p).expanduser().exists() for p in paths):
+            out = AddReport(collection)  # nothing to add: no empty library is made
+            out.problems.extend(walk([Path(p).expanduser() for p in paths]).problems)
+            return out
         if cid is None:
             chosen = self.embedder_for(embedder or self.embedder.id)
             cid = self.index.collection_id(collection, create=True, embedder_id=chosen.id,
@@ -131,7 +156,7 @@ class DocumentLibrary:
                 hint=f"Change it with hearth docs embedder {collection} {embedder} (its files "
                      "are indexed again).")
         roots = [str(Path(p).expanduser().absolute()) for p in paths]
-        self.index.add_roots(cid, roots)
+        self.index.add_roots(cid, [r for r in roots if Path(r).exists()])  # not a typo's
         return self._sync(cid, collection, [Path(r) for r in roots], report, control,
                           stale_too=True)
 
@@ -244,8 +269,10 @@ class DocumentLibrary:
         if found.complete:  # a bounded walk that stopped early must not drop what it missed
             seen = {str(p) for p in files}
             under = [str(r.resolve()) for r in roots if r.is_dir()]
+            # every root walked: a file not met is gone (one a removed link led to included)
+            whole = {str(r) for r in roots} >= set(self.index.roots(cid))
             gone = [f.path for f in self.index.files(cid) if f.path not in seen
-                    and (any(f.path.startswith(u.rstrip("/") + "/") for u in under)
+                    and (whole or any(f.path.startswith(u.rstrip("/") + "/") for u in under)
                          or not Path(f.path).exists())]
             if gone:
                 self.index.drop_files(cid, gone)
@@ -264,15 +291,18 @@ class DocumentLibrary:
             if report is not None:
                 report(Progress(done / total if total else None,
                                 f"{done:,} of {total:,} files: {path.name}"))
-            self._one(cid, path, out, recipe)
+            self._one(cid, path, out, recipe, control)
 
-    def _one(self, cid: int, path: Path, out: AddReport, recipe: str) -> None:
+    def _one(self, cid: int, path: Path, out: AddReport, recipe: str,
+             control: JobControl | None = None) -> None:
         key = str(path)
         try:
             try:
                 size = path.stat().st_size
                 if size > limits.MAX_FILE_BYTES:
-                    raise DocumentError(f"{path.name} is too big to index; it was skipped.")
+                    raise DocumentError(f"{path.name} is {format_bytes(size)}, more than the "
+                                        f"{format_bytes(limits.MAX_FILE_BYTES)} Hearth indexes "
+                                        "in one file; it was skipped.")
                 digest = sha256_of(path)
             except OSError as exc:
                 raise DocumentError(f"{path.name} cannot be read "
@@ -290,7 +320,8 @@ class DocumentLibrary:
                 raise DocumentError(f"{path.name} has more text than Hearth indexes in one "
                                     "file; it was skipped.")
             embedder = self.embedder_for(self.index.collection_embedder(cid)[0])
-            vectors = embedder.embed_documents([embedding_text(c, path.stem) for c in chunks])
+            vectors = _embed_in_slices(embedder, [embedding_text(c, path.stem) for c in chunks],
+                                       control)
             self.index.replace_file(cid, key, sha256=digest, size=size, kind=parsed.kind,
                                     pages=parsed.pages, chunks=chunks, vectors=vectors,
                                     recipe=recipe)

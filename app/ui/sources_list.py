@@ -3,6 +3,8 @@ one shows the whole passage with "Open file"."""
 
 from __future__ import annotations
 
+import os
+
 from PySide6.QtCore import QSize, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QResizeEvent
 from PySide6.QtWidgets import (
@@ -139,6 +141,12 @@ class PassageDialog(QDialog):
         self.opened: list[str] = []
 
     def on_open(self) -> None:
+        if not os.path.isfile(self.source.path):  # moved or deleted since it was indexed
+            self.path_label.setText(f"{self.source.document} is no longer at "
+                                    f"{self.source.path} (moved or deleted); the passage "
+                                    "below is what was indexed.")
+            self.open_button.setEnabled(False)
+            return
         self.opened.append(self.source.path)
         self.open_url(QUrl.fromLocalFile(self.source.path))
 

@@ -155,3 +155,31 @@ def test_search_says_once_that_a_library_is_out_of_date_and_add_updates_it(
     assert len(report["indexed"]) == 2 and report["unchanged"] == []
     assert main(["docs", "search", "green tea", "--collection", "kitchen"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_add_that_finds_nothing_fails_and_an_empty_query_is_refused(installed_embedder,
+                                                                    tmp_path, capsys):
+    missing = tmp_path / "no-such-folder"
+    assert main(["docs", "add", str(missing), "--collection", "typo"]) == 1
+    assert f"hearth: {missing} does not exist" in capsys.readouterr().err
+    _kitchen(tmp_path, capsys)
+    assert main(["docs", "search", "  ", "--collection", "kitchen", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == "hearth: the query is empty; say what to search for.\n"
+
+
+def test_add_prints_the_first_problems_and_counts_the_rest(installed_embedder, tmp_path,
+                                                           capsys):
+    from app.documents.cli import PROBLEMS_SHOWN
+
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    for i in range(PROBLEMS_SHOWN + 5):
+        (folder / f"e{i:02}.txt").write_text("")
+    (folder / "real.md").write_text("# Real\n\nOne file with text.\n")
+    assert main(["docs", "add", str(folder), "--collection", "e", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)["problems"]) == PROBLEMS_SHOWN + 5
+    lines = err.splitlines()
+    assert lines[0] == "hearth: e00.txt has no text to index." and len(lines) == PROBLEMS_SHOWN + 1
+    assert lines[-1] == "hearth: … and 5 more problems like these (they are all in the JSON)."

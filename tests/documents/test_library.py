@@ -463,3 +463,80 @@ def test_a_hybrid_query_scores_the_vectors_while_bm25_ranks(tmp_path, monkeypatc
     assert [p.chunk_id for p in index.search("walrus", query, [cid], top=3)] == serial
     assert overlapped == [True] and threads[0].startswith("hearth-docs-scorer")
     index.close()
+
+
+class _CancelsOnFirstCall:
+    """An embedder that presses Cancel as its first call ends (a user clicking during a long
+    file); it counts the texts it embedded."""
+
+    id, dims = "cancel-test", 4
+
+    def __init__(self, control=None) -> None:
+        self.control, self.texts = control, 0
+
+    def embed_documents(self, texts):
+        self.texts += len(texts)
+        if self.control is not None:
+            self.control.cancel()
+        return np.full((len(texts), self.dims), 0.5, np.float32)
+
+    embed_queries = embed_documents
+
+
+def test_a_2_gb_file_in_a_folder_gets_its_size_in_a_sentence_and_the_rest_indexes(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    with (folder / "huge.txt").open("wb") as fh:  # sparse: no disk used
+        fh.truncate(2 << 30)
+    (folder / "small.md").write_text("# Small\n\nA small file.\n")
+    index = DocumentIndex(tmp_path / "i.sqlite3", embedder_id="cancel-test", dims=4)
+    report = DocumentLibrary(index, _CancelsOnFirstCall()).add([folder], "c")
+    assert [Path(p).name for p in report.indexed] == ["small.md"]
+    assert report.problems == [
+        "huge.txt is 2.1 GB, more than the 268.4 MB Hearth indexes in one file; it was skipped."]
+    index.close()
+
+
+def test_cancel_during_a_long_file_stops_within_it_and_keeps_its_previous_version(tmp_path):
+    from app.documents.library import EMBED_SLICE
+    from app.jobs import JobCancelled, JobControl
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    book = folder / "book.md"
+    book.write_text("# Book\n\nThe first edition.\n")
+    index = DocumentIndex(tmp_path / "i.sqlite3", embedder_id="cancel-test", dims=4)
+    DocumentLibrary(index, _CancelsOnFirstCall()).add([folder], "c")
+    book.write_text("# Book\n\n" + "\n\n".join(
+        f"Paragraph {i} of the second edition. " * 20 for i in range(8 * EMBED_SLICE)))
+    control = JobControl()
+    embedder = _CancelsOnFirstCall(control)
+    with pytest.raises(JobCancelled):
+        DocumentLibrary(index, embedder).add([folder], "c", control=control)
+    assert embedder.texts == EMBED_SLICE  # one slice, not the whole file
+    cid = index.collection_id("c")
+    [record] = index.files(cid)
+    assert record.chunks == 1 and index.bm25_ids("first edition", [cid], 5)
+    assert index.bm25_ids("paragraph", [cid], 5) == []
+    index.close()
+
+
+def test_a_file_a_removed_link_led_to_drops_out_and_a_missing_path_makes_no_library(tmp_path):
+    folder, elsewhere = tmp_path / "docs", tmp_path / "elsewhere.md"
+    folder.mkdir()
+    (folder / "own.md").write_text("# Own\n\nA file of the folder.\n")
+    elsewhere.write_text("# Zebras\n\nZebras have stripes.\n")
+    (folder / "link.md").symlink_to(elsewhere)
+    index = DocumentIndex(tmp_path / "i.sqlite3", embedder_id="cancel-test", dims=4)
+    library = DocumentLibrary(index, _CancelsOnFirstCall())
+    assert sorted(library.add([folder], "c").indexed) == [str(folder / "own.md"), str(elsewhere)]
+    (folder / "link.md").unlink()  # the target is still on disk, outside the folder
+    assert library.add([folder], "c").removed == [str(elsewhere)]
+    assert library.refresh("c").removed == [] and len(index.files(index.collection_id("c"))) == 1
+    typo = tmp_path / "no-such-folder"
+    report = library.add([typo], "typo")
+    assert report.problems == [f"{typo} does not exist (a broken link?)."]
+    assert [c["name"] for c in index.collections()] == ["c"]
+    library.add([folder, typo], "c")  # a missing path is not kept as one of the roots
+    assert index.roots(index.collection_id("c")) == [str(folder)]
+    index.close()

@@ -281,3 +281,20 @@ def test_the_composers_menu_buttons_follow_the_text_size(small_app):
     for button in (app.window.tools_button, app.window.libraries_button):
         assert button.font().pointSizeF() == attach.font().pointSizeF() == points
         assert button.height() >= button.fontMetrics().height()
+
+
+def test_open_file_of_a_file_moved_since_says_so_and_opens_nothing(qtbot, tmp_path):
+    from app.chat.parts import Source
+    from app.ui.sources_list import PassageDialog
+
+    path = tmp_path / "kettle.md"
+    path.write_text("Descale monthly.")
+    dialog = PassageDialog(Source("kettle.md", "", "Descale monthly.", str(path)))
+    qtbot.addWidget(dialog)
+    opened = []
+    dialog.open_url = opened.append
+    path.unlink()  # moved or deleted after the reply
+    dialog.open_button.click()
+    assert opened == [] and not dialog.open_button.isEnabled()
+    assert dialog.path_label.text() == (f"kettle.md is no longer at {path} (moved or deleted); "
+                                        "the passage below is what was indexed.")
