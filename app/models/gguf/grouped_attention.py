@@ -6,7 +6,11 @@ and k at the step's positions, ``TensorScatter`` (opset 24) of the step's k and 
 cache cursor into the [1, kv, capacity, D] buffer bound as its input *and* output (ORT's CPU
 kernel writes in place when they are the same buffer), then per KV head one ``FusedMatMul``
 of its whole query group against K over the capacity (transB, alpha = scale), an additive
-causal mask [group·S, capacity] built once per step, ``Softmax``, ``FusedMatMul`` against V.
+causal mask on the stripe of columns from the step's first position on ([group·S, capacity −
+start], built once per step; a Slice of the scores, the Add, ``TensorScatter`` back in place:
+the past is visible to every row, so a prefill chunk no longer pays a pass of the mask over
+every score), ``Softmax``, ``FusedMatMul`` against V. ``default_attention`` makes it the
+conversion's default wherever ``unsupported_reason`` names nothing.
 
 The graph keeps the GQA graph's inputs and outputs (``input_ids``, ``attention_mask`` of the
 total length, ``past_key_values.*`` / ``present.*`` of the buffer's capacity), so the engine
@@ -55,7 +59,8 @@ class GroupedAttentionBuilder:
     """Mixin for ``GraphBuilder``: the grouped attention of one layer and its per-step nodes."""
 
     def _grouped_step_inputs(self) -> None:
-        """Once per step: positions [1, S], write index [1] and the mask [group·S, capacity].
+        """Once per step: positions [1, S], write index [1] and the stripe's mask
+        [group·S, capacity − start] (0 where a row sees the column, −inf after its position).
 
         The step's first position is ``total - S`` (``total`` = attention_mask's length); the
         capacity is the bound buffer's length (layer 0's key)."""
