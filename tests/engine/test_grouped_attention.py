@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from app.engine.engine import Engine
+from app.engine.generation import stream_generate
 from app.engine.kv_cache import _bucket
+from app.engine.speculative import DraftModel, FixedK
 from app.engine.types import GenerationSettings, Message, SamplingSettings
 from tests.fixtures.grouped_models import LONG, converted
 
@@ -164,6 +166,26 @@ def test_a_speculated_reply_equals_the_plain_one(native):
                                                    speculation="auto"), reuse=False))
     assert speculated[-1].stats.speculation == "lookup" and speculated[-1].stats.proposed > 0
     assert _reply(speculated) == _reply(plain)
+
+
+def test_a_draft_speculated_reply_equals_the_plain_one(native):
+    """A draft model (the target's own conversion, its own decoder and cache: grouped on both
+    sides) proposes; the target verifies in several-row steps; the reply is the plain one."""
+    engine = _load(native)
+    draft = DraftModel(_load(native).decoder, eos_ids=engine.eos_token_ids)
+    prompt = IDS[:300]
+    replies = {}
+    for mode, use_draft in (("off", None), ("draft", draft)):
+        chunks = list(stream_generate(
+            engine.decoder, engine.new_cache(), prompt,
+            replace(GREEDY, max_new_tokens=24, speculation=mode), tokenizer=engine.tokenizer,
+            eos_ids=(), draft=use_draft, speculation_policy=FixedK(4) if use_draft else None,
+        ))
+        replies[mode] = (_reply(chunks), chunks[-1].stats)
+    stats = replies["draft"][1]
+    assert stats.speculation == "draft" and stats.proposed > 0
+    assert stats.accepted > 0  # its own guesses (one-row rounding may miss a close call)
+    assert replies["draft"][0] == replies["off"][0]
 
 
 def test_a_chat_reopens_from_a_snapshot_and_equals_a_fresh_run(native, tmp_path):
