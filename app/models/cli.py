@@ -69,6 +69,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("file", type=Path)
     p.add_argument("--precision", choices=("native", "int4", "fp16", "fp32"), default="native")
     p.add_argument("--name", help="display name (and model id)")
+    p.add_argument("--attention", choices=("grouped", "classic"), default=None,
+                   help="attention form of the converted graph (default: grouped where the "
+                        "model's architecture allows it, else classic GroupQueryAttention)")
     p.add_argument("--json", action="store_true", help='print {"id", "path"}')
     p.set_defaults(func=cmd_import_gguf)
 
@@ -269,8 +272,12 @@ def _report(*values) -> None:
 
 
 def cmd_import_gguf(args: argparse.Namespace) -> int:
+    from app.models.gguf.grouped_attention import ATTENTION_NAMES  # numpy only, no onnx
+
     model = ModelLibrary().import_gguf(
-        args.file, precision=args.precision, name=args.name, progress=None if args.json else _report
+        args.file, precision=args.precision, name=args.name,
+        progress=None if args.json else _report,
+        attention=ATTENTION_NAMES[args.attention] if args.attention else None,
     )
     if args.json:
         _print_json({"id": model.id, "path": str(model.path)})

@@ -374,12 +374,15 @@ class ModelLibrary:
         name: str | None = None,
         progress: Callable[..., object] | None = None,
         check: Callable[[], None] | None = None,
+        attention: str | None = None,
     ) -> InstalledModel:
         """Convert a GGUF file into an ONNX model folder and install it; ``check`` (raises to
-        cancel) runs between the conversion's layers and while the file is hashed.
+        cancel) runs between the conversion's layers and while the file is hashed;
+        ``attention``: the attention form (``convert_gguf``'s; None: the model's default).
 
         Raises ``AlreadyInstalledError`` (with the installed model) when a model converted
-        from the same bytes at the same precision is installed."""
+        from the same bytes at the same precision (and, when ``attention`` is named, in that
+        form) is installed."""
         from app.models.gguf import duplicates  # the GGUF importer, loaded lazily
         from app.models.gguf.convert import convert_gguf
 
@@ -399,7 +402,7 @@ class ModelLibrary:
                 report(done / max(size, 1), f"Checking whether {src.name} is already installed")
 
         twin, sha = duplicates.find_installed(self.list_models(), src, precision,
-                                              on_block=hashing)
+                                              on_block=hashing, attention=attention)
         if twin is not None:
             raise duplicates.AlreadyInstalledError(src, twin, precision)
         model_id = self.unique_id(name or src.stem)
@@ -408,7 +411,7 @@ class ModelLibrary:
         try:
             dest = work / model_id
             convert_gguf(src, dest, precision=precision, name=name, progress=progress,
-                         check=check, source_sha256=sha)
+                         check=check, source_sha256=sha, attention=attention)
             manifest = Manifest.read(dest) or Manifest(model_id, name or src.stem)
             if not manifest.files:
                 manifest.files = describe_files(dest)

@@ -22,7 +22,7 @@ from pathlib import Path
 from app import paths
 from app.errors import ConversionError, DownloadError
 from app.manifest import Manifest
-from app.models.gguf import EXACT_OFFSETS_FORM, SAMPLING_FORM
+from app.models.gguf import ATTENTION_FORM, EXACT_OFFSETS_FORM, SAMPLING_FORM
 from app.models.library import ModelLibrary
 from app.models.starter_ids import (  # the names stay importable from here
     STARTER_CATALOG_ID,  # noqa: F401
@@ -38,8 +38,10 @@ STARTER_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 STARTER_DIR_ENV = "HEARTH_STARTER_DIR"
 #: The conversion options the starter is made with; they are recorded in its manifest
 #: ("conversion"), and a starter converted with others (an older Hearth: Q4_1 as 8-bit codes
-#: until bench/bench_prefill.py chose the exact 4-bit form) is converted again.
-STARTER_CONVERSION = {"precision": "native", "exact_offsets": True, "accuracy_level": 4}
+#: until bench/bench_prefill.py chose the exact 4-bit form; GQA attention until grouped
+#: attention became the default, ``gguf.ATTENTION_FORM``) is converted again.
+STARTER_CONVERSION = {"precision": "native", "exact_offsets": True, "accuracy_level": 4,
+                      "attention": "grouped"}
 
 
 def _search_dirs() -> list[Path]:
@@ -192,6 +194,9 @@ def is_current(folder: Path) -> bool:
         return False  # an older form of the same weights: converting again decodes faster
     if recorded.get("sampling_form") != SAMPLING_FORM:
         return False  # it suggests greedy replies, which loop on this model
+    if STARTER_CONVERSION["attention"] == "grouped" and (
+            recorded.get("attention_form") != ATTENTION_FORM):
+        return False  # GQA or an older grouped graph: decode slower at long context
     return all(recorded.get(k) == v for k, v in STARTER_CONVERSION.items())
 
 

@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 
 from app.engine.engine import Engine
+from app.engine.generation import stream_generate
 from app.engine.kv_cache import _bucket
+from app.engine.speculative import DraftModel, FixedK
 from app.engine.types import GenerationSettings, Message, SamplingSettings
-from tests.fixtures.grouped_models import converted
+from tests.fixtures.grouped_models import LONG, converted
 
-IDS = [(7 + 13 * i) % 1000 + 3 for i in range(1100)]
+IDS = [(7 + 13 * i) % 1000 + 3 for i in range(4800)]
 GREEDY = GenerationSettings(sampling=SamplingSettings(temperature=0.0), max_new_tokens=12)
 SEEDED = GenerationSettings(
     sampling=SamplingSettings(temperature=0.9, top_k=40, top_p=0.95, seed=1234),
@@ -65,6 +67,44 @@ def test_a_positions_logits_do_not_depend_on_how_many_rows_ran_with_it(fp32, nat
         if folder == fp32:  # float matmuls: one row rounds as several do
             for offset in (0, 5, 63):
                 assert np.array_equal(_rows(decoder, prefix + offset, 1)[0], chunk[offset])
+
+
+@pytest.fixture(scope="module")
+def long_forms(root):
+    """The default conversion (grouped) of a context-8,192 model, 4-bit and fp32."""
+    return {precision: converted(root, None, precision, LONG) for precision in ("native", "fp32")}
+
+
+def _after(decoder, before: int, count: int, *, grown_to: int | None = None) -> np.ndarray:
+    """``_rows`` on a cache that first held ``grown_to`` positions and was rewound to
+    ``before`` (capacity past the step, earlier rows left in the spare positions)."""
+    cache = decoder.new_cache()
+    decoder.feed(cache, IDS[:grown_to or before])
+    cache.trim_to(before)
+    if count == 1:
+        return decoder.step(cache, IDS[before])[None].copy()
+    return decoder.verify(cache, IDS[before : before + count]).copy()
+
+
+@pytest.mark.parametrize("past", [1000, 1024, 4099])
+@pytest.mark.parametrize("precision", ["fp32", "native"])
+def test_a_position_gets_the_same_bits_in_a_chunk_as_in_a_step_at_long_pasts(
+        long_forms, past, precision):
+    """The mask covers only the stripe from a step's first position: a chunk's row (its
+    stripe many columns wide, later positions masked) and a one-row step (a stripe of the
+    spare capacity) must round alike, whatever the capacity past the total."""
+    decoder = _load(long_forms[precision], calibrate=False).decoder
+    decoder.step_rows = 1
+    assert decoder.graph.grouped_attention
+    chunk = _after(decoder, past - 5, 64)[5]  # row 5 of a 64-row chunk
+    assert np.array_equal(_after(decoder, past - 63, 64)[63], chunk)
+    assert np.array_equal(_after(decoder, past - 400, 512)[400], chunk)
+    assert np.array_equal(_after(decoder, past, 2)[0], chunk)
+    assert np.array_equal(_after(decoder, past - 1, 3)[1], chunk)
+    assert np.array_equal(_after(decoder, past, 2, grown_to=past + 700)[0], chunk)
+    if precision == "fp32":  # float matmuls: one row rounds as several do
+        assert np.array_equal(_after(decoder, past, 1)[0], chunk)
+        assert np.array_equal(_after(decoder, past, 1, grown_to=past + 700)[0], chunk)
 
 
 def test_calibration_finds_its_steps_exact_on_the_float_form(fp32):
@@ -126,6 +166,26 @@ def test_a_speculated_reply_equals_the_plain_one(native):
                                                    speculation="auto"), reuse=False))
     assert speculated[-1].stats.speculation == "lookup" and speculated[-1].stats.proposed > 0
     assert _reply(speculated) == _reply(plain)
+
+
+def test_a_draft_speculated_reply_equals_the_plain_one(native):
+    """A draft model (the target's own conversion, its own decoder and cache: grouped on both
+    sides) proposes; the target verifies in several-row steps; the reply is the plain one."""
+    engine = _load(native)
+    draft = DraftModel(_load(native).decoder, eos_ids=engine.eos_token_ids)
+    prompt = IDS[:300]
+    replies = {}
+    for mode, use_draft in (("off", None), ("draft", draft)):
+        chunks = list(stream_generate(
+            engine.decoder, engine.new_cache(), prompt,
+            replace(GREEDY, max_new_tokens=24, speculation=mode), tokenizer=engine.tokenizer,
+            eos_ids=(), draft=use_draft, speculation_policy=FixedK(4) if use_draft else None,
+        ))
+        replies[mode] = (_reply(chunks), chunks[-1].stats)
+    stats = replies["draft"][1]
+    assert stats.speculation == "draft" and stats.proposed > 0
+    assert stats.accepted > 0  # its own guesses (one-row rounding may miss a close call)
+    assert replies["draft"][0] == replies["off"][0]
 
 
 def test_a_chat_reopens_from_a_snapshot_and_equals_a_fresh_run(native, tmp_path):

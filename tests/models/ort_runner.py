@@ -33,7 +33,10 @@ def kv_geometry(session: ort.InferenceSession) -> tuple[int, int, int]:
 
 
 class GrowingRunner:
-    """Feeds present.* back as past.* (no shared buffer): the simplest correct KV loop."""
+    """Feeds present.* back as past.* (no shared buffer): the simplest correct KV loop. The
+    past goes in zero-padded to the step's total length: a grouped-attention graph (the
+    default conversion) writes the step's rows into its past buffer and needs that room;
+    GroupQueryAttention reads such a buffer as the shared-buffer path binds it."""
 
     def __init__(self, session: ort.InferenceSession) -> None:
         self.s = session
@@ -50,10 +53,11 @@ class GrowingRunner:
     def step(self, ids: list[int]) -> np.ndarray:
         """Run ``ids`` after what is cached; returns the last position's logits [vocab]."""
         total = self.length + len(ids)
+        pad = ((0, 0), (0, 0), (0, len(ids)), (0, 0))
         feeds = {
             "input_ids": np.array([ids], np.int64),
             "attention_mask": np.ones((1, total), np.int64),
-            **self.past,
+            **{name: np.pad(value[:, :, : self.length], pad) for name, value in self.past.items()},
         }
         if any(i.name == "num_logits_to_keep" for i in self.s.get_inputs()):
             feeds["num_logits_to_keep"] = np.ones(1, np.int64)

@@ -45,7 +45,7 @@ def test_the_profile_counts_each_matmul_group_and_the_tied_head(tmp_path):
     path = tmp_path / "tiny-q4_0.gguf"
     bench_sizes.write_gguf(path, TINY, bench_sizes.QTYPES["q4_0"])
     folder = tmp_path / "hearth"
-    convert_gguf(path, folder)
+    convert_gguf(path, folder, attention="gqa")  # the GQA row below
     engine = Engine.load(folder, provider="cpu", threads=1, huge_pages=False)
 
     groups = bench_sizes.matmul_groups(engine.spec.model_path)

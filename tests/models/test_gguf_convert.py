@@ -165,10 +165,12 @@ def _graph(dest):
 )
 def test_projections_are_fused(tmp_path, qtype, exact_offsets):
     """q/k/v run as one matmul feeding GroupQueryAttention packed (key/value empty), gate/up
-    as one matmul then a Split; exact Q4_1 adds its block offsets with one Gemm per matmul."""
+    as one matmul then a Split; exact Q4_1 adds its block offsets with one Gemm per matmul.
+    (The GQA form, asked for: the default grouped form splits the packed rows itself.)"""
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=qtype)
-    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0, exact_offsets=exact_offsets)
+    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0, exact_offsets=exact_offsets,
+                        attention="gqa")
     graph = _graph(dest)
     by_op: dict[str, list] = {}
     for node in graph.node:
@@ -287,7 +289,8 @@ def test_folder_layout_and_metadata(tmp_path):
         .load(str(dest / "model.onnx"), load_external_data=False)
         .graph.node
     }
-    assert {"GroupQueryAttention", "MatMulNBits", "SkipSimplifiedLayerNormalization"} <= ops
+    assert {"TensorScatter", "MatMulNBits", "SkipSimplifiedLayerNormalization"} <= ops
+    assert "GroupQueryAttention" not in ops  # grouped attention, the default
     manifest = json.loads((dest / "hearth-manifest.json").read_text())
     assert manifest["id"] == "model" and manifest["name"] == "Tiny"
     assert manifest["source"]["kind"] == "gguf" and len(manifest["source"]["sha256"]) == 64

@@ -5,6 +5,7 @@ manifest, and computes what the GroupQueryAttention form computes."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import onnx
@@ -12,7 +13,10 @@ import pytest
 
 from app.engine.engine import Engine
 from app.errors import ConversionError
+from app.models.gguf import ATTENTION_FORM
 from app.models.gguf.convert import convert_gguf
+from app.models.gguf.grouped_attention import default_attention
+from app.models.gguf.reader import GGUFFile
 from tests.fixtures.grouped_models import converted, tiny_gguf
 
 IDS = [(7 + 13 * i) % 1000 + 3 for i in range(300)]
@@ -21,7 +25,7 @@ IDS = [(7 + 13 * i) % 1000 + 3 for i in range(300)]
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("grouped")
-    return {form: converted(root, form, "fp32") for form in ("gqa", "grouped")}
+    return {form: converted(root, form, "fp32") for form in ("gqa", "grouped", None)}
 
 
 def _load(folder) -> Engine:
@@ -36,12 +40,51 @@ def test_the_grouped_form_has_no_group_query_attention_and_is_recorded(folders):
     assert {o.version for o in model.opset_import if o.domain in ("", "ai.onnx")} == {24}
     manifest = json.loads((folders["grouped"] / "hearth-manifest.json").read_text())
     assert manifest["conversion"]["attention"] == "grouped"
+    assert manifest["conversion"]["attention_form"] == ATTENTION_FORM
     gqa = json.loads((folders["gqa"] / "hearth-manifest.json").read_text())
-    assert gqa["conversion"]["attention"] == "gqa"
+    assert gqa["conversion"]["attention"] == "gqa" and gqa["conversion"]["attention_form"] is None
 
     engine = _load(folders["grouped"])
     assert engine.graph.grouped_attention and engine.graph.decode_path == "shared"
     assert not _load(folders["gqa"]).graph.grouped_attention
+
+
+def test_a_conversion_is_grouped_unless_told_otherwise(folders):
+    manifest = json.loads((folders[None] / "hearth-manifest.json").read_text())
+    assert manifest["conversion"]["attention"] == "grouped"
+    assert manifest["conversion"]["attention_form"] == ATTENTION_FORM
+    assert _load(folders[None]).graph.grouped_attention
+
+
+def test_architectures_the_form_does_not_build_keep_group_query_attention(folders, tmp_path):
+    params = GGUFFile(tiny_gguf(tmp_path)).params
+    assert default_attention(params) == "grouped"
+    assert default_attention(replace(params, rope_dim=params.head_dim)) == "grouped"
+    for kept in (dict(local_layers=(1,), sliding_window=16), dict(attn_sinks=True),
+                 dict(rope_dim=params.head_dim // 2)):
+        assert default_attention(replace(params, **kept)) == "gqa", kept
+
+
+def test_the_causal_mask_is_added_to_the_stripe_of_scores_only(folders):
+    """Prefill: the mask covers the columns from the step's first position on (a Slice of
+    the scores, the Add, TensorScatter back in place), not a pass over every score."""
+    graph = onnx.load(str(folders["grouped"] / "model.onnx"), load_external_data=False).graph
+    producer = {out: node for node in graph.node for out in node.output}
+    readers: dict[str, list[str]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node.op_type)
+    scores = [n.output[0] for n in graph.node if n.output[0].endswith(".attn/scores")]
+    assert scores
+    for name in scores:
+        assert sorted(readers[name]) == ["Slice", "TensorScatter"], name
+    masked = [n for n in graph.node if "grouped/mask" in n.input]
+    assert masked and all(producer[n.input[0]].op_type == "Slice" for n in masked)
+    shapes = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+              for v in graph.value_info}
+    for name in scores:  # one symbolic shape on both sides: ORT's planner works in place
+        masked_name = name.replace("/scores", "/masked")
+        assert shapes[name] == shapes[masked_name] and "kv_capacity" in shapes[name]
 
 
 def test_its_fp32_logits_match_the_group_query_attention_form(folders):

@@ -16,7 +16,7 @@ TINY = bench_sizes.Shape(hidden=256, layers=2, heads=4, kv_heads=2, ffn=512, voc
 def test_the_rewritten_decoder_attends_as_gqa_does_and_is_exact(tmp_path):
     gguf = tmp_path / "tiny.gguf"
     bench_sizes.write_gguf(gguf, TINY, bench_sizes.QTYPES["q4_0"])
-    convert_gguf(gguf, tmp_path / "hearth")
+    convert_gguf(gguf, tmp_path / "hearth", attention="gqa")  # the form it rewrites
     path = tmp_path / "hearth" / "model.onnx"
     original = grouped_decoder.with_probe(onnx.load(str(path)))
     rewritten = grouped_decoder.rewrite(onnx.load(str(path)))
@@ -40,7 +40,7 @@ def test_the_rewritten_decoder_attends_as_gqa_does_and_is_exact(tmp_path):
 def test_the_apps_grouped_conversion_runs_in_the_bench_as_the_rewrite_does(tmp_path):
     gguf = tmp_path / "tiny.gguf"
     bench_sizes.write_gguf(gguf, TINY, bench_sizes.QTYPES["q4_0"])
-    convert_gguf(gguf, tmp_path / "gqa")
+    convert_gguf(gguf, tmp_path / "gqa", attention="gqa")
     convert_gguf(gguf, tmp_path / "grouped", attention="grouped")  # the app's builder
     layers = [(TINY.kv_heads, TINY.head_dim)] * TINY.layers
     rewritten = grouped_decoder.with_probe(

@@ -166,8 +166,8 @@ def test_import_gguf_installs_what_the_converter_writes(tmp_path, monkeypatch):
     seen = {}
 
     def fake_convert(src, dest, *, precision, name=None, progress=None, check=None,
-                     source_sha256=None):
-        seen.update(src=src, precision=precision)
+                     source_sha256=None, attention=None):
+        seen.update(src=src, precision=precision, attention=attention)
         assert not dest.exists()
         build_gqa_model(dest)
         (dest / MANIFEST_NAME).write_text(
@@ -191,7 +191,7 @@ def test_import_gguf_installs_what_the_converter_writes(tmp_path, monkeypatch):
     model = ModelLibrary().import_gguf(
         gguf, precision="int4", name="My Smol", progress=lambda *a: reports.append(a)
     )
-    assert seen == {"src": gguf.resolve(), "precision": "int4"}
+    assert seen == {"src": gguf.resolve(), "precision": "int4", "attention": None}
     assert model.id == "my-smol" and model.name == "My Smol"
     assert model.source["kind"] == "gguf"
     assert model.source["sha256"] == "ab" and model.source["variant"] == "int4"

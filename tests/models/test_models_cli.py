@@ -339,3 +339,21 @@ def test_two_processes_downloading_one_model_transfer_it_once(hub, hearth_home):
     assert (model.path / DATA).read_bytes() == hub.repos[
         "HuggingFaceTB/SmolLM2-135M-Instruct"
     ].files[DATA]
+
+
+def test_import_gguf_converts_grouped_by_default_and_classic_when_asked(tmp_path, capsys):
+    """``hearth import-gguf --attention grouped|classic``: the default is grouped attention;
+    the same file in the classic form is another model, the same form again a duplicate."""
+    from tests.models.tiny_gguf import write_tiny_gguf
+
+    src = tmp_path / "tiny.gguf"
+    write_tiny_gguf(src)
+    forms = {}
+    for name, switch in (("Default", ()), ("Classic", ("--attention", "classic"))):
+        code, out, err = run(capsys, "import-gguf", str(src), "--name", name, *switch, "--json")
+        assert code == 0, err
+        model = ModelLibrary().get(json.loads(out)["id"])
+        forms[name] = model.manifest.extra["conversion"]["attention"]
+    assert forms == {"Default": "grouped", "Classic": "gqa"}
+    code, out, err = run(capsys, "import-gguf", str(src), "--attention", "grouped")
+    assert code != 0 and "already installed as “Default”" in err

@@ -188,17 +188,18 @@ def test_older_starter_stays_when_no_gguf_is_at_hand(tmp_path, monkeypatch):
     assert not starter.is_current(folder)
 
 
-@pytest.mark.parametrize("record", ["offsets_form", "sampling_form"])
+@pytest.mark.parametrize("record", ["offsets_form", "sampling_form", "attention_form"])
 def test_a_starter_in_an_older_form_is_converted_again(tmp_path, monkeypatch, record):
     """Same options, but converted before the default zero point (no ``offsets_form`` in its
-    manifest) or while conversions suggested greedy replies (no ``sampling_form``): converted
-    again when the GGUF is at hand, then current."""
+    manifest), while conversions suggested greedy replies (no ``sampling_form``) or before
+    grouped attention masked only the stripe (no ``attention_form``): converted again when
+    the GGUF is at hand, then current."""
     import json
 
     from gguf import GGMLQuantizationType as Q
 
     from app.manifest import Manifest
-    from app.models.gguf import EXACT_OFFSETS_FORM, SAMPLING_FORM
+    from app.models.gguf import ATTENTION_FORM, EXACT_OFFSETS_FORM, SAMPLING_FORM
     from tests.models.tiny_gguf import write_tiny_gguf
 
     gguf_dir = tmp_path / "gguf"
@@ -210,7 +211,8 @@ def test_a_starter_in_an_older_form_is_converted_again(tmp_path, monkeypatch, re
     assert starter.is_current(folder)
     manifest_path = next(folder.glob("*manifest*.json"))
     doc = json.loads(manifest_path.read_text(encoding="utf-8"))
-    current = {"offsets_form": EXACT_OFFSETS_FORM, "sampling_form": SAMPLING_FORM}
+    current = {"offsets_form": EXACT_OFFSETS_FORM, "sampling_form": SAMPLING_FORM,
+               "attention_form": ATTENTION_FORM}
     assert doc["conversion"].pop(record) == current[record]
     manifest_path.write_text(json.dumps(doc), encoding="utf-8")
     assert not starter.is_current(folder)

@@ -28,12 +28,17 @@ def serving(*argv: str):
     return addresses[0].base_url, stop, thread
 
 
-@pytest.fixture(params=["float", "one_row_differs", "one_row_alike"])
-def served_model(request, monkeypatch):
-    """The folder to serve: the float graph, or the 4-bit graph whose one-token steps round
-    otherwise as the server loads it on either kind of CPU (tests/fixtures/quantized.py)."""
+@pytest.fixture(params=["float", "one_row_differs", "one_row_alike", "grouped"])
+def served_model(request, monkeypatch, tmp_path):
+    """The folder to serve: the float graph, the 4-bit graph whose one-token steps round
+    otherwise as the server loads it on either kind of CPU (tests/fixtures/quantized.py), or
+    a GGUF's default conversion (4-bit, grouped attention)."""
     if request.param == "float":
         return request.getfixturevalue("gqa_model_dir")
+    if request.param == "grouped":
+        from tests.fixtures.grouped_models import converted
+
+        return converted(tmp_path, None)
     from app.engine.engine import Engine
     from tests.fixtures.quantized import calibrate_as
 

@@ -15,9 +15,13 @@ import onnx
 
 from app.errors import ConversionError, DiskFullError
 from app.manifest import sha256_file
-from app.models.gguf import EXACT_OFFSETS_FORM, SAMPLING_FORM
+from app.models.gguf import ATTENTION_FORM, EXACT_OFFSETS_FORM, SAMPLING_FORM
 from app.models.gguf.graph_builder import ExternalData, GraphBuilder
-from app.models.gguf.grouped_attention import ATTENTION_FORMS, unsupported_reason
+from app.models.gguf.grouped_attention import (
+    ATTENTION_FORMS,
+    default_attention,
+    unsupported_reason,
+)
 from app.models.gguf.naming import readable_name
 from app.models.gguf.package_files import genai_config, manifest, write_json
 from app.models.gguf.reader import GGUFFile
@@ -84,7 +88,7 @@ def convert_gguf(
     activation_block: int | None = None,
     check: Check | None = None,
     source_sha256: str | None = None,
-    attention: str = "gqa",
+    attention: str | None = None,
 ) -> Path:
     """Convert ``src`` (a .gguf file) into a complete model folder at ``dest``.
 
@@ -114,9 +118,11 @@ def convert_gguf(
             folder.
         source_sha256: the source's sha256 when the caller has hashed it already (the
             library's duplicate check); else it is hashed here.
-        attention: "gqa" (GroupQueryAttention, the default) or "grouped" (grouped attention
-            over the shared buffer's capacity, see ``grouped_attention``; not the default
-            yet). Recorded in the manifest's ``conversion.attention``.
+        attention: "grouped" (grouped attention over the shared buffer's capacity, see
+            ``grouped_attention``) or "gqa" (GroupQueryAttention); None: the model's default
+            (``grouped_attention.default_attention``: grouped wherever the architecture
+            allows). Recorded in the manifest's ``conversion.attention`` (and, for grouped,
+            ``attention_form``).
 
     Progress messages name the phase: "Reading <file>", "Converting layer 3 of 30",
     "Converting the output layer", "Writing model.onnx", "Hashing the converted files",
@@ -139,6 +145,8 @@ def convert_gguf(
         )
     report(0.0, f"Reading {src.name}")
     g = GGUFFile(src)
+    if attention is None:
+        attention = default_attention(g.params)
     if attention not in ATTENTION_FORMS:
         raise ConversionError(
             f"Unknown attention form {attention!r}; choose one of {', '.join(ATTENTION_FORMS)}."
@@ -188,6 +196,7 @@ def convert_gguf(
             "activation_block": activation_block,
             "sampling_form": SAMPLING_FORM,
             "attention": attention,
+            "attention_form": ATTENTION_FORM if attention == "grouped" else None,
         }
         doc = manifest(
             tmp,

@@ -49,19 +49,28 @@ def precision_of(model: InstalledModel) -> str:
     return str(value or "native")
 
 
+def attention_of(model: InstalledModel) -> str:
+    """The attention form an installed GGUF model was converted with ("gqa" for manifests
+    from before the record)."""
+    return str((model.manifest.extra.get("conversion") or {}).get("attention") or "gqa")
+
+
 def find_installed(
     models: Iterable[InstalledModel],
     src: Path,
     precision: str,
     *,
     on_block: Callable[[int], None] | None = None,
+    attention: str | None = None,
 ) -> tuple[InstalledModel | None, str | None]:
-    """(the installed model converted from the same bytes at ``precision``, or None; the
-    file's sha256 when it had to be computed, else None). ``on_block(bytes_done)`` runs while
+    """(the installed model converted from the same bytes at ``precision`` — and in the
+    attention form ``attention`` when one is named; None: any form — or None; the file's
+    sha256 when it had to be computed, else None). ``on_block(bytes_done)`` runs while
     hashing (a checkpoint may raise there to cancel)."""
     candidates = [
         m for m in models
         if m.source_kind == "gguf" and m.source.get("sha256") and precision_of(m) == precision
+        and (attention is None or attention_of(m) == attention)
     ]  # fmt: skip
     if not candidates:
         return None, None

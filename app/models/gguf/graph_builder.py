@@ -173,6 +173,8 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
         self.activation_block = activation_block
         self.progress = progress or (lambda _f, _m: None)
         self.nodes: list[onnx.NodeProto] = []
+        #: shapes the graph states for ORT's memory planner (``grouped_attention``)
+        self.value_infos: list[onnx.ValueInfoProto] = []
         self.inits: list[TensorProto] = []
         self._block_sums: dict[tuple[str, int], str] = {}
         self._init_names: set[str] = set()
@@ -441,7 +443,8 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
                 "const.logits_shape", np.array([-1, 1, p.vocab_size], np.int64)
             )
         self._node("Reshape", [head_out, logits_shape], ["logits"], "logits")
-        graph = helper.make_graph(self.nodes, "hearth-decoder", inputs, outputs, self.inits)
+        graph = helper.make_graph(self.nodes, "hearth-decoder", inputs, outputs, self.inits,
+                                  value_info=self.value_infos)
         model = helper.make_model(
             graph,
             opset_imports=[

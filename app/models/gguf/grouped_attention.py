@@ -6,7 +6,11 @@ and k at the step's positions, ``TensorScatter`` (opset 24) of the step's k and 
 cache cursor into the [1, kv, capacity, D] buffer bound as its input *and* output (ORT's CPU
 kernel writes in place when they are the same buffer), then per KV head one ``FusedMatMul``
 of its whole query group against K over the capacity (transB, alpha = scale), an additive
-causal mask [group·S, capacity] built once per step, ``Softmax``, ``FusedMatMul`` against V.
+causal mask on the stripe of columns from the step's first position on ([group·S, capacity −
+start], built once per step; a Slice of the scores, the Add, ``TensorScatter`` back in place:
+the past is visible to every row, so a prefill chunk no longer pays a pass of the mask over
+every score), ``Softmax``, ``FusedMatMul`` against V. ``default_attention`` makes it the
+conversion's default wherever ``unsupported_reason`` names nothing.
 
 The graph keeps the GQA graph's inputs and outputs (``input_ids``, ``attention_mask`` of the
 total length, ``past_key_values.*`` / ``present.*`` of the buffer's capacity), so the engine
@@ -20,30 +24,43 @@ capacity in position order, later positions at -inf (probability 0), and M = gro
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto, helper
 
 MS = "com.microsoft"
 #: ONNX opset a grouped graph needs (TensorScatter).
 GROUPED_OPSET = 24
-#: The values of the conversion option ``attention``.
+#: The values of the conversion option ``attention``: the graph forms, and the names the
+#: CLI switch gives them (``hearth import-gguf --attention grouped|classic``).
 ATTENTION_FORMS = ("gqa", "grouped")
+ATTENTION_NAMES = {"grouped": "grouped", "classic": "gqa", "gqa": "gqa"}
 
 
 def unsupported_reason(params) -> str | None:
-    """Why ``params``' model cannot be converted with grouped attention (None: it can)."""
+    """Why ``params``' model cannot be converted with grouped attention (None: it can).
+
+    The one place that says which architectures keep GroupQueryAttention: what its kernel
+    does that this form does not build (yet)."""
     if params.local_layers:
-        return "sliding-window layers"
+        return "sliding-window layers"  # GQA's local_window_size (Gemma 3, Mistral)
     if params.attn_sinks:
-        return "attention sinks"
-    if params.rope_dim:
-        return "partial rotary dimensions"
+        return "attention sinks"  # GQA's head_sink (gpt-oss)
+    if params.rope_dim and params.rope_dim != params.head_dim:
+        return "partial rotary dimensions"  # GQA rotates the cos cache's width only
     return None
+
+
+def default_attention(params) -> str:
+    """The form ``convert_gguf`` writes when not told: grouped wherever it is built for the
+    architecture (exact across step sizes, faster decode at long context), else GQA."""
+    return "gqa" if unsupported_reason(params) else "grouped"
 
 
 class GroupedAttentionBuilder:
     """Mixin for ``GraphBuilder``: the grouped attention of one layer and its per-step nodes."""
 
     def _grouped_step_inputs(self) -> None:
-        """Once per step: positions [1, S], write index [1] and the mask [group·S, capacity].
+        """Once per step: positions [1, S], write index [1] and the stripe's mask
+        [group·S, capacity − start] (0 where a row sees the column, −inf after its position).
 
         The step's first position is ``total - S`` (``total`` = attention_mask's length); the
         capacity is the bound buffer's length (layer 0's key)."""
@@ -53,7 +70,7 @@ class GroupedAttentionBuilder:
             name: self._const(f"grouped.{name}", np.array(value, np.int64))
             for name, value in (
                 ("zero", 0), ("one", 1), ("axis0", [0]), ("axis1", [1]), ("two", 2),
-                ("tiles", [group, 1]),
+                ("tiles", [group, 1]), ("kv_heads", [p.n_kv_heads]),
             )
         }
         f0 = self._const("grouped.f0", np.array(0.0, np.float32))
@@ -70,9 +87,15 @@ class GroupedAttentionBuilder:
                    "grouped/past_shape")
         self._node("Gather", ["grouped/past_shape", c["two"]], ["grouped/capacity"],
                    "grouped/capacity", axis=0)
-        self._node("Range", [c["zero"], "grouped/capacity", c["one"]], ["grouped/cols"],
+        # only the columns from the step's first position on are ever masked (the past is
+        # visible to every row): the mask covers [start, capacity), the stripe's columns
+        self._node("Sub", ["grouped/capacity", "grouped/start"], ["grouped/stripe_len"],
+                   "grouped/stripe_len")
+        self._node("Range", [c["zero"], "grouped/stripe_len", c["one"]], ["grouped/cols"],
                    "grouped/cols")
-        self._node("Unsqueeze", ["grouped/pos1", c["axis1"]], ["grouped/limits"],
+        self._node("Range", [c["zero"], "grouped/rows", c["one"]], ["grouped/row_ids"],
+                   "grouped/row_ids")
+        self._node("Unsqueeze", ["grouped/row_ids", c["axis1"]], ["grouped/limits"],
                    "grouped/limits")
         self._node("LessOrEqual", ["grouped/cols", "grouped/limits"], ["grouped/visible"],
                    "grouped/visible")
@@ -80,6 +103,11 @@ class GroupedAttentionBuilder:
                    "grouped/mask_rows")
         # the grouped scores' rows run (query head in group, step row): the mask per head
         self._node("Tile", ["grouped/mask_rows", c["tiles"]], ["grouped/mask"], "grouped/mask")
+        # where the masked stripe goes back into each KV head's scores (TensorScatter)
+        self._node("Expand", ["grouped/write_at", c["kv_heads"]], ["grouped/stripe_at"],
+                   "grouped/stripe_at")
+        self._node("Unsqueeze", ["grouped/capacity", c["axis0"]], ["grouped/capacity1"],
+                   "grouped/capacity1")
 
     def _grouped_attention(
         self, q_k_v: list[str], i: int, name: str, *, rope_suffix: str, scale: float,
@@ -95,7 +123,7 @@ class GroupedAttentionBuilder:
             for key, value in (
                 ("kv_rows", [1, -1, hkv, d]), ("q_rows", [-1, hkv, group, d]),
                 ("grouped", [hkv, -1, d]), ("out4", [hkv, group, -1, d]),
-                ("out3", [1, -1, hq * d]),
+                ("out3", [1, -1, hq * d]), ("axis2", [2]),
             )
         }
         if q_k_v[1] == "":  # packed [qkv, "", ""]
@@ -135,8 +163,21 @@ class GroupedAttentionBuilder:
                            f"{name}.attn/qg")
         (s,) = self._node("FusedMatMul", [qg, read["key"]], [f"{name}.attn/scores"],
                           f"{name}.attn/scores", MS, alpha=scale, transB=1)
-        (m,) = self._node("Add", [s, "grouped/mask"], [f"{name}.attn/masked"],
-                          f"{name}.attn/masked")
+        # mask only the stripe [start, capacity): a Slice of it, the Add, and TensorScatter
+        # writing it back in place (the scores are not read again), instead of a pass over
+        # every score (docs/ARCHITECTURE.md, "Grouped attention": prefill)
+        (st,) = self._node("Slice", [s, "grouped/write_at", "grouped/capacity1",
+                                     shapes["axis2"]], [f"{name}.attn/stripe"],
+                           f"{name}.attn/stripe")
+        (sm,) = self._node("Add", [st, "grouped/mask"], [f"{name}.attn/stripe_masked"],
+                           f"{name}.attn/stripe_masked")
+        (m,) = self._node("TensorScatter", [s, sm, "grouped/stripe_at"],
+                          [f"{name}.attn/masked"], f"{name}.attn/masked", axis=2)
+        # the same symbolic shape on both sides lets ORT's planner run TensorScatter in place
+        # (its kernel then copies nothing but the stripe); unknown dims would not match
+        scores_shape = [hkv, "grouped_score_rows", "kv_capacity"]
+        self.value_infos += [helper.make_tensor_value_info(value, TensorProto.FLOAT, scores_shape)
+                             for value in (s, m)]
         (pr,) = self._node("Softmax", [m], [f"{name}.attn/probs"], f"{name}.attn/probs",
                            axis=-1)
         (o3,) = self._node("FusedMatMul", [pr, read["value"]], [f"{name}.attn/o3"],
