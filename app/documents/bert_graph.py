@@ -74,11 +74,11 @@ class BertConfig:
 CORRECTION_PIECE = 64
 
 
-def correction_rows(codes: np.ndarray) -> np.ndarray:
+def correction_rows(codes: np.ndarray, k: int | None = None) -> np.ndarray:
     """int8 rows [k, out] whose column sums are −(the column sums of ``codes``), each entry
-    within ±CORRECTION_PIECE (k the fewest that allows it, at least 1)."""
+    within ±CORRECTION_PIECE (``k``: default the fewest that allows it, at least 1)."""
     target = -codes.astype(np.int64).sum(axis=0)
-    k = max(1, int(-(-np.abs(target).max() // CORRECTION_PIECE)))
+    k = k or max(1, int(-(-np.abs(target).max() // CORRECTION_PIECE)))
     base, extra = np.divmod(target, k)  # k pieces: base, and base + 1 for ``extra`` of them
     rows = base[None, :] + (np.arange(k)[:, None] < extra[None, :])
     return rows.astype(np.int8)
@@ -107,18 +107,21 @@ class _Builder:
         bias = self.const(f"{name}.bias", np.asarray(b, np.float32))
         return self.op("Add", [self.op("MatMul", [x, wt]), bias])
 
-    def int8_product(self, x: str, name: str, w_t: np.ndarray) -> str:
-        """x [rows, in] @ w_t [in, out], no bias, with int8 weights (per output channel,
+    def int8_products(self, x: str, name: str, w_ts: list[np.ndarray]) -> list[str]:
+        """x [rows, in] @ each w_t [in, out], no bias, with int8 weights (per output channel,
         symmetric) and activations quantized per row (asymmetric uint8): every row on its
-        own. The row's zero point comes out inside the integer product: ``CORRECTION_ROWS``
-        extra columns of A hold the row's zero point and the matching extra rows of B the
-        column sums' negation cut into pieces of at most ``CORRECTION_PIECE``, so the int32
-        sum is exactly (q − zero) · W and one Mul by the row's scale finishes it."""
-        w_t = np.asarray(w_t, np.float32)
-        w_scale = np.abs(w_t).max(axis=0) / 127.0
-        w_scale = np.where(w_scale > 0, w_scale, 1.0).astype(np.float32)
-        codes = np.clip(np.rint(w_t / w_scale), -127, 127).astype(np.int8)
-        correction = correction_rows(codes)
+        own, quantized once for all the products. The row's zero point comes out inside each
+        integer product: extra columns of A hold the row's zero point and the matching extra
+        rows of B the column sums' negation (``correction_rows``), so the int32 sum is
+        exactly (q − zero) · W and one Mul by the row's scale finishes it."""
+        weights = []
+        for w_t in w_ts:
+            w_t = np.asarray(w_t, np.float32)
+            w_scale = np.abs(w_t).max(axis=0) / 127.0
+            w_scale = np.where(w_scale > 0, w_scale, 1.0).astype(np.float32)
+            weights.append((np.clip(np.rint(w_t / w_scale), -127, 127).astype(np.int8),
+                            w_scale))
+        extra = max(len(correction_rows(codes)) for codes, _ in weights)
         # the row's range, widened to hold 0 (as DynamicQuantizeLinear's)
         hi = self.op("Max", [self.op("ReduceMax", [x], axes=[-1], keepdims=0), "f_zero"])
         lo = self.op("Min", [self.op("ReduceMin", [x], axes=[-1], keepdims=0), "f_zero"])
@@ -128,14 +131,21 @@ class _Builder:
         q = self.op("QuantizeLinear", [x, scale, zero], axis=0)
         zeros = self.op("Expand", [self.op("Unsqueeze", [zero, "axes_1"]),
                                    self.const(f"{name}.zero_cols", np.asarray(
-                                       [1, len(correction)], np.int64))])
+                                       [1, extra], np.int64))])
         a = self.op("Concat", [q, zeros], axis=1)
-        b = self.const(f"{name}.int8", np.concatenate([codes, correction]))
-        # ((q − zero) · W) · w_scale in one kernel (a unit, per-tensor scale for A)
-        acc = self.op("MatMulIntegerToFloat", [a, b, "f_one",
-                                               self.const(f"{name}.scale", w_scale)],
-                      domain=CONTRIB)
-        return self.op("Mul", [acc, self.op("Unsqueeze", [scale, "axes_1"])])
+        row_scale = self.op("Unsqueeze", [scale, "axes_1"])
+        out = []
+        for j, (codes, w_scale) in enumerate(weights):
+            b = self.const(f"{name}.{j}.int8",
+                           np.concatenate([codes, correction_rows(codes, extra)]))
+            # ((q − zero) · W) · w_scale in one kernel (a unit, per-tensor scale for A)
+            acc = self.op("MatMulIntegerToFloat", [a, b, "f_one", self.const(
+                f"{name}.{j}.scale", w_scale)], domain=CONTRIB)
+            out.append(self.op("Mul", [acc, row_scale]))
+        return out
+
+    def int8_product(self, x: str, name: str, w_t: np.ndarray) -> str:
+        return self.int8_products(x, name, [w_t])[0]
 
     def attention(self, q: str, k: str, v: str, bias: str, mask32: str, heads: int,
                   name: str) -> str:
@@ -169,22 +179,19 @@ class _Builder:
 
 
 def _int8_layer(g: _Builder, cfg: BertConfig, w: dict[str, np.ndarray], p: str, x: str,
-                ln_weights, mask32: str, rows_shape: str, bs3h: str, half: str, sqrt2: str,
+                ln_weights, mask32: str, rows_shape: str, bsh: str, half: str, sqrt2: str,
                 i: int) -> str:
     """One encoder layer of the int8 graph over token rows ``x`` [tokens, hidden]: Q, K and
-    V from one int8 product, attention in float32 (CPU MHA takes no packed [B, S, heads, 3,
-    head] QKV, so a Split; the Q/K/V bias goes in as MHA's own), the attention output
+    V three int8 products of one quantized ``x`` (one packed product and a Split cost a copy
+    more: CPU MHA takes no packed [B, S, heads, 3, head] QKV), attention in float32 (the
+    Q/K/V bias MHA's own), the attention output
     projection in float32 (the card ~0.003 off, not ~0.004 as with it int8 too), each
     residual + bias + LayerNorm as ``residual_norm``, the feed-forward's bias + GELU what ORT
     fuses into BiasGelu."""
     parts = [p + f"attention.self.{n}" for n in ("query", "key", "value")]
-    qkv = np.concatenate([np.asarray(w[n + ".weight"], np.float32).T for n in parts], 1)
     qkv_bias = np.concatenate([np.asarray(w[n + ".bias"], np.float32) for n in parts])
-    packed = g.op("Reshape", [g.int8_product(x, p + "attention.qkv", qkv), bs3h])
-    q, k, v = (f"l{i}_{n}" for n in "qkv")
-    g.nodes.append(helper.make_node(
-        "Split", [packed, g.const(f"l{i}_split", np.asarray([cfg.hidden] * 3, np.int64))],
-        [q, k, v], name=f"split_{i}", axis=2))
+    q, k, v = (g.op("Reshape", [t, bsh]) for t in g.int8_products(x, p + "attention.qkv", [
+        np.asarray(w[n + ".weight"], np.float32).T for n in parts]))
     ctx = g.op("Reshape", [g.attention(q, k, v, g.const(p + "attention.qkv.bias", qkv_bias),
                                        mask32, cfg.heads, f"l{i}"), rows_shape])
     dense = p + "attention.output.dense"
@@ -236,7 +243,6 @@ def build_bert_graph(cfg: BertConfig, weights: dict[str, np.ndarray], *,
         rows_shape = g.const("rows_shape", i64(-1, cfg.hidden))
         batch_seq = g.op("Shape", ["input_ids"])
         bsh = g.op("Concat", [batch_seq, g.const("hidden", i64(cfg.hidden))], axis=0)
-        bs3h = g.op("Concat", [batch_seq, g.const("hidden_3", i64(3 * cfg.hidden))], axis=0)
         x = g.op("Reshape", [x, rows_shape])
         for name, value in (("f_zero", 0.0), ("f_one", 1.0), ("f_tiny", 1e-30),
                             ("f_255", 255.0)):
@@ -259,7 +265,7 @@ def build_bert_graph(cfg: BertConfig, weights: dict[str, np.ndarray], *,
             return w[p + part + ".weight"], w[p + part + ".bias"]
 
         if int8:
-            x = _int8_layer(g, cfg, w, p, x, ln_weights, mask32, rows_shape, bs3h,
+            x = _int8_layer(g, cfg, w, p, x, ln_weights, mask32, rows_shape, bsh,
                             half, sqrt2, i)
             continue
 

@@ -102,15 +102,16 @@ def _ops(graph: onnx.GraphProto) -> Counter:
 
 
 def test_the_int8_graph_quantizes_each_row_on_its_own(embedder_dir):
-    """Per-row QuantizeLinear + an int8 product for Q/K/V and the feed-forward layers, the
+    """Per-row QuantizeLinear + int8 products for Q/K/V and the feed-forward layers, the
     zero point inside the product (no float correction after it), float32
     MultiHeadAttention with the key mask in one branch of each layer's If; nothing that
     scales a whole tensor (DynamicQuantizeLinear, QAttention, DynamicQuantizeMatMul)."""
     graph = onnx.load(str(embedder_dir / INT8_GRAPH)).graph
     ops = _ops(graph)
     assert ops["MultiHeadAttention"] == 2 * 6 and ops["If"] == 6
-    assert ops["MatMulIntegerToFloat"] == 6 * 3 and ops["MatMul"] == 6
-    assert ops["QuantizeLinear"] == ops["MatMulIntegerToFloat"] == ops["Concat"] - 2
+    # Q, K and V three products of one quantized input, then the two feed-forward ones
+    assert ops["MatMulIntegerToFloat"] == 6 * 5 and ops["MatMul"] == 6
+    assert ops["QuantizeLinear"] == 6 * 3 == ops["Concat"] - 1 and "Split" not in ops
     assert ops["Sub"] == 6 * 3  # its row's range (layout 3: the zero-point correction too)
     masked = [len(m.input) for n in graph.node if n.op_type == "If"
               for a in n.attribute for m in a.g.node if m.op_type == "MultiHeadAttention"]
