@@ -56,7 +56,7 @@ Role = Literal["query", "document", "raw"]
 
 
 def graph_build(folder: Path, graph: str | None = None) -> str:
-    """Which graph of the folder an embedder runs, and its build: "int8 layout 3", "fp32"
+    """Which graph of the folder an embedder runs, and its build: "int8 layout 4", "fp32"
     (the graph ``TextEmbedder`` picks: ``graph``, else embedder.json's, else model.onnx; an
     int8 graph that is lost falls back to the reference). The vectors of one build are only
     compared with queries of the same build (``library.recipe_of``)."""
