@@ -22,11 +22,12 @@ short text pays the per-run overhead instead (~5 against ~3.3 ms for 20 tokens).
 The cores go to texts, not to ops: the session runs each text on one thread
 (``intra_op_num_threads`` 1) and ``threads`` texts run at once, each a session run of its own
 on a worker of the embedder's pool (ORT's ``Run`` is thread-safe and releases the GIL), so a
-text's vector is the same whichever worker ran it and whatever ran beside it. On the
-starter's int8 graph this took 20-25% less CPU per ~220-token chunk than one run at a time
-over two intra-op threads (which wait on each other between the graph's ~300 nodes), and
-keeps both cores busy (two intra-op threads kept them ~83% busy): the 300-page PDF of
-bench/bench_docs.py. A single text (a query) runs on one core: ~3 ms for 20 tokens.
+text's vector is the same whichever worker ran it and whatever ran beside it. CPU per
+~220-token chunk on the starter's layout-3 int8 graph (100 PDF chunks, load 3–8): one text at
+a time over two intra-op threads (which wait on each other between the ~440 nodes of the
+optimized graph) 62–63 ms, two texts at once on one thread each 55–56, one thread alone
+48–53; and two intra-op threads kept two cores only ~83% busy. A single text (a query) runs
+on one core.
 
 ``TextEmbedder`` is not thread-safe: it belongs to one thread. ``EmbeddingThread`` is that
 thread: it builds the embedder on its own thread and runs every call there, so indexing jobs
