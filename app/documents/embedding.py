@@ -19,6 +19,16 @@ also the cheaper way for chunks: 20–25% less CPU time per ~200-token chunk tha
 batches of 32, on the starter's int8 and float32 graphs alike (bench/bench_embed_rows.py); a
 short text pays the per-run overhead instead (~5 against ~3.3 ms for 20 tokens).
 
+The cores go to texts, not to ops: the session runs each text on one thread
+(``intra_op_num_threads`` 1) and ``threads`` texts run at once, each a session run of its own
+on a worker of the embedder's pool (ORT's ``Run`` is thread-safe and releases the GIL), so a
+text's vector is the same whichever worker ran it and whatever ran beside it. CPU per
+~220-token chunk on the starter's layout-3 int8 graph (100 PDF chunks, load 3–8): one text at
+a time over two intra-op threads (which wait on each other between the ~440 nodes of the
+optimized graph) 62–63 ms, two texts at once on one thread each 55–56, one thread alone
+48–53; and two intra-op threads kept two cores only ~83% busy. A single text (a query) runs
+on one core.
+
 ``TextEmbedder`` is not thread-safe: it belongs to one thread. ``EmbeddingThread`` is that
 thread: it builds the embedder on its own thread and runs every call there, so indexing jobs
 and chat turns on other threads share one session without a lock (STYLE item 6).
@@ -47,7 +57,7 @@ Role = Literal["query", "document", "raw"]
 
 
 def graph_build(folder: Path, graph: str | None = None) -> str:
-    """Which graph of the folder an embedder runs, and its build: "int8 layout 3", "fp32"
+    """Which graph of the folder an embedder runs, and its build: "int8 layout 4", "fp32"
     (the graph ``TextEmbedder`` picks: ``graph``, else embedder.json's, else model.onnx; an
     int8 graph that is lost falls back to the reference). The vectors of one build are only
     compared with queries of the same build (``library.recipe_of``)."""
@@ -108,8 +118,11 @@ class TextEmbedder:
         self.pad_id: int = int(meta.get("pad_id", padding["pad_id"] if padding else 0))
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(self.max_tokens)
+        #: texts embedded at once (each its own run on one thread): see the module docstring
+        self.threads: int = max(1, threads or physical_cores())
+        self._runs: ThreadPoolExecutor | None = None
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or physical_cores()
+        options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         # no busy-waiting between ops: indexing runs beside the chat engine and the UI, and
         # spinning threads steal their cycles (and lose their own) on a loaded CPU
@@ -163,13 +176,27 @@ class TextEmbedder:
             raise RuntimeError("a TextEmbedder runs on the thread that made it")
         out = np.zeros((len(texts), self.dims), np.float32)
         ids = self.token_ids(texts) if texts else []
-        for i, row in enumerate(ids):  # one run each: see the module docstring
-            out[i] = self.run_ids(row)
+        if len(ids) > 1 and self.threads > 1:  # one run each, ``threads`` at once
+            if self._runs is None:
+                self._runs = ThreadPoolExecutor(max_workers=self.threads,
+                                                thread_name_prefix="hearth-embed-run")
+            for i, vector in enumerate(self._runs.map(self.run_ids, ids)):
+                out[i] = vector
+        else:
+            for i, row in enumerate(ids):
+                out[i] = self.run_ids(row)
         return out, sum(len(r) for r in ids)
+
+    def close(self) -> None:
+        """Stop the pool of runs (the session stays usable: a later call starts another)."""
+        if self._runs is not None:
+            self._runs.shutdown(wait=True)
+            self._runs = None
 
     def run_ids(self, row: Sequence[int]) -> np.ndarray:
         """One session run over one text's token ids (no padding): its [dims] vector, pooled
-        and normalised as embedder.json says."""
+        and normalised as embedder.json says. Safe on any thread (``embed_counted``'s pool
+        calls it)."""
         input_ids = np.asarray([row], np.int64)
         mask = np.ones_like(input_ids)
         feed = {"input_ids": input_ids, "attention_mask": mask,
@@ -220,6 +247,10 @@ class EmbeddingThread:
         return self._pool.submit(self._embedder.embed_counted, list(texts)).result()
 
     def close(self) -> None:
+        try:
+            self._pool.submit(self._embedder.close).result()
+        except RuntimeError:  # closed before
+            return
         self._pool.shutdown(wait=True)
 
     def __enter__(self) -> EmbeddingThread:

@@ -84,7 +84,7 @@ class AddReport:
 
 def recipe_of(embedder: Embeddings) -> str:
     """What makes a file's chunks and vectors today: "chunking 2 · all-minilm-l6-v2 int8
-    layout 3" (an embedder with no ``build`` gives its id alone)."""
+    layout 4" (an embedder with no ``build`` gives its id alone)."""
     build = getattr(embedder, "build", "")
     return f"chunking {CHUNKING_VERSION} · {embedder.id} {build}".rstrip()
 

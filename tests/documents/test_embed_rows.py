@@ -56,6 +56,35 @@ def test_a_starter_vector_is_the_same_bits_alone_or_in_any_batch(embedder_dir, g
     _assert_batch_free(embedder.embed, TEXTS)
 
 
+def test_texts_run_side_by_side_and_each_keeps_its_own_bits(embedder_dir):
+    """``threads=2``: the texts' runs go to two workers at once (a one-thread session each
+    run), and every vector is the one ``threads=1`` makes, in the texts' order."""
+    alone = TextEmbedder(embedder_dir, threads=1).embed(TEXTS)
+    both = TextEmbedder(embedder_dir, threads=2)
+    assert both.session.get_session_options().intra_op_num_threads == 1
+    workers: set[str] = set()
+    calls = [0]
+    lock = threading.Lock()
+    together = threading.Barrier(2, timeout=60)  # the first two runs wait for each other
+    run = both.run_ids
+
+    def counted(row):
+        with lock:
+            workers.add(threading.current_thread().name)
+            calls[0] += 1
+            first_two = calls[0] <= 2
+        if first_two:
+            together.wait()  # one worker at a time: it breaks, and embed raises
+        return run(row)
+
+    both.run_ids = counted
+    got = both.embed(TEXTS)
+    both.close()
+    assert np.array_equal(got, alone)
+    assert len(workers) == 2, workers
+    _assert_batch_free(both.embed, TEXTS[:6])  # a closed pool starts again
+
+
 def test_the_embedding_thread_and_its_roles_give_the_same_bits(embedder):
     """Documents (the index), queries (a turn) and texts as given (/v1/embeddings)."""
     for embed in (embedder.embed_documents, embedder.embed_queries,

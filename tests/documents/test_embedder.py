@@ -16,6 +16,7 @@ import onnx
 import pytest
 from tokenizers import Tokenizer
 
+from app.documents.bert_graph import CORRECTION_PIECE, correction_rows
 from app.documents.embedding import TextEmbedder
 from app.documents.starter_embedder import (
     EMBEDDER_ID,
@@ -90,16 +91,65 @@ def test_a_folder_converted_before_the_int8_graph_gains_it(embedder_dir, tmp_pat
     assert (old / INT8_GRAPH).read_bytes() == (embedder_dir / INT8_GRAPH).read_bytes()
 
 
+def _ops(graph: onnx.GraphProto) -> Counter:
+    """Op types of ``graph`` and of its nodes' subgraphs (an If's branches)."""
+    ops = Counter(n.op_type for n in graph.node)
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                ops += _ops(attr.g)
+    return ops
+
+
 def test_the_int8_graph_quantizes_each_row_on_its_own(embedder_dir):
-    """Per-row QuantizeLinear + an int8 product for Q/K/V and the feed-forward layers,
-    float32 MultiHeadAttention; nothing that scales a whole tensor (DynamicQuantizeLinear,
-    QAttention, DynamicQuantizeMatMul)."""
-    ops = Counter(n.op_type for n in onnx.load(str(embedder_dir / INT8_GRAPH)).graph.node)
-    assert ops["MultiHeadAttention"] == 6 and ops["MatMulIntegerToFloat"] == 6 * 3
-    assert ops["QuantizeLinear"] == ops["MatMulIntegerToFloat"] and ops["MatMul"] == 6
+    """Per-row QuantizeLinear + int8 products for Q/K/V and the feed-forward layers, the
+    zero point inside the product (no float correction after it), float32
+    MultiHeadAttention with the key mask in one branch of each layer's If; nothing that
+    scales a whole tensor (DynamicQuantizeLinear, QAttention, DynamicQuantizeMatMul)."""
+    graph = onnx.load(str(embedder_dir / INT8_GRAPH)).graph
+    ops = _ops(graph)
+    assert ops["MultiHeadAttention"] == 2 * 6 and ops["If"] == 6
+    # Q, K and V three products of one quantized input, then the two feed-forward ones
+    assert ops["MatMulIntegerToFloat"] == 6 * 5 and ops["MatMul"] == 6
+    assert ops["QuantizeLinear"] == 6 * 3 == ops["Concat"] - 1 and "Split" not in ops
+    assert ops["Sub"] == 6 * 3  # its row's range (layout 3: the zero-point correction too)
+    masked = [len(m.input) for n in graph.node if n.op_type == "If"
+              for a in n.attribute for m in a.g.node if m.op_type == "MultiHeadAttention"]
+    assert sorted(masked) == [4] * 6 + [5] * 6
     assert not {"DynamicQuantizeLinear", "QAttention", "DynamicQuantizeMatMul"} & set(ops)
     meta = json.loads((embedder_dir / "embedder.json").read_text())
-    assert meta["int8_layout"] == INT8_LAYOUT
+    assert meta["int8_layout"] == INT8_LAYOUT == 4
+
+
+def test_the_int8_products_zero_point_rows_cancel_the_column_sums():
+    rng = np.random.default_rng(25)
+    codes = rng.integers(-127, 128, size=(384, 64)).astype(np.int8)
+    codes[:, 0] = 127  # the worst column: 127 · 384
+    rows = correction_rows(codes)
+    assert rows.dtype == np.int8 and np.abs(rows.astype(int)).max() <= CORRECTION_PIECE
+    assert np.array_equal(rows.astype(np.int64).sum(axis=0),
+                          -codes.astype(np.int64).sum(axis=0))
+    q = rng.integers(0, 256, size=(7, 384)).astype(np.int64)
+    zero = rng.integers(0, 256, size=7)
+    augmented = np.concatenate([q, np.repeat(zero[:, None], len(rows), axis=1)], axis=1)
+    product = augmented @ np.concatenate([codes, rows]).astype(np.int64)
+    assert np.array_equal(product, (q - zero[:, None]) @ codes.astype(np.int64))
+
+
+def test_a_padded_batch_masks_its_pads_in_the_int8_graph(embedder_dir):
+    """The If's masked branch: a padded row's vector is its own, as when alone (float
+    rounding apart; alone, it takes the branch without the mask)."""
+    fast = TextEmbedder(embedder_dir, threads=1)
+    ids = fast.token_ids(CARD)
+    feed = np.zeros((3, max(map(len, ids))), np.int64)
+    mask = np.zeros_like(feed)
+    for j, row in enumerate(ids):
+        feed[j, :len(row)], mask[j, :len(row)] = row, 1
+    assert mask.min() == 0
+    batched = fast.session.run(["sentence_embedding"],
+                               {"input_ids": feed, "attention_mask": mask})[0]
+    cosines = np.sum(batched * fast.embed(CARD), axis=1)
+    assert cosines.min() > 0.9999, cosines
 
 
 def test_an_int8_graph_of_the_earlier_layout_is_rebuilt_from_the_reference(embedder_dir,

@@ -14,8 +14,12 @@ import pytest
 from app.documents.chunking import Chunk
 from app.documents.index import DocumentIndex, fts_query
 from app.documents.library import DocumentLibrary
+from app.documents.starter_embedder import INT8_LAYOUT
 from app.errors import HearthError
 from tests.documents.files import write_docx, write_pdf
+
+#: the starter's int8 build today, and the one before it (an install of the Hearth before)
+TODAY, EARLIER = f"int8 layout {INT8_LAYOUT}", f"int8 layout {INT8_LAYOUT - 1}"
 
 GARDEN = ("# Garden\n\n## Tomatoes\n\nTomatoes need six to eight hours of direct sun and "
           "deep watering twice a week.\n\n## Roses\n\nPrune roses in late winter, just above "
@@ -158,10 +162,10 @@ def test_a_file_whose_vectors_came_from_an_older_embedder_build_is_embedded_agai
     (other / "tea.md").write_text("# Tea\n\nBrew green tea at 80 degrees for two minutes.\n")
     library.add([docs], "home")
     library.add([other], "home")
-    assert library.embedder.build == "int8 layout 3"  # the starter's graph today
+    assert library.embedder.build == TODAY  # the starter's graph today
     assert library.out_of_date() == {}
     car, tea, garden = (str(docs / "car.pdf"), str(other / "tea.md"), str(docs / "garden.md"))
-    older = recipe_of(library.embedder).replace("layout 3", "layout 2")
+    older = recipe_of(library.embedder).replace(TODAY, EARLIER)
     flat = np.full(384, 384 ** -0.5, np.float32).tobytes()  # not what today's graph gives
     _edit(library.index.path, *[s for p in (car, tea, garden) for s in (
         ("UPDATE files SET recipe = ? WHERE path = ?", (older, p)),
@@ -190,7 +194,7 @@ def test_the_embedder_build_names_the_graph_it_runs(embedder_dir, tmp_path):
 
     from app.documents.embedding import graph_build
 
-    assert graph_build(embedder_dir) == "int8 layout 3"
+    assert graph_build(embedder_dir) == TODAY
     folder = tmp_path / "layout2"
     folder.mkdir()
     meta = json.loads((embedder_dir / "embedder.json").read_text())
@@ -204,7 +208,7 @@ def test_the_embedder_build_names_the_graph_it_runs(embedder_dir, tmp_path):
 
 def test_a_library_embedded_by_the_earlier_int8_layout_is_stale_once_its_graph_is_rebuilt(
         embedder_dir, docs, tmp_path):
-    """The real chain: a starter folder of int8 layout 2 indexes a library; opening the
+    """The real chain: a starter folder of the int8 layout before indexes a library; opening the
     library converts the folder to today's graph, and the library's files are stale until
     ``update`` embeds them again by it."""
     import json
@@ -222,17 +226,17 @@ def test_a_library_embedded_by_the_earlier_int8_layout_is_stale_once_its_graph_i
         (old / name).symlink_to(embedder_dir / name)
     shutil.copy(embedder_dir / INT8_GRAPH, old / INT8_GRAPH)
     meta = json.loads((embedder_dir / "embedder.json").read_text())
-    (old / "embedder.json").write_text(json.dumps({**meta, "int8_layout": 2}))
+    (old / "embedder.json").write_text(json.dumps({**meta, "int8_layout": INT8_LAYOUT - 1}))
     path = tmp_path / "index.sqlite3"
     with EmbeddingThread(old, threads=1) as earlier:
-        assert earlier.build == "int8 layout 2"
+        assert earlier.build == EARLIER
         index = DocumentIndex(path, embedder_id=earlier.id, dims=earlier.dims)
         DocumentLibrary(index, earlier).add([docs], "home")
         index.close()
     opened = OpenLibrary(path, store=EmbedderStore(root), threads=1, checkpoint=lambda: None)
     try:
         library = opened.library
-        assert library.embedder.build == "int8 layout 3"  # the folder gained today's graph
+        assert library.embedder.build == TODAY  # the folder gained today's graph
         assert library.out_of_date() == {"home": 3}
         assert "engine oil" in library.search("change the engine oil", top=1)[0].text
         report = library.update("home")
