@@ -581,13 +581,19 @@ def _diverse(best: list[int], scores: Mapping[int, float], vectors: list[np.ndar
     different widths (another embedder's collection) are never alike (similarity 0)."""
     n = len(best)
     relevance = np.array([scores[c] for c in best]) / scores[best[0]]
-    similar = np.zeros((n, n), np.float32)
     widths: dict[int, list[int]] = {}
     for i, vector in enumerate(vectors):
         widths.setdefault(len(vector), []).append(i)
-    for rows in widths.values():
-        block = np.stack([vectors[i] for i in rows])
-        similar[np.ix_(rows, rows)] = block @ block.T
+    blocks = {w: np.stack([vectors[i] for i in rows]) for w, rows in widths.items()}
+
+    def similar(pick: int) -> np.ndarray:
+        """Cosines of every candidate to ``pick`` (one matrix-vector product: the picks are
+        few, the candidates up to two lists' worth)."""
+        width = len(vectors[pick])
+        out = np.zeros(n)
+        out[widths[width]] = blocks[width] @ vectors[pick]
+        return out
+
     closest = np.zeros(n)  # each one's cosine to the nearest picked one (none yet: 0)
     left = np.ones(n, bool)
     order: list[int] = []
@@ -595,7 +601,7 @@ def _diverse(best: list[int], scores: Mapping[int, float], vectors: list[np.ndar
         value = weight * relevance - (1 - weight) * closest
         value[~left] = -np.inf
         pick = int(np.argmax(value))  # a tie: the better fused one
-        closest = np.maximum(closest, similar[pick]) if order else similar[pick].astype(float)
+        closest = np.maximum(closest, similar(pick)) if order else similar(pick)
         order.append(pick)
         left[pick] = False
     return [best[i] for i in order] + [c for i, c in enumerate(best) if left[i]]
