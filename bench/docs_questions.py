@@ -63,6 +63,22 @@ plain fusion on the headed tuning split, so none is on: ``FUSION`` keeps them of
 hybrid stays below BM25 on the README set (0.85 against 0.95), above both lists on the
 paraphrase and headed sets.
 
+Then maximal marginal relevance over the fused list with each list's first chunk kept
+(``Fusion.mmr``, ``keep_firsts``), chosen on both tuning splits together (bench/tune_fusion.py;
+recall@5 tuning / headed tuning, MRR@10 over both): with the firsts kept, MMR at 0.6-0.9 ties
+plain fusion on recall (0.86 / 0.93), MRR@10 0.626 / 0.643 / 0.637 / 0.637 / 0.629 / 0.627 at
+0.6 / 0.65 / 0.7 / 0.75 / 0.8 / 0.9 against 0.620 without MMR; 0.7, the middle of the lead,
+is in ``FUSION``. The firsts kept alone leave tuning unchanged. What it does on the README
+set: "Where are my conversations saved…" (vectors 4th, no BM25 match) comes in by MMR,
+"How large may a request body…" (BM25 1st) as BM25's kept first; README hybrid 0.95
+against BM25 0.90 over the docs before that note was written, 0.95 against 0.95 after (the
+note's text moved BM25 onto "How do I make a Windows setup program?"). Still missed:
+"Which sampling defaults…" (BM25 5th, vectors 20th), in the chunk after one hybrid ranks
+first. Tried and not kept, on the same index: the fused list's n-th chunk of a section
+weighted 0.9-0.3^(n-1) (README 0.90 at best), BM25's heading column weighted 0-2 (no gain),
+and neighbouring chunks of a section merged into one passage whenever both rank (helps
+the vectors more than hybrid: vectors 0.85 held out, 1.00 headed tuning).
+
 README.md and docs/ARCHITECTURE.md are the set's documents: a note there that quotes these
 questions becomes a passage BM25 ranks for them (one did: BM25 fell to 0.85).
 """

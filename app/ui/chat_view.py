@@ -266,14 +266,16 @@ class ChatView(QWidget):
         """The passages a turn used (stored with its user message) are listed under the
         turn's last reply."""
         sources: tuple = ()
+        question = ""
         last: MessageWidget | None = None
         for widget in [*self._widgets, None]:
             if widget is None or widget.message.role == "user":
                 if last is not None:
-                    last.sources.set_sources(sources)
+                    last.sources.set_sources(sources, question)
                 if widget is None:
                     break
                 sources = tuple(p for p in widget.message.parts if isinstance(p, Source))
+                question = widget.message.content  # what the passages were searched for
                 last = None
             elif widget.message.role == "assistant":
                 if last is not None:

@@ -1,5 +1,6 @@
-"""The passages a reply used, listed under it (file, page or heading, a snippet); clicking
-one shows the whole passage with "Open file"."""
+"""The passages a reply used, listed under it (file, page or heading, a snippet: the
+passage's sentence nearest the question's words, app/documents/snippets.py); clicking one
+shows the whole passage with "Open file"."""
 
 from __future__ import annotations
 
@@ -19,17 +20,15 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.parts import Source
+from app.documents.snippets import snippet
 from app.ui.focus_ring import draw_focus_ring
 
-SNIPPET_CHARS = 90
 
-
-def source_line(number: int, source: Source) -> str:
+def source_line(number: int, source: Source, query: str = "") -> str:
+    """"[1] kettle.md · Kettle › Descaling — Descale the kettle monthly…" (``query``: the
+    question the passage was found for)."""
     where = f" · {source.location}" if source.location else ""
-    snippet = " ".join(source.text.split())
-    if len(snippet) > SNIPPET_CHARS:
-        snippet = snippet[:SNIPPET_CHARS].rstrip() + "…"
-    return f"[{number}] {source.document}{where} — {snippet}"
+    return f"[{number}] {source.document}{where} — {snippet(source.text, query)}"
 
 
 class SourceButton(QPushButton):
@@ -67,6 +66,7 @@ class SourcesList(QWidget):
         super().__init__(parent)
         self.setObjectName("sourcesList")
         self.sources: tuple[Source, ...] = ()
+        self.query = ""
         self.buttons: list[SourceButton] = []
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(0, 4, 0, 0)
@@ -76,17 +76,18 @@ class SourcesList(QWidget):
         self._layout.addWidget(self.heading)
         self.hide()
 
-    def set_sources(self, sources: tuple[Source, ...]) -> None:
-        if sources == self.sources:
+    def set_sources(self, sources: tuple[Source, ...], query: str = "") -> None:
+        """``query``: the question they were found for (each snippet shows its words)."""
+        if sources == self.sources and query == self.query:
             return
-        self.sources = sources
+        self.sources, self.query = sources, query
         for button in self.buttons:
             self._layout.removeWidget(button)
             button.hide()
             button.deleteLater()
         self.buttons = []
         for number, source in enumerate(sources, 1):
-            line = source_line(number, source)
+            line = source_line(number, source, query)
             button = SourceButton(line, self)
             button.setObjectName("sourceButton")
             button.setFlat(True)

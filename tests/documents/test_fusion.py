@@ -1,6 +1,7 @@
-"""The fused top five is diverse across sections: a block of neighbouring chunks of one
-section, which both lists rank high, does not crowd out a chunk only one list ranks first
-(app/documents/index.py, ``Fusion.per_section`` / ``Fusion.section_ranks``)."""
+"""The fused top five is diverse: a block of neighbouring chunks of one section, which both
+lists rank high, does not crowd out a chunk only one list ranks first (app/documents/index.py:
+``Fusion.mmr`` and ``Fusion.keep_firsts``, on in ``FUSION``; the opt-in section knobs
+``per_section`` / ``section_ranks`` / ``by_section``)."""
 
 from __future__ import annotations
 
@@ -117,10 +118,39 @@ def test_chunks_under_no_heading_are_sections_of_their_own(tmp_path) -> None:
     index.close()
 
 
-def test_the_default_fusion_is_plain(tmp_path) -> None:
-    """The headed set's tuning split chose no diversity (bench/docs_questions.py): the
-    default searches as plain fusion does, block and all."""
+def test_each_lists_first_chunk_is_kept_in_place_of_the_last(tmp_path) -> None:
     index, cid = _crowded_index(tmp_path)
-    assert _top(index, cid, FUSION) == _top(index, cid, Fusion(k=FUSION.k,
-                                                               bm25_weight=FUSION.bm25_weight))
+    plain = Fusion(k=FUSION.k, bm25_weight=FUSION.bm25_weight)
+    kept = Fusion(k=FUSION.k, bm25_weight=FUSION.bm25_weight, keep_firsts=True)
+    before, after = _top(index, cid, plain), _top(index, cid, kept)
+    assert after == [*before[:4], ANSWER]  # BM25's first; the vectors' first is before[0]
+    index.close()
+
+
+def test_maximal_marginal_relevance_breaks_up_a_block_of_near_duplicates(tmp_path) -> None:
+    """The block's vectors are all but one vector: after its best chunk, the next ones are
+    worth less than a chunk unlike it (the answer: BM25's first, at half the block's
+    score)."""
+    index, cid = _crowded_index(tmp_path)
+    diverse = _top(index, cid, Fusion(k=FUSION.k, bm25_weight=FUSION.bm25_weight, mmr=0.7))
+    assert diverse[0] == "The server takes each request from its queue, step 0."
+    assert diverse[1] == ANSWER
+    assert sum(t.startswith("The server") for t in diverse) == 4
+    # all relevance, no diversity: the fused order
+    assert _top(index, cid, Fusion(k=FUSION.k, bm25_weight=FUSION.bm25_weight, mmr=1.0)) == \
+        _top(index, cid, Fusion(k=FUSION.k, bm25_weight=FUSION.bm25_weight))
+    index.close()
+
+
+def test_the_default_fusion_lets_the_answer_in_and_leaves_single_lists_alone(tmp_path) -> None:
+    """``FUSION`` (chosen on the tuning splits, bench/docs_questions.py) diversifies the fused
+    list and keeps each list's first; "bm25" and "vector" stay each retriever's own ranking."""
+    index, cid = _crowded_index(tmp_path)
+    top = _top(index, cid, FUSION)
+    assert ANSWER in top and sum(t.startswith("The server") for t in top) < 5
+    query = np.eye(DIMS, dtype=np.float32)[0]
+    plain = Fusion(k=FUSION.k, bm25_weight=FUSION.bm25_weight)
+    for mode in ("bm25", "vector"):
+        assert [p.text for p in index.search(QUERY, query, [cid], top=5, mode=mode)] == [
+            p.text for p in index.search(QUERY, query, [cid], top=5, mode=mode, fusion=plain)]
     index.close()

@@ -161,6 +161,12 @@ def test_a_file_that_does_not_fit_is_searched_instead(docs_app, tmp_path):
     sources = [p for p in stored[0].parts if isinstance(p, Source)]
     assert sources and all(s.document == "manual.txt" for s in sources)
     assert "valve" in app.loader.last.calls[-1][-1].content
+    # each source's snippet is the passage's sentence with the question's words, whole
+    listing = app.window.chat_view.message_widget(1).sources
+    lines = [b.line for b, s in zip(listing.buttons, listing.sources, strict=True)
+             if "valve number 7 " in s.text]
+    assert lines and all(line.endswith(" — Section 7: the valve number 7 opens clockwise.")
+                         for line in lines)
 
 
 def test_libraries_index_as_a_job_and_a_chat_lists_the_sources_it_used(docs_app, docs,
