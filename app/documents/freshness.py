@@ -15,9 +15,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from app.documents.library import DocumentLibrary
 from app.errors import HearthError
+
+if TYPE_CHECKING:  # (the window imports this at start: numpy only once a library opens)
+    from app.documents.library import DocumentLibrary
 
 #: a library's folders are walked at most this often (seconds) by the checks on their own
 CHECK_INTERVAL_S = 120.0
