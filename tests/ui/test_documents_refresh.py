@@ -192,3 +192,49 @@ def test_a_quit_while_changed_files_update_stops_and_the_next_start_carries_on(
     library = documents.library()
     assert _files(library, "white vinegar overnight")[0] == "kettle.md"
     assert _files(library, "defrost the freezer drawer")[0] == "fridge.md"
+
+
+def test_quitting_while_the_check_at_start_walks_exits_cleanly(
+        make_app, model_dir, docs, tmp_path):
+    path = tmp_path / "index.sqlite3"
+    _indexed(path, docs)
+    _change(docs)
+    walking, gate, closed = threading.Event(), threading.Event(), []
+    embedder = CountingEmbedder()
+
+    def factory(**_):
+        opened = Opened(path, embedder)
+        real_changes, real_close = opened.library.changes, opened.close
+
+        def changes(name):  # a slow walk (a big folder on a slow disk)
+            walking.set()
+            gate.wait(30)
+            return real_changes(name)
+
+        def close():
+            closed.append(True)
+            real_close()
+
+        opened.library.changes, opened.close = changes, close
+        return opened
+
+    app = make_app()
+    app.load(model_dir)
+    documents = app.window.documents
+    documents.library_factory = factory
+    documents.index_path = path
+    documents.at_start()
+    app.qtbot.waitUntil(walking.is_set, timeout=10000)
+    control = documents.jobs.job("open-library").control
+
+    def release_once_flagged() -> None:
+        for _ in range(500):
+            if control.cancelled:
+                break
+            time.sleep(0.01)
+        gate.set()
+
+    threading.Thread(target=release_once_flagged, daemon=True).start()
+    app.close()  # the window's threads are all stopped (App.close asserts it)
+    assert control.cancelled and closed == [True]  # the late library was closed
+    assert embedder.documents == 0 and documents.indexing is None
