@@ -29,6 +29,7 @@ indexed, nothing read; ``sync_files`` then indexes just the files it found chang
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from collections.abc import Callable, Sequence
@@ -137,6 +138,9 @@ class DocumentLibrary:
         self.embedder = embedder
         self.embedders = embedders
         self.chunk_chars, self.overlap_chars = chunk_chars, overlap_chars
+        #: (collection id, path) → (size, mtime_ns) of a file that could not be indexed, so
+        #: ``changes`` does not hand it back until it changes again (this session only)
+        self._failed_stats: dict[tuple[int, str], tuple[int, int]] = {}
 
     def embedder_for(self, embedder_id: str) -> Embeddings:
         """The embedder with this id (the library's own, or one ``embedders`` opens)."""
@@ -197,7 +201,9 @@ class DocumentLibrary:
                 st = path.stat()
             except OSError:
                 continue  # gone since the walk: the next check drops it
-            if recorded.get(str(path)) != (st.st_size, st.st_mtime_ns):
+            stat = (st.st_size, st.st_mtime_ns)
+            if recorded.get(str(path)) != stat and self._failed_stats.get(
+                    (cid, str(path))) != stat:  # (one that failed as it is now: not again)
                 out.changed.append(path)
         if found.complete:
             seen = {str(p) for p in found.files}
@@ -384,6 +390,9 @@ class DocumentLibrary:
                                     pages=parsed.pages, chunks=chunks, vectors=vectors,
                                     recipe=recipe, mtime_ns=st.st_mtime_ns)
         except DocumentError as exc:
+            with contextlib.suppress(OSError):
+                st = path.stat()
+                self._failed_stats[(cid, key)] = (st.st_size, st.st_mtime_ns)
             out.failed.append(key)
             out.problems.append(str(exc))
             if self.index.file_hash(cid, key) is not None:  # it was indexed; now it cannot be

@@ -164,3 +164,15 @@ def test_a_failed_migration_leaves_the_index_as_it_was(tmp_path):
     columns = {r[1] for r in index._db.execute("PRAGMA table_info(files)")}
     assert {"mtime_ns", "recipe"} <= columns and index.stale_files(1, "any") != []
     index.close()
+
+
+def test_a_file_that_cannot_be_indexed_is_not_handed_back_until_it_changes(tmp_path):
+    docs = _folder(tmp_path)
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4 nothing else")
+    library = _library(tmp_path / "index.sqlite3", Words())
+    report = library.add([docs], "home")
+    assert [Path(p).name for p in report.failed] == ["broken.pdf"]
+    assert not library.changes("home")  # it failed as it is: no update every check
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4 still nothing, but other bytes")
+    assert [p.name for p in library.changes("home").changed] == ["broken.pdf"]
+    library.index.close()
