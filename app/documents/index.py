@@ -20,6 +20,10 @@ the chunks (BM25) and each chunk's vector beside it (float32 blob).
   ``meta.chunking`` records the chunking the index was last opened with; an older one marks
   every file stale (recipe cleared). Schema 3 added the column: an index of schema 1 or 2 is
   migrated in one transaction (its files' recipes unknown, so stale).
+- Each file records its size and mtime (``files.mtime_ns``, schema 4) as indexed, so a cheap
+  walk + stat finds what may have changed (``file_stats``); the content hash still decides
+  whether it is indexed again (``set_stat`` records a touched-but-identical file's new stat).
+  Schema 3 and older migrate in the same one transaction (mtime unknown: -1).
 
 sqlite-vec was the other option; this Python's sqlite3 cannot load extensions, and a numpy
 matrix scan stays well under the latency goal at 100k chunks of 384 dims (bench_docs.py).
@@ -41,7 +45,7 @@ import numpy as np
 from app.documents.chunking import CHUNKING_VERSION, Chunk
 from app.errors import HearthError
 
-SCHEMA_VERSION = 3  # 2: collections.embedder / dims; 3: files.recipe
+SCHEMA_VERSION = 4  # 2: collections.embedder / dims; 3: files.recipe; 4: files.mtime_ns
 MODES = ("hybrid", "bm25", "vector")
 #: a query term in more chunks than this is left out of BM25 when rarer terms remain
 COMMON_TERM_CHUNKS = 5000
@@ -100,7 +104,7 @@ CREATE TABLE IF NOT EXISTS files(
     collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
     path TEXT NOT NULL, sha256 TEXT NOT NULL, size INTEGER NOT NULL, kind TEXT NOT NULL,
     pages INTEGER NOT NULL, indexed REAL NOT NULL, recipe TEXT NOT NULL DEFAULT '',
-    UNIQUE(collection_id, path));
+    mtime_ns INTEGER NOT NULL DEFAULT -1, UNIQUE(collection_id, path));
 CREATE TABLE IF NOT EXISTS chunks(
     id INTEGER PRIMARY KEY,
     file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
@@ -188,7 +192,8 @@ class DocumentIndex:
         columns = {r[1] for r in self._db.execute("PRAGMA table_info(collections)")}
         file_columns = {r[1] for r in self._db.execute("PRAGMA table_info(files)")}
         old_chunking = int(meta.get("chunking", "1")) < CHUNKING_VERSION
-        if "embedder" in columns and "recipe" in file_columns and not old_chunking:
+        if ("embedder" in columns and "recipe" in file_columns and "mtime_ns" in file_columns
+                and not old_chunking):
             return
         with self._transaction() as db:  # every step of the migration, or none
             if "embedder" not in columns:  # schema 1: one embedder for the whole index
@@ -198,6 +203,8 @@ class DocumentIndex:
                            (meta.get("embedder"), int(meta.get("dims", "0"))))
             if "recipe" not in file_columns:  # schema 2: how its files were made is unknown
                 db.execute("ALTER TABLE files ADD COLUMN recipe TEXT NOT NULL DEFAULT ''")
+            if "mtime_ns" not in file_columns:  # schema 3: the stat is unknown, so checked
+                db.execute("ALTER TABLE files ADD COLUMN mtime_ns INTEGER NOT NULL DEFAULT -1")
             if old_chunking:  # cut or embedded another way: every file is stale
                 db.execute("UPDATE files SET recipe = ''")
             db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
@@ -297,9 +304,22 @@ class DocumentIndex:
                 "SELECT path FROM files WHERE collection_id = ? AND recipe != ? ORDER BY path",
                 (collection, recipe))]
 
+    def file_stats(self, collection: int) -> dict[str, tuple[int, int]]:
+        """Each of ``collection``'s files: (size, mtime_ns) as recorded when indexed."""
+        with self._lock:
+            return {p: (size, mtime) for p, size, mtime in self._db.execute(
+                "SELECT path, size, mtime_ns FROM files WHERE collection_id = ?",
+                (collection,))}
+
+    def set_stat(self, collection: int, path: str, size: int, mtime_ns: int) -> None:
+        """Record a file's size and mtime (its content unchanged: nothing else moves)."""
+        with self._lock:  # no generation bump: no chunk changed
+            self._db.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE collection_id = ? "
+                             "AND path = ?", (size, mtime_ns, collection, path))
+
     def replace_file(self, collection: int, path: str, *, sha256: str, size: int, kind: str,
                      pages: int, chunks: Sequence[Chunk], vectors: np.ndarray,
-                     recipe: str = "",
+                     recipe: str = "", mtime_ns: int = -1,
                      on_chunk: Callable[[int], None] | None = None) -> None:
         """The file's chunks and vectors, all or nothing (``recipe``: what made them;
         ``on_chunk``: a test's crash point)."""
@@ -312,8 +332,9 @@ class DocumentIndex:
                        (collection, path))
             file_id = db.execute(
                 "INSERT INTO files(collection_id, path, sha256, size, kind, pages, indexed, "
-                "recipe) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (collection, path, sha256, size, kind, pages, time.time(), recipe)).lastrowid
+                "recipe, mtime_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (collection, path, sha256, size, kind, pages, time.time(), recipe,
+                 mtime_ns)).lastrowid
             for i, (chunk, vector) in enumerate(zip(chunks, vectors, strict=True)):
                 db.execute("INSERT INTO chunks(file_id, ordinal, page, heading, text, vector) "
                            "VALUES (?, ?, ?, ?, ?, ?)",

@@ -20,10 +20,16 @@ them per collection; ``update`` re-indexes only those (no walk, nothing dropped)
 transaction, so a cancel or a quit leaves the rest stale for the next ``update``; ``add`` and
 ``refresh`` re-index the stale files they meet, and ``add`` those of the collection's other
 folders too.
+
+``changes`` is the cheap check a library gets on its own (``app/documents/freshness.py``): a
+walk of its folders and a stat of each file against the size and mtime recorded when it was
+indexed, nothing read; ``sync_files`` then indexes just the files it found changed or new
+(the content hash still decides: a touched-but-identical file only gets its new stat).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from collections.abc import Callable, Sequence
@@ -60,6 +66,17 @@ class Embeddings(Protocol):
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray: ...
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@dataclass
+class Changes:
+    """What a walk + stat of a collection's folders found against its index."""
+
+    changed: list[Path] = field(default_factory=list)  # new, or another size / mtime
+    gone: list[str] = field(default_factory=list)  # indexed, and no longer there
+
+    def __bool__(self) -> bool:
+        return bool(self.changed or self.gone)
 
 
 @dataclass
@@ -121,6 +138,9 @@ class DocumentLibrary:
         self.embedder = embedder
         self.embedders = embedders
         self.chunk_chars, self.overlap_chars = chunk_chars, overlap_chars
+        #: (collection id, path) → (size, mtime_ns) of a file that could not be indexed, so
+        #: ``changes`` does not hand it back until it changes again (this session only)
+        self._failed_stats: dict[tuple[int, str], tuple[int, int]] = {}
 
     def embedder_for(self, embedder_id: str) -> Embeddings:
         """The embedder with this id (the library's own, or one ``embedders`` opens)."""
@@ -166,6 +186,48 @@ class DocumentLibrary:
         cid = self._require(collection)
         return self._sync(cid, collection, [Path(r) for r in self.index.roots(cid)], report,
                           control)
+
+    def changes(self, collection: str) -> Changes:
+        """The collection's files that may have changed (a size or mtime other than the one
+        recorded, or not indexed yet) and those gone from disk: a walk + stat, nothing read.
+        A walk a bound stopped reports nothing gone (as ``_sync``)."""
+        cid = self._require(collection)
+        roots = [Path(r) for r in self.index.roots(cid)]
+        found = walk(roots)
+        recorded = self.index.file_stats(cid)
+        out = Changes()
+        for path in found.files:
+            try:
+                st = path.stat()
+            except OSError:
+                continue  # gone since the walk: the next check drops it
+            stat = (st.st_size, st.st_mtime_ns)
+            if recorded.get(str(path)) != stat and self._failed_stats.get(
+                    (cid, str(path))) != stat:  # (one that failed as it is now: not again)
+                out.changed.append(path)
+        if found.complete:
+            seen = {str(p) for p in found.files}
+            out.gone = [p for p in recorded if p not in seen and not Path(p).is_file()]
+        return out
+
+    def drop_gone(self, collection: str, paths: Sequence[str]) -> int:
+        """Forget files gone from disk (a quick delete: their passages stop coming back)."""
+        return self.index.drop_files(self._require(collection), list(paths)) if paths else 0
+
+    def sync_files(self, collection: str, files: Sequence[Path], *,
+                   report: ProgressReport | None = None,
+                   control: JobControl | None = None) -> AddReport:
+        """Index ``files`` of the collection (those ``changes`` found), one transaction
+        each; an unchanged content hash only records the file's new stat."""
+        cid = self._require(collection)
+        start = time.monotonic()
+        out = AddReport(collection)
+        files = [Path(p) for p in files if Path(p).is_file()]
+        self._index_files(cid, files, self._recipe(cid), out, report, control)
+        if report is not None:
+            report(Progress(1.0, f"{len(files):,} of {len(files):,} files", state="done"))
+        out.seconds = time.monotonic() - start
+        return out
 
     def out_of_date(self, collections: Sequence[str] = (), *,
                     on_disk: bool = True) -> dict[str, int]:
@@ -298,7 +360,8 @@ class DocumentLibrary:
         key = str(path)
         try:
             try:
-                size = path.stat().st_size
+                st = path.stat()
+                size = st.st_size
                 if size > limits.MAX_FILE_BYTES:
                     raise DocumentError(f"{path.name} is {format_bytes(size)}, more than the "
                                         f"{format_bytes(limits.MAX_FILE_BYTES)} Hearth indexes "
@@ -309,6 +372,7 @@ class DocumentLibrary:
                                     f"({exc.strerror or exc}).") from exc
             if (self.index.file_hash(cid, key) == digest
                     and self.index.file_recipe(cid, key) == recipe):
+                self.index.set_stat(cid, key, size, st.st_mtime_ns)  # touched, not changed
                 out.unchanged.append(key)
                 return
             parsed = parse_file(path)
@@ -324,8 +388,11 @@ class DocumentLibrary:
                                        control)
             self.index.replace_file(cid, key, sha256=digest, size=size, kind=parsed.kind,
                                     pages=parsed.pages, chunks=chunks, vectors=vectors,
-                                    recipe=recipe)
+                                    recipe=recipe, mtime_ns=st.st_mtime_ns)
         except DocumentError as exc:
+            with contextlib.suppress(OSError):
+                st = path.stat()
+                self._failed_stats[(cid, key)] = (st.st_size, st.st_mtime_ns)
             out.failed.append(key)
             out.problems.append(str(exc))
             if self.index.file_hash(cid, key) is not None:  # it was indexed; now it cannot be

@@ -19,6 +19,15 @@ changes only here.
   any indexing job (files done / total, Cancel; ``DocumentLibrary.update`` re-indexes only
   the stale files, one transaction each, so the library stays searchable meanwhile). A
   cancel or a quit stops them; the next start finds what is still stale and carries on.
+- **Changes on disk**: the libraries check their folders on their own (``LibraryWatch``,
+  app/documents/freshness.py: walk + stat against the size and mtime indexed, at most once
+  per ``CHECK_INTERVAL_S`` per library): in the ``open-library`` job (``at_start`` opens the
+  library after the window shows when an index exists) and when a chat that uses a library
+  sends (``LibraryRetriever.before``, on the generation thread before the turn searches).
+  Files gone from disk drop out there and then (a quick delete, before that answer
+  searches); changed and new ones are indexed by an "Updating NAME" job as above
+  (``DocumentLibrary.sync_files``: the content hash decides, so a touched-but-identical file
+  is not embedded again).
 - **Per chat** the libraries searched are ``ChatLibrariesStore``'s; this controller is the
   one owner of that choice (the composer's Libraries menu and the chat settings' list both
   read ``choice()`` and write ``set_library_on``); the unsent new chat keeps its choice here
@@ -60,6 +69,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.chat.parts import Attachment
 from app.documents.attach import AttachmentsRead, Reader, attachment, chat_collection
+from app.documents.freshness import LibraryWatch
 from app.documents.selection import ChatLibrariesStore
 from app.errors import HearthError
 from app.jobs import Job, JobCancelled, Progress
@@ -166,6 +176,8 @@ class DocumentsController(QObject):
     activity = Signal(str)
     reading_changed = Signal(object)
     attachments_sent = Signal(object)
+    #: (library, changed files) a check found off the UI thread; queued to ``_queue_changes``
+    _changes_found = Signal(str, object)
 
     def __init__(self, chat: ChatController, *, library_factory: LibraryFactory | None = None,
                  choices: ChatLibrariesStore | None = None,
@@ -194,7 +206,15 @@ class DocumentsController(QObject):
         self.indexing: str | None = None  # the library being indexed
         self._job_title = ""  # what the indexing job's progress lines start with
         self.removing: str | None = None  # the library being removed
-        self._updates: list[str] = []  # libraries of stale files, to update in turn
+        #: libraries to update in turn: (name, None) its stale files, (name, files) those
+        #: files a check found changed on disk
+        self._updates: list[tuple[str, list[Path] | None]] = []
+        self._update_changes = False  # the running update indexes files changed on disk
+        #: when each library last checked its folders (at open, and before a turn searches)
+        self.watch = LibraryWatch()
+        #: the index whose libraries ``at_start`` checks (its library opened when it exists)
+        self.index_path: Path | None = None
+        self._changes_found.connect(self._queue_changes)
         self.updating = False  # the indexing job is an update (``_next_update``)
         self.jobs = JobRunner("hearth-documents", self)  # opening the library, indexing
         w = self.jobs.worker
@@ -242,26 +262,44 @@ class DocumentsController(QObject):
         if self.opening or self._closing:
             return
         factory = self.library_factory
+        watch = self.watch
 
         def work(report, control):
             report(Progress(None, OPENING_TEXT))
             opened = factory(checkpoint=control.checkpoint)
             try:
                 stale = opened.library.out_of_date()
+                control.checkpoint()  # a quit before the check: it closes below
+                names = [c["name"] for c in opened.library.index.collections()
+                         if not c["name"].startswith("chat-")]
+                changed = watch.check(opened.library, names)
             except HearthError:
-                stale = {}
+                stale, changed = {}, {}
+            except JobCancelled:
+                opened.close()
+                raise
             with self._handoff:
                 if control.cancelled:  # the window is closing: nobody will use it
                     opened.close()
                     raise JobCancelled
                 self._unclaimed = opened
-            return opened, stale
+            return opened, stale, changed
 
         if self.jobs.submit(Job(OPEN_JOB, "Opening the document library", work)):
             self.opening = True
             self._show_activity()
 
-    def _on_opened(self, opened: OpenedLibrary, stale: dict[str, int]) -> None:
+    def at_start(self) -> None:
+        """After the window shows: when a document index exists, open the library (off the
+        UI thread), which checks its libraries' folders and updates what changed."""
+        from app import paths
+
+        index = self.index_path or paths.documents_db_path()
+        if index.exists():
+            self.open_library()
+
+    def _on_opened(self, opened: OpenedLibrary, stale: dict[str, int],
+                   changed: dict[str, list[Path]] | None = None) -> None:
         self.opening = False
         with self._handoff:
             self._unclaimed = None
@@ -275,7 +313,32 @@ class DocumentsController(QObject):
         callbacks, self._when_open = self._when_open, []
         for then in callbacks:
             then(opened.library)
-        self._updates = [n for n in stale if n not in self._updates] + self._updates
+        queued = {n for n, _ in self._updates}
+        self._updates = [(n, None) for n in stale if n not in queued] + self._updates
+        for name, files in (changed or {}).items():
+            self._queue_changes(name, files)
+        self._next_update()
+
+    def _check_before_search(self, names: Sequence[str]) -> None:
+        """A turn is about to search ``names`` (on the generation thread): the due ones
+        check their folders; gone files drop out now, changed ones queue an update."""
+        library = self._library
+        if library is None or self._closing:
+            return
+        mine = [n for n in names if not n.startswith("chat-")]
+        for name, files in self.watch.check(library, mine).items():
+            self._changes_found.emit(name, files)
+
+    def _queue_changes(self, name: str, files: object) -> None:
+        """Files of library ``name`` changed on disk: index them (after what runs)."""
+        if self._closing:
+            return
+        for i, (queued, more) in enumerate(self._updates):
+            if queued == name and more is not None:
+                self._updates[i] = (name, list(dict.fromkeys([*more, *files])))
+                break
+        else:
+            self._updates.append((name, list(files)))
         self._next_update()
 
     def _next_update(self) -> None:
@@ -284,17 +347,20 @@ class DocumentsController(QObject):
         library = self._library
         while (self._updates and library is not None and not self._closing
                and self.indexing is None and self.removing is None):
-            name = self._updates.pop(0)
+            name, files = self._updates.pop(0)
             if library.index.collection_id(name) is None:
                 continue  # removed meanwhile
 
-            def work(report, control, name=name):
-                return library.update(name, report=report, control=control)
+            def work(report, control, name=name, files=files):
+                if files is None:
+                    return library.update(name, report=report, control=control)
+                return library.sync_files(name, files, report=report, control=control)
 
             title = f"{UPDATING_TEXT} {_shown(name)}"
             if not self.jobs.submit(Job(INDEX_JOB, title, work)):
                 return
             self.indexing, self._job_title, self.updating = name, title, True
+            self._update_changes = files is not None
             self.index_progress.emit(Progress(None, f"{title}…"))
             return
 
@@ -440,11 +506,16 @@ class DocumentsController(QObject):
         if job_id == REMOVE_JOB:
             self._on_removed(result)
             return
-        updated = self.updating
+        updated, changes = self.updating, self._update_changes
         self._end_job()
         report = result
         files = len(report.indexed)
-        if updated:
+        if changes:
+            shown = _shown(report.collection)
+            sentence = (f"{shown[:1].upper()}{shown[1:]} is up to date with its folders: "
+                        f"{files:,} changed files indexed again, {len(report.unchanged):,} "
+                        "unchanged.")
+        elif updated:
             shown = _shown(report.collection)
             sentence = (f"{shown[:1].upper()}{shown[1:]} is up to date: {files:,} files "
                         "indexed again by this version of Hearth.")
@@ -494,6 +565,7 @@ class DocumentsController(QObject):
 
     def _end_job(self) -> str | None:
         name, self.indexing, self.updating = self.indexing, None, False
+        self._update_changes = False
         self.index_progress.emit(None)
         self.libraries_changed.emit()
         return name
@@ -574,7 +646,7 @@ class DocumentsController(QObject):
             return None
         from app.documents.retriever import LibraryRetriever
 
-        return LibraryRetriever(library, sorted(names))
+        return LibraryRetriever(library, sorted(names), before=self._check_before_search)
 
     def _has_large_attachments(self, cid: str | None) -> bool:
         """Chat ``cid`` has files searched per question (in its own collection)."""

@@ -87,6 +87,7 @@ def run_app(smoke_test: str | None = None) -> int:
         # the frozen app's smoke test with QT_QPA_PLATFORM=xcb on a real X server (Xvfb).
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
     _check_desktop_libraries()
+    from PySide6.QtCore import QTimer
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication, QMessageBox
 
@@ -116,6 +117,8 @@ def run_app(smoke_test: str | None = None) -> int:
     window = build_window(history, settings, bridge)
     controller, models = window.controller, window.models
     window.show()
+    if not smoke_test:  # libraries check their folders (off the UI thread)
+        QTimer.singleShot(0, window.documents.at_start)
     restore_signals = install_quit_signals(window)
     from app.ui.test_hook import from_environment
 

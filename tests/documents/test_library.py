@@ -150,7 +150,7 @@ def test_an_index_of_schema_2_is_migrated_and_its_files_are_updated_once(library
     assert sorted(Path(p).name for p in report.indexed) == [
         "car.pdf", "garden.md", "office.docx"] and report.removed == []
     assert library.out_of_date() == {} and library.update("home").indexed == []
-    assert index._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("3",)
+    assert index._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("4",)
 
 
 def test_a_file_whose_vectors_came_from_an_older_embedder_build_is_embedded_again(
