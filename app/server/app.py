@@ -55,6 +55,7 @@ from app.server.jobs import (
     run_completion,
     usage,
 )
+from app.server.lingering import discard_rest, worth_draining
 from app.server.schema import parse_chat, parse_completion
 from app.text import clean_value
 
@@ -209,12 +210,16 @@ class HearthApi:
         too_big = ApiError(413, f"The request body is larger than this server's limit of "
                            f"{limit} bytes.", code="request_too_large", headers=_UNREAD_BODY)
         if length.isdigit() and int(length) > limit:
+            if worth_draining(request, limit):  # so that the client reads the 413 (lingering.py)
+                await discard_rest(request.stream(), 0, limit)
             raise too_big
         parts, size = [], 0
+        stream = request.stream()
         try:
-            async for part in request.stream():
+            async for part in stream:
                 size += len(part)
                 if size > limit:
+                    await discard_rest(stream, size, limit)  # it is being sent: read it out
                     raise too_big
                 parts.append(part)
         except ClientDisconnect:  # it left, or sent its body too slowly (connections.py)
