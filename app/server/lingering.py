@@ -9,9 +9,10 @@ once and reads nothing more (``RequestResponseCycle.send`` in ``uvicorn/protocol
 h11_impl.py``, 0.54). On a kept-alive connection it does skip what is left of the body after the
 reply (``h11.Data`` events are dropped once our side is ``DONE``), but with no limit on how much.
 
-So the app does what HTTP servers call a *lingering close*: before it refuses, it reads the
-rest of the body and throws each piece away, up to ``DRAIN_FACTOR`` times the limit in all and
-for at most ``DRAIN_SECONDS``. Then it answers and closes. Memory stays bounded because nothing
+So the app does what HTTP servers call a *lingering close*: before it refuses (413, or 415 for
+a body that is not JSON), it reads the rest of the body and throws each piece away, up to
+``DRAIN_FACTOR`` times the limit in all and for at most ``DRAIN_SECONDS``. Then it answers and
+closes. Memory stays bounded because nothing
 is kept, and a client that trickles its body (slow loris) is cut off when the time runs out. A
 body declared larger than that bound, or one that passes it, is refused at once, as before. A
 client that sent ``Expect: 100-continue`` has not sent its body yet, so nothing is read.
@@ -28,14 +29,15 @@ DRAIN_FACTOR = 8  # a body up to this many times the limit is read (and thrown a
 DRAIN_SECONDS = 5.0  # ... for at most this long
 
 
-def worth_draining(request: Request, limit: int) -> bool:
-    """Whether a body declared too large should be read out before the refusal: its declared
-    length is within the bound, and the client is sending it now (with ``Expect:
-    100-continue`` it waits for our answer first: reading would invite it to send)."""
+async def read_out(request: Request, limit: int) -> None:
+    """Before a refusal decided on the headers alone: read and drop the body (see
+    ``discard_rest``) unless its declared length is past the bound or the client sent
+    ``Expect: 100-continue`` (it waits for our answer first: reading would invite it to send)."""
     if "100-continue" in request.headers.get("expect", "").lower():
-        return False
+        return
     length = request.headers.get("content-length", "")
-    return not length.isdigit() or int(length) <= limit * DRAIN_FACTOR
+    if not length.isdigit() or int(length) <= limit * DRAIN_FACTOR:
+        await discard_rest(request.stream(), 0, limit)
 
 
 async def discard_rest(parts: AsyncIterator[bytes], received: int, limit: int) -> None:

@@ -74,6 +74,17 @@ def test_a_declared_length_past_the_bound_is_refused_before_any_body(serve, gqa_
     assert reply.startswith(b"HTTP/1.1 413 ") and SENTENCE.encode() in reply
 
 
+def test_a_body_that_is_not_json_gets_the_415_sentence_after_a_pause(server):
+    body = b"x" * (5 * MB)
+    with connect(server) as sock:
+        sock.sendall(head(len(body)).replace(b"application/json", b"text/plain")
+                     + body[:1_000_000])
+        time.sleep(0.5)
+        sock.sendall(body[1_000_000:])
+        reply = read_all(sock)
+    assert reply.startswith(b"HTTP/1.1 415 ") and b"application/json" in reply
+
+
 def test_a_client_that_expects_100_continue_is_refused_before_it_sends(server):
     with connect(server) as sock:
         sock.sendall(head(5 * MB, "Expect: 100-continue\r\n"))
