@@ -55,6 +55,7 @@ from app.server.jobs import (
     run_completion,
     usage,
 )
+from app.server.lingering import discard_rest, read_out
 from app.server.schema import parse_chat, parse_completion
 from app.text import clean_value
 
@@ -199,22 +200,26 @@ class HearthApi:
             raise model_not_found(requested)
 
     async def _read_json(self, request: Request) -> dict[str, Any]:
+        limit = self.config.max_body_bytes
         content_type = request.headers.get("content-type", "")
         if not is_json(content_type):  # a form or text/plain POST: maybe a cross-site page
+            await read_out(request, limit)  # so that the client reads the 415 (lingering.py)
             raise ApiError(415, f"The request body must be sent as 'Content-Type: "
                            f"application/json', not {content_type[:100]!r}.",
                            code="unsupported_media_type", headers=_UNREAD_BODY)
-        limit = self.config.max_body_bytes
         length = request.headers.get("content-length", "")
         too_big = ApiError(413, f"The request body is larger than this server's limit of "
                            f"{limit} bytes.", code="request_too_large", headers=_UNREAD_BODY)
         if length.isdigit() and int(length) > limit:
+            await read_out(request, limit)  # so that the client reads the 413
             raise too_big
         parts, size = [], 0
+        stream = request.stream()
         try:
-            async for part in request.stream():
+            async for part in stream:
                 size += len(part)
                 if size > limit:
+                    await discard_rest(stream, size, limit)  # it is being sent: read it out
                     raise too_big
                 parts.append(part)
         except ClientDisconnect:  # it left, or sent its body too slowly (connections.py)
