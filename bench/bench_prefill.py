@@ -329,5 +329,6 @@ def main() -> None:
 if __name__ == "__main__":
     from app.cpu import describe_machine
 
-    print(describe_machine(), flush=True)  # every figure below is for this CPU kind
+    if "--worker" not in sys.argv:  # a worker's stdout carries only its JSON replies
+        print(describe_machine(), flush=True)  # every figure below is for this CPU kind
     main()
