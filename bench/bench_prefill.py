@@ -12,6 +12,9 @@ Needs the starter wheel in resources/starter (see bench/bench_gguf.py). Each can
   Gemm, int8 (accuracy_level 4) or float (accuracy_level 0) activations;
 * ``int4-acc4`` / ``int4-acc0``: a fresh symmetric 4-bit requantization;
 * ``fp32``: everything dequantized (the reference);
+* ``NAME@GROUPS``: candidate ``NAME`` with ``activation_block`` 16 on ``GROUPS`` (``all``, or
+  ``graph_builder.MATRIX_GROUPS`` joined by ``+``: ``q4off-acc4@qkv+down``), any number of
+  them with ``--only``; ``--ratios-to NAME`` takes the paired ratios to another candidate;
 * ``+prompts``: the candidate before the ``+`` with the app's fp32 prompt session
   (app/engine/prompt_session.py: prompt chunks of 64+ tokens on ORT's fp32 kernels). Every
   other candidate runs with it off, so its prompts take the decode kernels.
@@ -69,6 +72,15 @@ CANDIDATES: dict[str, dict] = {
 #: candidates that load a conversion above with the prompt session on
 WITH_PROMPT_SESSION = {"q4off-acc4+prompts": "q4off-acc4", "int4-acc4+prompts": "int4-acc4"}
 REFERENCE = "fp32"
+
+
+def candidate_options(name: str) -> dict:
+    """``convert_gguf`` options of ``name``: a ``CANDIDATES`` key, or one with ``@GROUPS``."""
+    base, _, groups = name.partition("@")
+    if not groups:
+        return CANDIDATES[base]
+    return {**CANDIDATES[base], "activation_block": 16,
+            "activation_groups": None if groups == "all" else groups.split("+")}
 
 
 # -- worker (one per candidate) ------------------------------------------------------------
@@ -205,8 +217,9 @@ def extract_gguf(work: Path) -> Path:
 
 def run(args: argparse.Namespace) -> None:
     names = [*CANDIDATES, *WITH_PROMPT_SESSION] if not args.only else args.only.split(",")
-    if REFERENCE not in names:
-        names.append(REFERENCE)
+    for needed in dict.fromkeys((REFERENCE, args.ratios_to)):
+        if needed not in names:
+            names.append(needed)
     lengths = [int(x) for x in args.lengths.split(",")]
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="hearth-prefill-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -216,8 +229,9 @@ def run(args: argparse.Namespace) -> None:
         base = WITH_PROMPT_SESSION.get(name, name)
         folders[name] = work / base
         t = time.perf_counter()
-        convert(gguf, folders[name], CANDIDATES[base])
-        print(f"# {name}: {CANDIDATES[base]} ready ({time.perf_counter() - t:.0f} s)", flush=True)
+        convert(gguf, folders[name], candidate_options(base))
+        print(f"# {name}: {candidate_options(base)} ready ({time.perf_counter() - t:.0f} s)",
+              flush=True)
     children = {name: Child(folders[name], args.threads, args.clock,
                             name in WITH_PROMPT_SESSION) for name in names}
     try:
@@ -277,16 +291,17 @@ def run(args: argparse.Namespace) -> None:
     for row in rows:
         print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
     # paired ratio to the reference within each round: least affected by load changes
-    print(f"\nPaired ratios to {REFERENCE} (median over rounds of the ratio within a round; "
+    print(f"\nPaired ratios to {args.ratios_to} (median over rounds of the ratio within a round; "
           "TTFT: < 1 is faster, decode: > 1 is faster):")
     for name in names:
-        pairs = list(zip(results[name], results[REFERENCE], strict=True))
+        pairs = list(zip(results[name], results[args.ratios_to], strict=True))
         ratios = [statistics.median(x["ttft"][str(n)] / ref["ttft"][str(n)] for x, ref in pairs)
                   for n in lengths]  # fmt: skip
-        speed = statistics.median(x["decode"] / ref["decode"] for x, ref in pairs)
+        speeds = [x["decode"] / ref["decode"] for x, ref in pairs]
+        speed = statistics.median(speeds)
         print(f"  {name:12s} TTFT " + "  ".join(f"@{n}: {q:.2f}" for n, q in zip(lengths, ratios,
                                                                                    strict=True))
-              + f"   decode {speed:.2f}")
+              + f"   decode {speed:.2f} ({min(speeds):.2f}-{max(speeds):.2f})")
 
 
 def main() -> None:
@@ -300,6 +315,8 @@ def main() -> None:
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="cpu: the process's CPU seconds instead of wall seconds (steadier on a "
                          "busy machine; use with --threads 1, as spinning threads count)")
+    ap.add_argument("--ratios-to", default=REFERENCE, help="the candidate the paired ratios "
+                    "are taken to (default fp32)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--prompt-session", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -312,5 +329,6 @@ def main() -> None:
 if __name__ == "__main__":
     from app.cpu import describe_machine
 
-    print(describe_machine(), flush=True)  # every figure below is for this CPU kind
+    if "--worker" not in sys.argv:  # a worker's stdout carries only its JSON replies
+        print(describe_machine(), flush=True)  # every figure below is for this CPU kind
     main()

@@ -435,6 +435,41 @@ def test_activation_block_16_keeps_the_weights(tmp_path, qtype, tied):
         np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("groups", [("qkv",), ("gate_up", "output"), ("o", "down")])
+def test_activation_groups_cut_only_their_matrices(tmp_path, groups):
+    """``activation_groups``: only the named groups' MatMulNBits run on blocks of 16 (the
+    token lookup goes with the tied output layer); the rest keep their 32, the logits stay
+    the GGUF's own and the manifest names the groups."""
+    from app.models.gguf.graph_builder import matrix_group
+
+    src = tmp_path / "m.gguf"
+    weights = write_tiny_gguf(src, qtype=Q.Q4_0, tied=True, seed=4)
+    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0, activation_block=16,
+                        activation_groups=groups)
+    graph = _graph(dest)
+    blocks: dict[str, set[int]] = {}
+    for n in graph.node:
+        if n.op_type in ("MatMulNBits", "GatherBlockQuantized"):
+            size = next(a.i for a in n.attribute if a.name == "block_size")
+            name = "model.embed_tokens" if n.op_type == "GatherBlockQuantized" else n.name
+            blocks.setdefault(str(matrix_group(name)), set()).add(size)
+    assert set(blocks) == {"qkv", "o", "gate_up", "down", "output"}
+    assert blocks == {g: {16} if g in groups else {32} for g in blocks}
+    conversion = json.loads((dest / "hearth-manifest.json").read_text())["conversion"]
+    assert conversion["activation_groups"] == sorted(groups)
+    for g, w in zip(onnx_logits(GrowingRunner(open_session(dest))),
+                    reference_logits(weights, "llama"), strict=True):  # fmt: skip
+        np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
+
+
+def test_an_unknown_matrix_group_is_refused_in_a_sentence(tmp_path):
+    src = tmp_path / "m.gguf"
+    write_tiny_gguf(src, qtype=Q.Q4_0)
+    with pytest.raises(ConversionError, match="Unknown matrix group mlp; choose from qkv"):
+        convert_gguf(src, tmp_path / "model", activation_block=16, activation_groups=["mlp"])
+    assert not (tmp_path / "model").exists()
+
+
 def test_an_unknown_activation_block_is_refused_in_a_sentence(tmp_path):
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=Q.Q4_0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import onnx
@@ -16,7 +16,7 @@ import onnx
 from app.errors import ConversionError, DiskFullError
 from app.manifest import sha256_file
 from app.models.gguf import ATTENTION_FORM, EXACT_OFFSETS_FORM, SAMPLING_FORM
-from app.models.gguf.graph_builder import ExternalData, GraphBuilder
+from app.models.gguf.graph_builder import MATRIX_GROUPS, ExternalData, GraphBuilder
 from app.models.gguf.grouped_attention import (
     ATTENTION_FORMS,
     default_attention,
@@ -86,6 +86,7 @@ def convert_gguf(
     accuracy_level: int = 4,
     exact_offsets: bool = DEFAULT_EXACT_OFFSETS,
     activation_block: int | None = None,
+    activation_groups: Iterable[str] | None = None,
     check: Check | None = None,
     source_sha256: str | None = None,
     attention: str | None = None,
@@ -113,6 +114,10 @@ def convert_gguf(
             fp32 logits over five texts, for ~20% more CPU time per decoded token and a 16%
             larger folder (docs/ARCHITECTURE.md); None (the default) keeps the weights'
             blocks.
+        activation_groups: with ``activation_block``, cut only these matrix groups
+            (``graph_builder.MATRIX_GROUPS``: qkv, o, gate_up, down, output); None (the
+            default): every matrix. Recorded in the manifest's
+            ``conversion.activation_groups``.
         check: called between layers and phases; whatever it raises (JobCancelled when the
             user cancels or the app quits) stops the conversion and removes its partial
             folder.
@@ -142,6 +147,12 @@ def convert_gguf(
     if activation_block not in (None, 16):
         raise ConversionError(
             f"Unknown activation block {activation_block!r}; choose 16 or none."
+        )
+    groups = None if activation_groups is None else frozenset(activation_groups)
+    if groups is not None and (unknown := sorted(groups - set(MATRIX_GROUPS))):
+        raise ConversionError(
+            f"Unknown matrix group {', '.join(unknown)}; choose from "
+            f"{', '.join(MATRIX_GROUPS)}."
         )
     report(0.0, f"Reading {src.name}")
     g = GGUFFile(src)
@@ -179,7 +190,8 @@ def convert_gguf(
     tmp.mkdir()
     try:
         _write_folder(g, weights, tmp, tokenizer, tok_config, accuracy_level, report,
-                      checkpoint, attention, activation_block=activation_block)
+                      checkpoint, attention, activation_block=activation_block,
+                      activation_groups=groups)
         checkpoint()
         if source_sha256 is None:
             report(0.97, f"Hashing {src.name}")
@@ -194,6 +206,7 @@ def convert_gguf(
             "exact_offsets": exact_offsets,
             "offsets_form": EXACT_OFFSETS_FORM if exact_offsets else None,
             "activation_block": activation_block,
+            "activation_groups": None if groups is None else sorted(groups),
             "sampling_form": SAMPLING_FORM,
             "attention": attention,
             "attention_form": ATTENTION_FORM if attention == "grouped" else None,
@@ -245,6 +258,7 @@ def _write_folder(
     attention: str = "gqa",
     *,
     activation_block: int | None = None,
+    activation_groups: frozenset[str] | None = None,
 ) -> None:
     def layer_done(fraction: float, message: str) -> None:
         checkpoint()  # between layers: a cancel stops here
@@ -258,6 +272,7 @@ def _write_folder(
             data,
             accuracy_level=accuracy_level,
             activation_block=activation_block,
+            activation_groups=activation_groups,
             progress=layer_done,
             attention=attention,
         )

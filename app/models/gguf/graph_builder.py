@@ -58,6 +58,25 @@ IR_VERSION = 10
 MS = "com.microsoft"
 DATA_ALIGN = 64
 
+# ``activation_groups``: the matrix groups ``activation_block`` may be limited to, by the
+# ONNX node name's ending; "output" is the output layer and the token lookup (one table when
+# tied). Matrices outside these (MoE routers, experts) follow only an unlimited block.
+MATRIX_GROUPS: dict[str, tuple[str, ...]] = {
+    "qkv": (".attn.q_proj", ".attn.k_proj", ".attn.v_proj", ".attn.qkv_proj"),
+    "o": (".attn.o_proj",),
+    "gate_up": (".mlp.gate_proj", ".mlp.up_proj", ".mlp.gate_up_proj"),
+    "down": (".mlp.down_proj",),
+    "output": ("lm_head", "model.embed_tokens"),
+}
+
+
+def matrix_group(name: str) -> str | None:
+    """The ``MATRIX_GROUPS`` key of the ONNX node ``name``, else None."""
+    for group, endings in MATRIX_GROUPS.items():
+        if name.endswith(endings):
+            return group
+    return None
+
 
 class ExternalData:
     """Appends initializer bytes to one external data file; returns TensorProtos that point
@@ -156,10 +175,14 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
         verify_logits: bool = True,
         attention: str = "gqa",
         activation_block: int | None = None,
+        activation_groups: frozenset[str] | None = None,
     ) -> None:
         """``activation_block``: MatMulNBits blocks of at most this many elements (16: the
         activations' int8 rounding per 16 instead of per 32; ``quant.split_blocks``), else
-        the weights' own blocks."""
+        the weights' own blocks; ``activation_groups``: only in these ``MATRIX_GROUPS``
+        (None: every matrix)."""
+        if activation_groups is not None and (unknown := activation_groups - set(MATRIX_GROUPS)):
+            raise ValueError(f"unknown matrix groups {sorted(unknown)}")
         if attention not in ATTENTION_FORMS:
             raise ValueError(f"unknown attention form {attention!r}")
         if attention == "grouped" and (reason := unsupported_reason(params)):
@@ -171,6 +194,7 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
         self.data = data
         self.accuracy_level = accuracy_level
         self.activation_block = activation_block
+        self.activation_groups = activation_groups
         self.progress = progress or (lambda _f, _m: None)
         self.nodes: list[onnx.NodeProto] = []
         #: shapes the graph states for ORT's memory planner (``grouped_attention``)
@@ -203,7 +227,7 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
     def _matmul(self, x: str, weight: Linear, name: str) -> str:
         out = f"{name}/out"
         if isinstance(weight, NBitsWeight):
-            form = self._kernel_form(weight)
+            form = self._kernel_form(weight, name)
             inputs = [x, *self._nbits_blocks(weight, name, form)]
             if form.zero_points is not None:
                 inputs.append(self._init(f"{name}.qzeros", form.zero_points.reshape(-1)))
@@ -246,13 +270,18 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
             self._init(f"{name}.scales", form.scales.reshape(-1)),
         )
 
-    def _kernel_form(self, weight: NBitsWeight) -> NBitsWeight:
-        """``weight`` in the MatMulNBits blocks the kernels get (``activation_block``); the
-        token table's is made once (it serves the lookup and a tied output layer)."""
-        if self.activation_block is None or weight.block_size <= self.activation_block:
-            return weight
+    def _kernel_form(self, weight: NBitsWeight, name: str) -> NBitsWeight:
+        """``weight`` (node ``name``) in the MatMulNBits blocks the kernels get
+        (``activation_block``, ``activation_groups``); the token table's is made once (it
+        serves the lookup and a tied output layer)."""
         if self._embed_form is not None and weight is self._embed_form[0]:
             return self._embed_form[1]
+        if self.activation_block is None or weight.block_size <= self.activation_block:
+            return weight
+        if self.activation_groups is not None and (
+            matrix_group(name) not in self.activation_groups
+        ):
+            return weight
         return split_blocks(weight, self.activation_block)
 
     def _embed(self) -> str:
@@ -264,7 +293,7 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
         scales need a Reshape to [vocab, k_blocks, 1] (the rank the op wants)."""
         table = self.w.embedding()
         if isinstance(table, NBitsWeight):
-            form = self._kernel_form(table)
+            form = self._kernel_form(table, "model.embed_tokens")
             self._embed_form = (table, form)
             qweight, scales = self._nbits_blocks(table, "model.embed_tokens", form)
             self._embed_nbits = (table, (qweight, scales))
