@@ -205,6 +205,10 @@ def test_the_real_time_server_added_in_settings_runs_in_a_chat(make_app, model_d
     assert app.controller.toolbox is None and button.text() == "Tools: off ▾"
     app.controller.open_conversation(conv)
     assert app.controller.toolbox is not None and button.text() == "Tools: 1 ▾"
+    # the reopened chat's toolbox starts its server when its tools are first needed (the
+    # closed one's process may or may not have ended by now: wait for it to go first)
+    app.qtbot.waitUntil(lambda: len(_children_running("mcp_server_time")) == 0, timeout=30000)
+    assert "get_current_time" in [t.name for t in app.controller.toolbox.tools()]
     assert _children_running("mcp_server_time")
     # quitting stops the server: no process outlives the window
     app.close()
