@@ -52,6 +52,7 @@ from app.documents.library import DocumentLibrary  # noqa: E402
 from app.documents.sections import Section  # noqa: E402
 from app.documents.starter_embedder import convert_wheel, find_embedder_wheel  # noqa: E402
 from bench.docs_questions import (  # noqa: E402
+    README_SET_DOCS,
     HEADED_DISTRIBUTIONS,
     HEADED_HELD_OUT,
     HEADED_TUNE,
@@ -330,8 +331,8 @@ def main() -> None:
         docs = tmp / "docs"
         docs.mkdir()
         distractors = stdlib_docs(docs, STDLIB[:DISTRACTORS], DISTRACTOR_CHARS)
-        for name in ("README.md", "docs/ARCHITECTURE.md"):
-            (docs / Path(name).name).write_bytes((ROOT / name).read_bytes())
+        for frozen in sorted(README_SET_DOCS.glob("*.md")):  # the set's own, frozen docs
+            (docs / frozen.name).write_bytes(frozen.read_bytes())
         index = DocumentIndex(tmp / "bench.sqlite3", embedder_id=embedder.id, dims=384)
         library = DocumentLibrary(index, Same())
         t = time.perf_counter()

@@ -85,6 +85,14 @@ questions becomes a passage BM25 ranks for them (one did: BM25 fell to 0.85).
 
 from __future__ import annotations
 
+from pathlib import Path
+
+# The README set's documents: README.md and docs/ARCHITECTURE.md as they were when its labels
+# were last checked (commit 4426cab), frozen here. Read from the live files, every edit of the
+# project's own docs moved the set's figures (a note quoting a label's words, a new section
+# beside an answer), so that no two sessions measured the same set.
+README_SET_DOCS = Path(__file__).resolve().parent / "corpus" / "readme_set"
+
 README_SET = [
     ("How can I stop the app from making any network connections?",
      "blocks every outbound connection"),

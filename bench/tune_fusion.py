@@ -34,6 +34,7 @@ from bench.bench_docs import (  # noqa: E402
     stdlib_docs,
 )
 from bench.docs_questions import (  # noqa: E402
+    README_SET_DOCS,
     HEADED_DISTRIBUTIONS,
     HEADED_HELD_OUT,
     HEADED_TUNE,
@@ -61,8 +62,8 @@ def main() -> None:
         docs = tmp / "docs"
         docs.mkdir()
         stdlib_docs(docs, STDLIB[:DISTRACTORS], DISTRACTOR_CHARS)
-        for name in ("README.md", "docs/ARCHITECTURE.md"):
-            (docs / Path(name).name).write_bytes((ROOT / name).read_bytes())
+        for frozen in sorted(README_SET_DOCS.glob("*.md")):  # the set's own, frozen docs
+            (docs / frozen.name).write_bytes(frozen.read_bytes())
         index = DocumentIndex(tmp / "tune.sqlite3", embedder_id=embedder.id, dims=384)
         library = DocumentLibrary(index, Same())
         library.add([docs], "bench")
