@@ -52,13 +52,13 @@ from app.documents.library import DocumentLibrary  # noqa: E402
 from app.documents.sections import Section  # noqa: E402
 from app.documents.starter_embedder import convert_wheel, find_embedder_wheel  # noqa: E402
 from bench.docs_questions import (  # noqa: E402
-    README_SET_DOCS,
     HEADED_DISTRIBUTIONS,
     HEADED_HELD_OUT,
     HEADED_TUNE,
     HELD_OUT,
     PARAPHRASE_MODULES,
     README_SET,
+    README_SET_DOCS,
     TUNE,
 )
 

@@ -34,13 +34,13 @@ from bench.bench_docs import (  # noqa: E402
     stdlib_docs,
 )
 from bench.docs_questions import (  # noqa: E402
-    README_SET_DOCS,
     HEADED_DISTRIBUTIONS,
     HEADED_HELD_OUT,
     HEADED_TUNE,
     HELD_OUT,
     PARAPHRASE_MODULES,
     README_SET,
+    README_SET_DOCS,
     TUNE,
 )
 
