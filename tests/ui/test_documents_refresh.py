@@ -19,7 +19,7 @@ import pytest
 from app.documents.library import DocumentLibrary
 from app.ui.documents_controller import INDEX_JOB
 from tests.ui.test_documents_ui import Opened, WordsEmbedder, _open_documents_page, docs
-from tests.ui.test_documents_update import CountingEmbedder
+from tests.ui.test_documents_update import CountingEmbedder, release_once_cancelled
 
 pytestmark = [
     pytest.mark.qt_log_level_fail("WARNING"),
@@ -66,6 +66,20 @@ def _counting_walks(library: DocumentLibrary) -> list[str]:
     return walked
 
 
+def _started(make_app, model_dir, path: Path, embedder=None, *, factory=None, clock=None):
+    """The app over the index at ``path`` (its embedder ``embedder``, or ``factory`` opening
+    the library), after what launch.py runs once the window shows: (app, documents)."""
+    app = make_app()
+    app.load(model_dir)
+    documents = app.window.documents
+    if clock is not None:
+        documents.watch.clock = clock
+    documents.library_factory = factory or (lambda **_: Opened(path, embedder))
+    documents.index_path = path
+    documents.at_start()
+    return app, documents
+
+
 def test_at_start_a_changed_folder_updates_itself_and_a_deleted_file_drops_out_first(
         make_app, model_dir, docs, tmp_path):
     path = tmp_path / "index.sqlite3"
@@ -73,12 +87,7 @@ def test_at_start_a_changed_folder_updates_itself_and_a_deleted_file_drops_out_f
     _change(docs)  # while Hearth was closed
     gate = threading.Event()
     embedder = CountingEmbedder(gate)
-    app = make_app()
-    app.load(model_dir)
-    documents = app.window.documents
-    documents.library_factory = lambda **_: Opened(path, embedder)
-    documents.index_path = path
-    documents.at_start()  # what launch.py runs once the window shows
+    app, documents = _started(make_app, model_dir, path, embedder)
     app.qtbot.waitUntil(embedder.waiting.is_set, timeout=10000)  # nobody asked for it
     assert documents.indexing == "Home" and documents.updating
     app.qtbot.waitUntil(lambda: app.window.status.currentMessage().startswith(
@@ -101,12 +110,7 @@ def test_at_start_a_changed_folder_updates_itself_and_a_deleted_file_drops_out_f
     app.close()
     # the touched file's new stat was recorded: the next start walks and finds nothing
     again = CountingEmbedder()
-    app = make_app()
-    app.load(model_dir)
-    documents = app.window.documents
-    documents.library_factory = lambda **_: Opened(path, again)
-    documents.index_path = path
-    documents.at_start()
+    app, documents = _started(make_app, model_dir, path, again)
     app.qtbot.waitUntil(lambda: documents.is_open, timeout=10000)
     app.qtbot.wait(100)
     assert documents.indexing is None and again.documents == 0
@@ -117,14 +121,8 @@ def test_a_send_in_a_chat_with_the_library_checks_its_folders_once_per_interval(
     path = tmp_path / "index.sqlite3"
     _indexed(path, docs)
     embedder = CountingEmbedder()
-    app = make_app()
-    app.load(model_dir)
-    documents = app.window.documents
     now = [1000.0]
-    documents.watch.clock = lambda: now[0]
-    documents.library_factory = lambda **_: Opened(path, embedder)
-    documents.index_path = path
-    documents.at_start()
+    app, documents = _started(make_app, model_dir, path, embedder, clock=lambda: now[0])
     app.qtbot.waitUntil(lambda: documents.is_open, timeout=10000)
     library = documents.library()
     walked = _counting_walks(library)
@@ -161,32 +159,15 @@ def test_a_quit_while_changed_files_update_stops_and_the_next_start_carries_on(
     _change(docs)
     gate = threading.Event()
     embedder = CountingEmbedder(gate)
-    app = make_app()
-    app.load(model_dir)
-    documents = app.window.documents
-    documents.library_factory = lambda **_: Opened(path, embedder)
-    documents.index_path = path
-    documents.at_start()
+    app, documents = _started(make_app, model_dir, path, embedder)
     app.qtbot.waitUntil(embedder.waiting.is_set, timeout=10000)
     control = documents.jobs.job(INDEX_JOB).control
 
-    def release_once_flagged() -> None:  # the file in hand finishes while the quit waits
-        for _ in range(500):
-            if control.cancelled:
-                break
-            time.sleep(0.01)
-        gate.set()
-
-    threading.Thread(target=release_once_flagged, daemon=True).start()
+    release_once_cancelled(control, gate)
     app.close()
     assert control.cancelled and embedder.documents == 1
     again = CountingEmbedder()
-    app = make_app()
-    app.load(model_dir)
-    documents = app.window.documents
-    documents.library_factory = lambda **_: Opened(path, again)
-    documents.index_path = path
-    documents.at_start()
+    app, documents = _started(make_app, model_dir, path, again)
     app.qtbot.waitUntil(lambda: documents.is_open and documents.indexing is None
                         and again.documents == 1, timeout=10000)
     library = documents.library()
@@ -218,12 +199,7 @@ def test_quitting_while_the_check_at_start_walks_exits_cleanly(
         opened.library.changes, opened.close = changes, close
         return opened
 
-    app = make_app()
-    app.load(model_dir)
-    documents = app.window.documents
-    documents.library_factory = factory
-    documents.index_path = path
-    documents.at_start()
+    app, documents = _started(make_app, model_dir, path, factory=factory)
     app.qtbot.waitUntil(walking.is_set, timeout=10000)
     control = documents.jobs.job("open-library").control
 

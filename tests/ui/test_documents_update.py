@@ -38,6 +38,20 @@ class CountingEmbedder(WordsEmbedder):
         return super().embed_documents(texts)
 
 
+def release_once_cancelled(control, gate: threading.Event) -> None:
+    """Open ``gate`` (the file in hand finishes) once ``control`` is cancelled, from another
+    thread: a quit then waits for that file and stops before the next."""
+
+    def release() -> None:
+        for _ in range(500):
+            if control.cancelled:
+                break
+            time.sleep(0.01)
+        gate.set()
+
+    threading.Thread(target=release, daemon=True).start()
+
+
 def _older_index(path: Path, docs: Path) -> None:
     """Library "Home" of three files, as an index of an older chunking leaves it."""
     opened = Opened(path, WordsEmbedder())
@@ -134,14 +148,7 @@ def test_a_quit_while_it_updates_stops_between_files_and_the_next_start_carries_
     app.qtbot.waitUntil(embedder.waiting.is_set, timeout=10000)
     control = app.window.documents.jobs.job(INDEX_JOB).control
 
-    def release_once_flagged() -> None:  # the file in hand finishes while the quit waits
-        for _ in range(500):
-            if control.cancelled:
-                break
-            time.sleep(0.01)
-        gate.set()
-
-    threading.Thread(target=release_once_flagged, daemon=True).start()
+    release_once_cancelled(control, gate)
     app.close()
     assert control.cancelled
     assert embedder.documents == 1  # stopped at the next file
