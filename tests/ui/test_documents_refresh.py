@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -203,14 +202,7 @@ def test_quitting_while_the_check_at_start_walks_exits_cleanly(
     app.qtbot.waitUntil(walking.is_set, timeout=10000)
     control = documents.jobs.job("open-library").control
 
-    def release_once_flagged() -> None:
-        for _ in range(500):
-            if control.cancelled:
-                break
-            time.sleep(0.01)
-        gate.set()
-
-    threading.Thread(target=release_once_flagged, daemon=True).start()
+    release_once_cancelled(control, gate)
     app.close()  # the window's threads are all stopped (App.close asserts it)
     assert control.cancelled and closed == [True]  # the late library was closed
     assert embedder.documents == 0 and documents.indexing is None
