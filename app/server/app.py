@@ -80,7 +80,8 @@ class HearthApi:
         if config.checks_host:  # outermost: a rebinding page gets nothing, not even CORS
             middleware.append(Middleware(
                 HostGuard, allowed=LOOPBACK_NAMES | {bracketed(config.host),
-                                                     *config.allowed_hosts}))
+                                                     *config.allowed_hosts},
+                limit=config.max_body_bytes))
         if config.cors_origins:
             # any origin scheme may be listed (an editor's app://…); the openai JS SDK sends
             # x-stainless-* headers on every request, so its preflight names them

@@ -15,6 +15,9 @@ uvicorn's h11 protocol with
 - a *cap*: beyond ``max_connections`` open connections (at most half the process's file
   handle limit) a new one gets 503 and is closed at once.
 
+Neither the 408 nor the 503 reads out a body first, unlike the app's refusals (why: the end
+of ``lingering.py``'s docstring).
+
 When the process runs out of file handles anyway, asyncio logs one traceback per failed
 ``accept()``, thousands a second; ``quiet_accept_errors`` turns them into one line per
 ``ACCEPT_LOG_EVERY_S``.

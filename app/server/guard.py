@@ -14,7 +14,9 @@ CORS preflight (answered only for ``--cors-origin`` origins). Two holes remain, 
   On a loopback bind, ``HostGuard`` accepts only the Host names of this machine
   (``localhost``, ``127.0.0.1``, ``[::1]``, the bound address) and those the user adds
   (``--allowed-host``), with or without a port; any other gets 403 (as Ollama does since
-  CVE-2024-28224).
+  CVE-2024-28224). Before that 403 it reads out the body a page may have sent
+  (``lingering.read_out``, bounded by ``limit``), or the close could reset the connection
+  and lose the sentence.
 
 On a network bind (``0.0.0.0``, a LAN address) the Host is not checked: the machine is
 reached under names Hearth cannot know, and every request must carry the API key, which a
@@ -26,10 +28,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.server.errors import ApiError
+from app.server.lingering import read_out
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
@@ -66,11 +70,13 @@ def is_json(content_type: str) -> bool:
 
 
 class HostGuard:
-    """ASGI middleware: HTTP requests whose Host is not one of ``allowed`` get 403."""
+    """ASGI middleware: HTTP requests whose Host is not one of ``allowed`` get 403, after
+    their body is read out (``read_out`` with the body limit ``limit``)."""
 
-    def __init__(self, app: ASGIApp, allowed: Iterable[str]) -> None:
+    def __init__(self, app: ASGIApp, allowed: Iterable[str], limit: int) -> None:
         self.app = app
         self.allowed = frozenset(bracketed(name) for name in allowed)
+        self.limit = limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -83,6 +89,7 @@ class HostGuard:
                     f"(Host {', '.join(sorted(self.allowed))}), not to {shown!r}. Start it "
                     "with --allowed-host NAME to accept another name.",
                     type="invalid_request_error", code="host_not_allowed")
+                await read_out(Request(scope, receive), self.limit)  # so that it reads the 403
                 await JSONResponse(error.body(), status_code=403,
                                    headers={"Connection": "close"})(scope, receive, send)
                 return

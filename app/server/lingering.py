@@ -9,13 +9,18 @@ once and reads nothing more (``RequestResponseCycle.send`` in ``uvicorn/protocol
 h11_impl.py``, 0.54). On a kept-alive connection it does skip what is left of the body after the
 reply (``h11.Data`` events are dropped once our side is ``DONE``), but with no limit on how much.
 
-So the app does what HTTP servers call a *lingering close*: before it refuses (413, or 415 for
-a body that is not JSON), it reads the rest of the body and throws each piece away, up to
-``DRAIN_FACTOR`` times the limit in all and for at most ``DRAIN_SECONDS``. Then it answers and
-closes. Memory stays bounded because nothing
-is kept, and a client that trickles its body (slow loris) is cut off when the time runs out. A
-body declared larger than that bound, or one that passes it, is refused at once, as before. A
+So the app does what HTTP servers call a *lingering close*: before it refuses (413, 415 for
+a body that is not JSON, or the Host check's 403 in ``guard.py``), it reads the rest of the
+body and throws each piece away, up to ``DRAIN_FACTOR`` times the limit in all and for at most
+``DRAIN_SECONDS``. Then it answers and closes. Memory stays bounded because nothing is kept,
+and a client that trickles its body (slow loris) is cut off when the time runs out. A body
+declared larger than that bound, or one that passes it, is refused at once, as before. A
 client that sent ``Expect: 100-continue`` has not sent its body yet, so nothing is read.
+
+The refusals in ``connections.py`` do not read out. The 408 goes to a client too slow to send
+its request in time: waiting longer for that body would only extend the deadline it has just
+missed. The 503 goes to a connection beyond the cap before any of its request is read; keeping
+it open to drain a body would hold, for seconds each, the very file handles the cap guards.
 """
 
 from __future__ import annotations

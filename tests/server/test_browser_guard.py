@@ -4,6 +4,7 @@ queued, and a DNS-rebinding page (a foreign Host) gets 403 on a loopback bind.""
 from __future__ import annotations
 
 import json
+import time
 
 import httpx2 as httpx
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from app.server.config import ServerConfig, split_hosts
 from app.server.errors import ServerConfigError
 from app.server.guard import host_name
+from tests.server.test_oversized_body import connect, read_all
 
 
 def chat_body(server) -> str:
@@ -66,6 +68,23 @@ def test_a_rebinding_page_gets_403(server):
                           headers={**headers, "Content-Type": "application/json"})
         assert chat.status_code == 403, host
         assert "choices" not in chat.json()
+    assert server.api.admission.served == 0
+
+
+def test_a_rebinding_page_with_a_large_body_still_gets_the_403_sentence(server):
+    """The guard reads out the body before it answers and closes (lingering.py): a client
+    that pauses mid-body would otherwise meet a reset that loses the 403."""
+    body = json.dumps({"model": server.model.id, "pad": "x" * 5_000_000}).encode()
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: evil.example\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
+    for _ in range(3):
+        with connect(server) as sock:
+            sock.sendall(head.encode() + body[:4_500_000])
+            time.sleep(0.5)
+            sock.sendall(body[4_500_000:])  # without the read-out: reset, or broken pipe
+            reply = read_all(sock)
+        assert reply.startswith(b"HTTP/1.1 403 ") and b"host_not_allowed" in reply
+        assert b"only answers requests addressed to this computer" in reply
     assert server.api.admission.served == 0
 
 
