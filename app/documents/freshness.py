@@ -7,10 +7,16 @@ files that may have changed, per library, for the caller to index in the backgro
 (``DocumentLibrary.sync_files``: the content hash decides). Thread-safe: the window checks
 from its documents thread (when the library opens) and from a turn's search (the generation
 thread), never from the UI thread.
+
+``has_watched_folders(index_path)`` answers, without opening the library (no embedder, no
+numpy), whether any library in the index has folders to check: the window opens the library
+at start only then (a read-only SQLite query, run on the documents thread).
 """
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -21,6 +27,39 @@ from app.errors import HearthError
 
 if TYPE_CHECKING:  # (the window imports this at start: numpy only once a library opens)
     from app.documents.library import DocumentLibrary
+
+log = logging.getLogger(__name__)
+
+#: the prefix of a chat's own collection (its attached files, app/documents/attach.py)
+CHAT_PREFIX = "chat-"
+#: a locked index waits this long (seconds) before the start gives up on checking it
+PROBE_TIMEOUT_S = 2.0
+
+#: a library the user made (not a chat's own collection) with at least one folder or file
+_WATCHED = """
+SELECT 1 FROM collections AS c JOIN roots AS r ON r.collection_id = c.id
+WHERE substr(c.name, 1, length(?)) != ? LIMIT 1
+"""
+
+
+def has_watched_folders(index_path: Path) -> bool:
+    """Whether the index at ``index_path`` holds a library with folders to check (read-only,
+    nothing created). A missing, locked or unreadable index: False (logged), the start
+    leaves it alone; opening the library later says what is wrong with it."""
+    if not index_path.is_file():
+        return False
+    try:
+        uri = f"{index_path.resolve().as_uri()}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=PROBE_TIMEOUT_S)
+        try:
+            row = conn.execute(_WATCHED, (CHAT_PREFIX, CHAT_PREFIX)).fetchone()
+        finally:
+            conn.close()
+    except (sqlite3.Error, OSError) as exc:
+        log.warning("could not check the document index %s for libraries: %s", index_path, exc)
+        return False
+    return row is not None
+
 
 #: a library's folders are walked at most this often (seconds) by the checks on their own
 CHECK_INTERVAL_S = 120.0

@@ -22,7 +22,9 @@ changes only here.
 - **Changes on disk**: the libraries check their folders on their own (``LibraryWatch``,
   app/documents/freshness.py: walk + stat against the size and mtime indexed, at most once
   per ``CHECK_INTERVAL_S`` per library): in the ``open-library`` job (``at_start`` opens the
-  library after the window shows when an index exists) and when a chat that uses a library
+  library after the window shows when the index holds a library with folders:
+  ``has_watched_folders``, a read-only query on the documents thread; an index of chats'
+  attached files only is left closed, no embedder loaded) and when a chat that uses a library
   sends (``LibraryRetriever.before``, on the generation thread before the turn searches).
   Files gone from disk drop out there and then (a quick delete, before that answer
   searches); changed and new ones are indexed by an "Updating NAME" job as above
@@ -69,7 +71,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.chat.parts import Attachment
 from app.documents.attach import AttachmentsRead, Reader, attachment, chat_collection
-from app.documents.freshness import LibraryWatch
+from app.documents.freshness import LibraryWatch, has_watched_folders
 from app.documents.selection import ChatLibrariesStore
 from app.errors import HearthError
 from app.jobs import Job, JobCancelled, Progress
@@ -83,6 +85,8 @@ if TYPE_CHECKING:
 
 INDEX_JOB = "index-library"
 OPEN_JOB = "open-library"
+#: at start: does the index hold a library with folders to check (then the library opens)
+START_JOB = "check-libraries"
 READ_JOB = "read-attachments"
 REMOVE_JOB = "remove-library"
 REMOVING_TEXT = "Removing…"
@@ -290,13 +294,15 @@ class DocumentsController(QObject):
             self._show_activity()
 
     def at_start(self) -> None:
-        """After the window shows: when a document index exists, open the library (off the
-        UI thread), which checks its libraries' folders and updates what changed."""
+        """After the window shows: when the document index holds a library with folders
+        (``has_watched_folders``, a read-only query on the documents thread), open the
+        library, which checks those folders and updates what changed. An index of chats'
+        attached files only, or none, is left closed: no embedder is loaded for nothing."""
         from app import paths
 
         index = self.index_path or paths.documents_db_path()
-        if index.exists():
-            self.open_library()
+        self.jobs.submit(Job(START_JOB, "Checking the document libraries",
+                             lambda _report, _control: has_watched_folders(index)))
 
     def _on_opened(self, opened: OpenedLibrary, stale: dict[str, int],
                    changed: dict[str, list[Path]] | None = None) -> None:
@@ -492,7 +498,7 @@ class DocumentsController(QObject):
     def on_progress(self, job_id: str, progress: Progress) -> None:
         """An indexing job's line names what it indexes ("Indexing Manuals: 3 of 14
         files: a.pdf"), in the Documents tab and the status bar alike."""
-        if job_id == OPEN_JOB:
+        if job_id in (OPEN_JOB, START_JOB):
             return
         if job_id == INDEX_JOB and self._job_title:
             progress = Progress(progress.fraction, f"{self._job_title}: {progress.message}",
@@ -500,6 +506,10 @@ class DocumentsController(QObject):
         self.index_progress.emit(progress)
 
     def on_finished(self, job_id: str, result: Any) -> None:
+        if job_id == START_JOB:
+            if result and not self._closing:
+                self.open_library()
+            return
         if job_id == OPEN_JOB:
             self._on_opened(*result)
             return
@@ -530,6 +540,8 @@ class DocumentsController(QObject):
         self._next_update()
 
     def on_failed(self, job_id: str, sentence: str) -> None:
+        if job_id == START_JOB:  # (has_watched_folders logs and answers False; a bug)
+            return
         if job_id == OPEN_JOB:
             self._on_open_failed(sentence)
             return
@@ -545,6 +557,8 @@ class DocumentsController(QObject):
         self._next_update()
 
     def on_cancelled(self, job_id: str) -> None:
+        if job_id == START_JOB:  # a quit before it ran
+            return
         if job_id == OPEN_JOB:
             self.opening = False
             return

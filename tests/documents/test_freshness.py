@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.documents.freshness import LibraryWatch
+from app.documents.freshness import LibraryWatch, has_watched_folders
 from app.documents.index import SCHEMA_VERSION, DocumentIndex
 from app.documents.library import DocumentLibrary
 
@@ -176,3 +176,19 @@ def test_a_file_that_cannot_be_indexed_is_not_handed_back_until_it_changes(tmp_p
     (docs / "broken.pdf").write_bytes(b"%PDF-1.4 still nothing, but other bytes")
     assert [p.name for p in library.changes("home").changed] == ["broken.pdf"]
     library.index.close()
+
+
+def test_has_watched_folders_answers_from_the_index_without_changing_it(tmp_path):
+    path = tmp_path / "index.sqlite3"
+    assert not has_watched_folders(path) and not path.exists()  # nothing created
+    docs = _folder(tmp_path)
+    library = _library(path, Words())
+    assert not has_watched_folders(path)  # no collections
+    library.add([docs / "kettle.md"], "chat-c0ffee")  # a chat's attached file
+    library.index.collection_id("empty", create=True, embedder_id=Words.id, dims=DIMS)
+    assert not has_watched_folders(path)  # a library without folders has none to check
+    library.add([docs], "home")
+    assert has_watched_folders(path)
+    library.index.close()
+    (tmp_path / "junk.sqlite3").write_bytes(b"not an index\n" * 100)
+    assert not has_watched_folders(tmp_path / "junk.sqlite3")

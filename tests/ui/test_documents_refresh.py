@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from app.documents.attach import chat_collection
 from app.documents.library import DocumentLibrary
 from app.ui.documents_controller import INDEX_JOB
 from tests.ui.test_documents_ui import Opened, WordsEmbedder, _open_documents_page, docs
@@ -206,3 +207,58 @@ def test_quitting_while_the_check_at_start_walks_exits_cleanly(
     app.close()  # the window's threads are all stopped (App.close asserts it)
     assert control.cancelled and closed == [True]  # the late library was closed
     assert embedder.documents == 0 and documents.indexing is None
+
+
+def _counting_factory(path: Path, calls: list[int]):
+    """Opens the library over ``path`` (each call builds its embedder), counting the calls."""
+
+    def factory(**_):
+        calls.append(1)
+        return Opened(path, WordsEmbedder())
+
+    return factory
+
+
+def _attachments_only(path: Path, docs: Path) -> None:
+    """A chat's own collection (a large attached file), no library the user made."""
+    opened = Opened(path, WordsEmbedder())
+    opened.library.add([docs / "kettle.md"], chat_collection("c0ffee"))
+    opened.close()
+
+
+def _no_collections(path: Path, _docs: Path) -> None:
+    Opened(path, WordsEmbedder()).close()
+
+
+def _not_a_database(path: Path, _docs: Path) -> None:
+    path.write_bytes(b"this is not an index\n" * 200)
+
+
+@pytest.mark.parametrize("made", [_attachments_only, _no_collections, _not_a_database],
+                         ids=["attachments-only", "no-collections", "not-a-database"])
+def test_at_start_an_index_without_a_library_with_folders_loads_no_embedder(
+        make_app, model_dir, docs, tmp_path, made):
+    path = tmp_path / "index.sqlite3"
+    made(path, docs)
+    calls: list[int] = []
+    app, documents = _started(make_app, model_dir, path, factory=_counting_factory(path, calls))
+    heard: list[tuple] = []  # (the check's answer comes back queued, after this connects)
+    app.bridge.message_shown.connect(lambda *m: heard.append(m))
+    app.bridge.crash_reported.connect(lambda d: heard.append(("crash", d)))
+    app.qtbot.waitUntil(lambda: not documents.jobs.pending(), timeout=10000)
+    app.qtbot.wait(100)  # what the check's answer would start has started
+    assert calls == [] and not documents.opening and not documents.is_open
+    assert heard == []  # nothing the user would act on at start: silent (and logged)
+    app.close()
+
+
+def test_at_start_a_library_with_folders_beside_chats_files_opens(
+        make_app, model_dir, docs, tmp_path):
+    path = tmp_path / "index.sqlite3"
+    _attachments_only(path, docs)
+    _indexed(path, docs)
+    calls: list[int] = []
+    app, documents = _started(make_app, model_dir, path, factory=_counting_factory(path, calls))
+    app.qtbot.waitUntil(lambda: documents.is_open, timeout=10000)
+    assert calls == [1] and [c["name"] for c in documents.libraries()] == ["Home"]
+    app.close()
