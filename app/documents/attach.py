@@ -50,9 +50,18 @@ def whole_text(sections) -> str:
     return "\n\n".join(blocks)
 
 
+#: the prefix of a chat's own collection (its attached files), which is not a library
+CHAT_PREFIX = "chat-"
+
+
 def chat_collection(conversation_id: str) -> str:
     """The collection a chat's large attachments are indexed into."""
-    return f"chat-{conversation_id}"
+    return f"{CHAT_PREFIX}{conversation_id}"
+
+
+def is_chat_collection(name: str) -> bool:
+    """Whether collection ``name`` is a chat's own (its attached files), not a library."""
+    return name.startswith(CHAT_PREFIX)
 
 
 def attachment(path: Path, context_tokens: int | None, used_tokens: int) -> Attachment:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.documents.attach import CHAT_PREFIX
 from app.errors import HearthError
 
 if TYPE_CHECKING:  # (the window imports this at start: numpy only once a library opens)
@@ -30,8 +31,6 @@ if TYPE_CHECKING:  # (the window imports this at start: numpy only once a librar
 
 log = logging.getLogger(__name__)
 
-#: the prefix of a chat's own collection (its attached files, app/documents/attach.py)
-CHAT_PREFIX = "chat-"
 #: a locked index waits this long (seconds) before the start gives up on checking it
 PROBE_TIMEOUT_S = 2.0
 

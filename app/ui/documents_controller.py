@@ -70,7 +70,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from PySide6.QtCore import QObject, Signal
 
 from app.chat.parts import Attachment
-from app.documents.attach import AttachmentsRead, Reader, attachment, chat_collection
+from app.documents.attach import (
+    AttachmentsRead,
+    Reader,
+    attachment,
+    chat_collection,
+    is_chat_collection,
+)
 from app.documents.freshness import LibraryWatch, has_watched_folders
 from app.documents.selection import ChatLibrariesStore
 from app.errors import HearthError
@@ -136,7 +142,7 @@ class _Reading:
 def _shown(collection: str) -> str:
     """A collection as the job row names it: a library by its name, a chat's own files as
     such (their collection's name means nothing to the user)."""
-    return "a chat's attached files" if collection.startswith("chat-") else collection
+    return "a chat's attached files" if is_chat_collection(collection) else collection
 
 
 def names_of(paths: Sequence[Path]) -> str:
@@ -275,7 +281,7 @@ class DocumentsController(QObject):
                 stale = opened.library.out_of_date()
                 control.checkpoint()  # a quit before the check: it closes below
                 names = [c["name"] for c in opened.library.index.collections()
-                         if not c["name"].startswith("chat-")]
+                         if not is_chat_collection(c["name"])]
                 changed = watch.check(opened.library, names)
             except HearthError:
                 stale, changed = {}, {}
@@ -331,7 +337,7 @@ class DocumentsController(QObject):
         library = self._library
         if library is None or self._closing:
             return
-        mine = [n for n in names if not n.startswith("chat-")]
+        mine = [n for n in names if not is_chat_collection(n)]
         for name, files in self.watch.check(library, mine).items():
             self._changes_found.emit(name, files)
 
@@ -384,7 +390,7 @@ class DocumentsController(QObject):
         library = self.library()
         if library is None:
             return []
-        return [c for c in library.index.collections() if not c["name"].startswith("chat-")]
+        return [c for c in library.index.collections() if not is_chat_collection(c["name"])]
 
     @property
     def embedder_store(self) -> EmbedderStore:
@@ -414,7 +420,7 @@ class DocumentsController(QObject):
         """Add files / folders to library ``name`` (made when new, with ``embedder``) and
         index them (a job)."""
         name = name.strip()
-        if not name or name.startswith("chat-"):
+        if not name or is_chat_collection(name):
             self.chat.bridge.info("Give the library a name (not starting with “chat-”).")
             return False
         return self._submit(name, list(paths), embedder)

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.documents.attach import is_chat_collection
 from app.jobs import Progress
 from app.ui.attachment_tray import DOCUMENT_FILTER
 from app.ui.documents_controller import (
@@ -259,7 +260,7 @@ class DocumentsPage(QWidget):
         """The library being indexed says so in the list; a new one is listed at once (its
         counts once it is done), not only when its job ends."""
         name = self.documents.indexing
-        if name is None or name.startswith("chat-") or not self.documents.is_open:
+        if name is None or is_chat_collection(name) or not self.documents.is_open:
             return  # (a chat's own files are not listed)
         item = self.library_item(name)
         if item is None:
