@@ -26,18 +26,16 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.engine.decoder import Decoder
 from app.engine.engine import Engine
-from app.engine.providers import session_options
+from bench.decode_profile import profile_decode_steps
 from bench.llama_peer import available, describe, run_llama_cpp
 
 TEXT = (
@@ -73,29 +71,10 @@ def run_hearth(decoder: Decoder, ids: list[int], decode: int) -> tuple[float, fl
 def profile_shares(engine: Engine, threads: int, ids: list[int], decode: int):
     """For decode steps after ``ids``: [(op type, share of decode kernel time, ms per
     step)], and (ms per step: wall clock, ORT's model_run, the kernels' sum)."""
-    opts = session_options(engine.spec, "cpu", threads)
-    opts.enable_profiling = True
-    opts.profile_file_prefix = str(Path(tempfile.gettempdir()) / "hearth-long-context")
-    session = ort.InferenceSession(str(engine.spec.model_path), opts,
-                                   providers=["CPUExecutionProvider"])
-    decoder = Decoder(session, engine.graph, context_length=engine.spec.context_length,
-                      exact=engine.decoder.exact)
-    decoder.one_row_agrees = engine.decoder.one_row_agrees  # the load's calibration
-    decoder.one_row_exact = engine.decoder.one_row_exact
-    decoder.pairs_agree = engine.decoder.pairs_agree
-    cache = decoder.new_cache()
-    decoder.choose_rows(pairs=False)
-    tok = int(np.argmax(decoder.feed(cache, ids)))
-    t = time.perf_counter()
-    for _ in range(decode):
-        tok = int(np.argmax(decoder.step(cache, tok)))
-    wall = (time.perf_counter() - t) * 1000 / decode
-    path = Path(session.end_profiling())
-    events = json.loads(path.read_text())
-    path.unlink()
-    runs = sorted((e["ts"], e["dur"]) for e in events if e.get("name") == "model_run")
-    cut = runs[-decode][0]  # the decode steps' runs: the last ``decode``
-    run_ms = sum(d for _, d in runs[-decode:]) / 1000 / decode
+    wall, events, runs = profile_decode_steps(engine, ids, decode, threads,
+                                              "hearth-long-context")
+    cut = runs[0][0]
+    run_ms = sum(d for _, d in runs) / 1000 / decode
     totals: dict[str, float] = {}
     for e in events:
         if e.get("cat") == "Node" and e["name"].endswith("_kernel_time") and e["ts"] >= cut:

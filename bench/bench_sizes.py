@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import shutil
 import sys
@@ -41,16 +40,14 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFWriter, quants
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.engine.decoder import Decoder
 from app.engine.engine import Engine
-from app.engine.providers import session_options
 from app.models.gguf.convert import convert_gguf
+from bench.decode_profile import profile_decode_steps
 from bench.llama_peer import available, describe, run_llama_cpp
 
 
@@ -220,27 +217,8 @@ def matmul_groups(model_path: Path) -> dict[str, tuple[str, int]]:
 def profile_decode(engine: Engine, ids: list[int], decode: int, threads: int):
     """Kernel time of ``decode`` exact steps after ``ids``, on a profiling session:
     (ms per step wall, [(group, ms per step, MB read per step or 0)])."""
-    opts = session_options(engine.spec, "cpu", threads)
-    opts.enable_profiling = True
-    opts.profile_file_prefix = str(Path(tempfile.gettempdir()) / "hearth-bench-sizes")
-    session = ort.InferenceSession(str(engine.spec.model_path), opts,
-                                   providers=["CPUExecutionProvider"])
-    decoder = Decoder(session, engine.graph, context_length=engine.spec.context_length,
-                      exact=engine.decoder.exact)
-    for name in ("one_row_agrees", "one_row_exact", "pairs_agree"):  # the load's calibration
-        setattr(decoder, name, getattr(engine.decoder, name))
-    decoder.choose_rows(pairs=False)
-    cache = decoder.new_cache()
-    tok = int(np.argmax(decoder.feed(cache, ids)))
-    t = time.perf_counter()
-    for _ in range(decode):
-        tok = int(np.argmax(decoder.step(cache, tok)))
-    wall = (time.perf_counter() - t) * 1000 / decode
-    path = Path(session.end_profiling())
-    events = json.loads(path.read_text())
-    path.unlink()
-    runs = sorted(e["ts"] for e in events if e.get("name") == "model_run")
-    cut = runs[-decode]  # the decode steps' runs: the last ``decode``
+    wall, events, runs = profile_decode_steps(engine, ids, decode, threads, "hearth-bench-sizes")
+    cut = runs[0][0]
     groups = matmul_groups(engine.spec.model_path)
     totals: dict[str, list[float]] = {}
     for e in events:

@@ -312,6 +312,14 @@ class Decoder:
             worst = max(worst, float(np.abs(row - self.step(cache, token)).max()))
         return worst
 
+    def adopt_calibration(self, other: Decoder) -> None:
+        """Take ``other``'s ``calibrate`` results (a second session over the same graph on the
+        same CPU, such as a profiling one, rounds as ``other``'s does)."""
+        self.one_row_agrees = other.one_row_agrees
+        self.one_row_exact = other.one_row_exact
+        self.pairs_agree = other.pairs_agree
+        self._pairs_exact = other._pairs_exact
+
     def choose_rows(self, *, pairs: bool) -> None:
         """How this reply's one-token steps run: two rows when two-row steps make several-row
         runs (prompt chunks, verify steps) agree where one-row steps do not, or equal them bit

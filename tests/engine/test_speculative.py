@@ -408,12 +408,7 @@ def test_on_this_cpus_own_int4_kernels_calibration_tells_the_truth_and_speculati
     tokens = [5, 9, 17, 4, 33]
 
     def rows_equal_steps() -> bool:
-        cache = engine.new_cache()
-        decoder.feed(cache, prompt)
-        rows = decoder.verify(cache, tokens)
-        step_cache = engine.new_cache()
-        decoder.feed(step_cache, prompt)
-        steps = [decoder.step(step_cache, t).copy() for t in tokens]
+        rows, steps = _verify_rows_and_steps(engine, prompt, tokens)
         return all(np.array_equal(r, s) for r, s in zip(rows, steps, strict=True))
 
     one_row_equal = rows_equal_steps()
