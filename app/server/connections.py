@@ -13,10 +13,16 @@ uvicorn's h11 protocol with
   ``write_timeout_s``, the connection is dropped; the app sees a disconnect, which cancels
   the generation;
 - a *cap*: beyond ``max_connections`` open connections (at most half the process's file
-  handle limit) a new one gets 503 and is closed at once.
+  handle limit) a new one gets 503 and is closed.
 
-Neither the 408 nor the 503 reads out a body first, unlike the app's refusals (why: the end
-of ``lingering.py``'s docstring).
+The 408 does not read out a body first, unlike the app's refusals (why: the end of
+``lingering.py``'s docstring). The 503 reads out briefly: a client usually sends its request
+at once, and closing on its unread bytes resets the connection, which can throw the 503's
+sentence away before the client reads it. So the refused connection half-closes after its
+503 (the client sees the end of the reply), reads and drops what arrives, and closes when
+the client does, after ``REFUSED_LINGER_S`` or past ``REFUSED_READ_BYTES``, whichever comes
+first. At most ``REFUSED_LINGERING_MAX`` refused connections linger at a time; beyond that
+one is closed at once, so a flood cannot hold more file handles than the cap plus that.
 
 When the process runs out of file handles anyway, asyncio logs one traceback per failed
 ``accept()``, thousands a second; ``quiet_accept_errors`` turns them into one line per
@@ -38,6 +44,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 log = logging.getLogger(__name__)
 
 ACCEPT_LOG_EVERY_S = 10.0
+REFUSED_LINGER_S = 1.0  # a refused connection reads out for at most this long ...
+REFUSED_READ_BYTES = 1 << 20  # ... and at most this much
+REFUSED_LINGERING_MAX = 16  # refused connections reading out at one time
 _REQUEST_OVER = (h11.DONE, h11.MUST_CLOSE, h11.CLOSED, h11.ERROR)
 
 
@@ -84,19 +93,36 @@ class _LimitedH11Protocol(H11Protocol):
         self._read_timer: asyncio.TimerHandle | None = None
         self._write_timer: asyncio.TimerHandle | None = None
         self._timed_cycle: Any = None  # the request whose body the read timer bounds
+        self._refused_read: int | None = None  # bytes read out after a 503, once refused
 
     # -- connection ------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if len(self.connections) > self.limits.max_connections:
-            _limited_log("refused a connection: %d are open already", len(self.connections) - 1)
-            transport.write(_raw_response(
-                503, "Service Unavailable", "The server has too many open connections; "
-                "retry in a moment.", "too_many_connections"))
-            transport.close()
+            self._refuse_over_cap(transport)
             return
         self._arm_read(self.limits.header_timeout_s)
+
+    def _refuse_over_cap(self, transport: asyncio.Transport) -> None:
+        """503 to a connection beyond the cap, then read out briefly (the module docstring)."""
+        over = len(self.connections) - self.limits.max_connections
+        _limited_log("refused a connection: %d are open already", len(self.connections) - 1)
+        transport.write(_raw_response(
+            503, "Service Unavailable", "The server has too many open connections; "
+            "retry in a moment.", "too_many_connections"))
+        if over > REFUSED_LINGERING_MAX or not transport.can_write_eof():
+            transport.close()
+            return
+        self._refused_read = 0
+        transport.write_eof()
+        self._read_timer = self.loop.call_later(REFUSED_LINGER_S, transport.close)
+
+    def eof_received(self) -> bool | None:
+        if self._refused_read is not None:
+            self.transport.close()  # the refused client has read its 503 and left
+            return None
+        return super().eof_received()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_read()
@@ -106,6 +132,11 @@ class _LimitedH11Protocol(H11Protocol):
     # -- reading a request -----------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
+        if self._refused_read is not None:  # refused: drop it, never parse it
+            self._refused_read += len(data)
+            if self._refused_read > REFUSED_READ_BYTES:
+                self.transport.close()
+            return
         super().data_received(data)
         self._track_request()
 

@@ -17,10 +17,11 @@ and a client that trickles its body (slow loris) is cut off when the time runs o
 declared larger than that bound, or one that passes it, is refused at once, as before. A
 client that sent ``Expect: 100-continue`` has not sent its body yet, so nothing is read.
 
-The refusals in ``connections.py`` do not read out. The 408 goes to a client too slow to send
-its request in time: waiting longer for that body would only extend the deadline it has just
-missed. The 503 goes to a connection beyond the cap before any of its request is read; keeping
-it open to drain a body would hold, for seconds each, the very file handles the cap guards.
+The 408 in ``connections.py`` does not read out: it goes to a client too slow to send its
+request in time, and waiting longer for that body would only extend the deadline it has just
+missed. The 503 to a connection beyond the cap does read out, but more briefly and without
+parsing anything (``connections.py``): it holds a file handle the cap guards, so it lingers at
+most a second and only a few such connections linger at once.
 """
 
 from __future__ import annotations

@@ -164,6 +164,33 @@ def test_open_connections_are_capped(serve, gqa_model_dir):
             sock.close()
 
 
+def test_a_refused_client_still_sending_its_request_reads_the_503_sentence(serve,
+                                                                           gqa_model_dir):
+    """A client beyond the cap usually sends its whole request before it reads. A server that
+    wrote its 503 and closed at once resets the connection on the bytes that arrive next: the
+    client's send fails ("broken pipe", "connection reset") and it never reads the sentence.
+    Deterministic form of that race: the client pauses mid-body, as a slow network would."""
+    served = serve(gqa_model_dir, max_connections=2, header_timeout_s=30.0)
+    body = json.dumps({"model": "x", "messages": [{"role": "user", "content": "a" * 200_000}]})
+    request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               b"Content-Type: application/json\r\n"
+               + f"Content-Length: {len(body)}\r\n\r\n".encode() + body.encode())
+    held = [connect(served) for _ in range(2)]
+    try:
+        time.sleep(0.2)  # let the server take them
+        with connect(served) as extra:
+            extra.sendall(request[:100_000])
+            time.sleep(0.3)  # the 503 is written by now
+            extra.sendall(request[100_000:])  # without the read-out: reset, or broken pipe
+            data, took = read_until_closed(extra)
+        assert data.startswith(b"HTTP/1.1 503 "), data[:200]
+        assert b"too_many_connections" in data
+        assert took < BOUND_S
+    finally:
+        for sock in held:
+            sock.close()
+
+
 def test_out_of_file_handles_on_accept_is_logged_a_line_at_a_time(caplog):
     import asyncio
     import errno
