@@ -3,7 +3,7 @@
     HEARTH_HOME=/tmp/h .venv/bin/python -m app setup-starter      # converts the starter once
     .venv/bin/python bench/bench_long_context.py [MODEL_DIR]
         [--contexts 1024,2048,4096,8192] [--decode 64] [--threads 2] [--profile] [--gguf FILE]
-        [--attention]
+        [--attention] [--by-node N]
 
 The model is loaded as the app loads it: exact by default, with the prompt session the app
 would open (``Engine.load``'s own choice, ``plan_prompt_session``; printed with its reason).
@@ -13,9 +13,11 @@ greedy one-token steps (``Decoder.step`` with the rows ``choose_rows`` picks, as
 does). llama.cpp runs the same prompt ids on the GGUF the folder came from when ``llama_cpp``
 is importable (F16 KV, its default; in a child process, bench/llama_peer.py). ``--profile``
 adds the share of decode-step kernel time per operator type at each length (ORT profiling on
-a second session; prefill excluded). ``--attention`` runs instead the one-layer attention
-micro-benchmark (bench/attention_layouts.py: GroupQueryAttention over a shared buffer against
-grouped formulations, at these past lengths, for the starter's shape and a 7B-like one).
+a second session; prefill excluded); ``--by-node N`` adds its N costliest nodes, summed over
+the layers, with their input shapes (which Reshape, which MatMul reads how much).
+``--attention`` runs instead the one-layer attention micro-benchmark
+(bench/attention_layouts.py: GroupQueryAttention over a shared buffer against grouped
+formulations, at these past lengths, for the starter's shape and a 7B-like one).
 
 Prints the load average beside each figure: the machine may be shared. Never asserts.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -70,22 +73,30 @@ def run_hearth(decoder: Decoder, ids: list[int], decode: int) -> tuple[float, fl
 
 def profile_shares(engine: Engine, threads: int, ids: list[int], decode: int):
     """For decode steps after ``ids``: [(op type, share of decode kernel time, ms per
-    step)], and (ms per step: wall clock, ORT's model_run, the kernels' sum)."""
+    step)], (ms per step: wall clock, ORT's model_run, the kernels' sum), and [(op type,
+    node name with ``layers.N`` for every layer, ms per step, input shapes)], costliest
+    first."""
     wall, events, runs = profile_decode_steps(engine, ids, decode, threads,
                                               "hearth-long-context")
     cut = runs[0][0]
     run_ms = sum(d for _, d in runs) / 1000 / decode
     totals: dict[str, float] = {}
+    nodes: dict[tuple[str, str], list] = {}
     for e in events:
         if e.get("cat") == "Node" and e["name"].endswith("_kernel_time") and e["ts"] >= cut:
             op = e["args"]["op_name"]
             if op == "MatMulNBits" and "lm_head" in e["name"]:
                 op = "MatMulNBits (lm_head)"
             totals[op] = totals.get(op, 0.0) + e["dur"]
+            node = re.sub(r"layers\.\d+", "layers.N", e["name"].removesuffix("_kernel_time"))
+            shapes = [next(iter(t.values())) for t in e["args"].get("input_type_shape", [])]
+            nodes.setdefault((op, node), [0.0, shapes])[0] += e["dur"]
     whole = sum(totals.values())
     shares = sorted(((op, d / whole, d / 1000 / decode) for op, d in totals.items()),
                     key=lambda x: -x[1])
-    return shares, (wall, run_ms, whole / 1000 / decode)
+    by_node = sorted(((op, node, d / 1000 / decode, shapes)
+                      for (op, node), (d, shapes) in nodes.items()), key=lambda x: -x[2])
+    return shares, (wall, run_ms, whole / 1000 / decode), by_node
 
 
 def main() -> int:
@@ -100,6 +111,8 @@ def main() -> int:
     parser.add_argument("--gguf", default=None, help="the GGUF for llama.cpp (default: the "
                         "folder's manifest source)")
     parser.add_argument("--inexact", action="store_true", help="Decoder(exact=False)")
+    parser.add_argument("--by-node", type=int, default=0, metavar="N",
+                        help="with --profile: the N costliest nodes (layers summed)")
     parser.add_argument("--attention", action="store_true",
                         help="the one-layer attention micro-benchmark instead")
     args = parser.parse_args()
@@ -139,13 +152,15 @@ def main() -> int:
             print(f"{'llama.cpp':10s} {len(ids):7d} {got[0]:9.0f} {got[1]:13.1f}   "
                   f"({load_average()})", flush=True)
         if args.profile:
-            shares, (wall, run, kernels) = profile_shares(engine, args.threads, ids,
-                                                          min(args.decode, 32))
+            shares, (wall, run, kernels), by_node = profile_shares(
+                engine, args.threads, ids, min(args.decode, 32))
             print(f"   per step (profiled): {wall:.1f} ms wall, {run:.1f} ms in ORT's run, "
                   f"{kernels:.1f} ms in kernels")
             print("   decode kernel time: " + ", ".join(
                 f"{op} {share:.0%} ({ms:.2f} ms/step)" for op, share, ms in shares
                 if share >= 0.01), flush=True)
+            for op, node, ms, shapes in by_node[: args.by_node]:
+                print(f"     {ms:6.3f} ms/step  {op:14s} {node}  {shapes}")
     return 0
 
 
