@@ -5,7 +5,8 @@ Run: ``python bench/tune_fusion.py``. Indexes the sets once (as bench_docs.py do
 each question once, then searches the index with every variant: RRF k, the BM25 weight, and
 the fused list's section diversity (``Fusion.per_section``, ``section_ranks``,
 ``by_section``), and maximal marginal relevance with each list's first kept (``Fusion.mmr``,
-``keep_firsts``).
+``keep_firsts``), and the share of the chunk before's score a chunk both lists rank gets
+(``Fusion.follow``).
 Prints figures only."""
 
 from __future__ import annotations
@@ -83,13 +84,18 @@ def main() -> None:
             prepared.append((cid, [(q, label, v) for (q, label), v in pairs]))
         print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (indexed)")
         print(f"{'mode':<7}{'k':>4} {'bm25w':>6} {'cap':>4} {'sect':>6} {'mmr':>5} {'first':>5}"
+              f" {'follow':>6}"
               + "".join(f"{name:>10}" for name, _, _ in sets))
         grid = [("bm25", FUSION), ("vector", FUSION)] + [
             ("hybrid", Fusion(k=FUSION.k, bm25_weight=FUSION.bm25_weight, per_section=cap,
                               section_ranks=variant == "ranks", by_section=variant == "fuse"))
             for cap, variant in itertools.product((0, 1, 2, 3), ("chunks", "ranks", "fuse"))] + [
             ("hybrid", Fusion(k=FUSION.k, bm25_weight=FUSION.bm25_weight, mmr=mmr,
-                              keep_firsts=True)) for mmr in (1.0, 0.9, 0.8, 0.75, 0.7, 0.65, 0.6)]
+                              keep_firsts=True))
+            for mmr in (1.0, 0.9, 0.8, 0.75, 0.7, 0.65, 0.6)] + [
+            ("hybrid", Fusion(k=FUSION.k, bm25_weight=FUSION.bm25_weight, mmr=FUSION.mmr,
+                              keep_firsts=True, follow=share))
+            for share in (0.0, 0.1, 0.15, 0.2, 0.3, 0.35, 0.5)]
         for mode, fusion in grid:
             row = []
             for cid, questions in prepared:
@@ -99,7 +105,7 @@ def main() -> None:
             how = "ranks" if fusion.section_ranks else "fuse" if fusion.by_section else "-"
             print(f"{mode:<7}{fusion.k:>4.0f} {fusion.bm25_weight:>6.1f} "
                   f"{fusion.per_section:>4} {how:>6} {fusion.mmr:>5.2f} "
-                  f"{'yes' if fusion.keep_firsts else '-':>5}"
+                  f"{'yes' if fusion.keep_firsts else '-':>5} {fusion.follow:>6.2f}"
                   + "".join(f"{r:>10.2f}" for r in row), flush=True)
         index.close()
 

@@ -154,3 +154,62 @@ def test_the_default_fusion_lets_the_answer_in_and_leaves_single_lists_alone(tmp
         assert [p.text for p in index.search(QUERY, query, [cid], top=5, mode=mode)] == [
             p.text for p in index.search(QUERY, query, [cid], top=5, mode=mode, fusion=plain)]
     index.close()
+
+
+CONTINUED = "It takes at most 4 MiB, and the limit counts the headers too."
+
+
+def _split_answer_index(tmp_path, lead: str = "A request body: ") -> tuple[DocumentIndex,
+                                                                           int]:
+    """An answer cut in two: "Limits" #0 (both lists' first) says what it is about, #1 (the
+    words "request body" once more, a vector near the query) ends it, and eight
+    notes (a file each) rank between them in both lists, none continuing a fused chunk."""
+    index = DocumentIndex(tmp_path / "follow.sqlite3", embedder_id="plain", dims=DIMS)
+    cid = index.collection_id("c", create=True)
+    axis = np.eye(DIMS, dtype=np.float32)
+    limits = [Chunk("How large may a request body be? The request body limit is set "
+                    "per server.", None, "Limits", 0),
+              Chunk(f"{lead}{CONTINUED}", None, "Limits", 1)]
+    index.replace_file(cid, "/guide.md", sha256="g", size=1, kind="markdown", pages=0,
+                       chunks=limits, vectors=np.stack(
+                           [axis[0], _unit(axis[0] + 1.2 * axis[1])]))
+    for j in range(8):  # one file each: no note continues another
+        index.replace_file(cid, f"/note{j}.txt", sha256=f"n{j}", size=1, kind="text", pages=0,
+                           chunks=[Chunk(f"A request body note {j}, about request body "
+                                         "logging.", None, "", 0)],
+                           vectors=_unit(axis[0] + (0.5 + 0.05 * j) * axis[2 + j])[None])
+    return index, cid
+
+
+def _fused(index: DocumentIndex, cid: int, follow: float, mode: str = "hybrid") -> list[str]:
+    fusion = Fusion(k=FUSION.k, bm25_weight=FUSION.bm25_weight, follow=follow)
+    return [p.text for p in index.search(QUERY, np.eye(DIMS, dtype=np.float32)[0], [cid],
+                                         top=5, mode=mode, fusion=fusion)]
+
+
+def test_a_chunk_that_continues_a_fused_one_ranks_with_its_help(tmp_path) -> None:
+    index, cid = _split_answer_index(tmp_path)
+    plain = _fused(index, cid, 0.0)
+    assert plain[0].startswith("How large") and not any(CONTINUED in t for t in plain)
+    followed = _fused(index, cid, 0.5)
+    assert followed[0].startswith("How large") and CONTINUED in followed[1]
+    index.close()
+
+
+def test_follow_leaves_single_lists_alone(tmp_path) -> None:
+    index, cid = _split_answer_index(tmp_path)
+    for mode in ("bm25", "vector"):
+        assert _fused(index, cid, 0.5, mode) == _fused(index, cid, 0.0, mode)
+    index.close()
+
+
+def test_only_a_chunk_both_lists_rank_is_helped(tmp_path) -> None:
+    """Without the query's words the continuation is the vectors' 10th and not in BM25's
+    list: what the chunk before it scores does not lift it."""
+    index, cid = _split_answer_index(tmp_path, lead="")
+    assert not any(CONTINUED in t for t in _fused(index, cid, 0.0, "bm25"))
+    vector = index.search(QUERY, np.eye(DIMS, dtype=np.float32)[0], [cid], top=10,
+                          mode="vector")
+    assert CONTINUED in vector[9].text
+    assert not any(CONTINUED in t for t in _fused(index, cid, 0.5))
+    index.close()
