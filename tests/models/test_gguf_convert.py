@@ -462,6 +462,47 @@ def test_activation_groups_cut_only_their_matrices(tmp_path, groups):
         np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("groups", [("down",), ("qkv", "output")])
+def test_float_groups_take_float_activations_only_there(tmp_path, groups):
+    """``float_groups``: the named groups' MatMulNBits take float activations
+    (``FLOAT_ACCURACY``), every other keeps the int8 ones of ``accuracy_level`` 4, and the
+    manifest names the groups."""
+    from app.models.gguf.graph_builder import FLOAT_ACCURACY, matrix_group
+
+    src = tmp_path / "m.gguf"
+    write_tiny_gguf(src, qtype=Q.Q4_1, tied=True, seed=4)
+    dest = convert_gguf(src, tmp_path / "model", float_groups=groups)
+    levels: dict[str, set[int]] = {}
+    for n in _graph(dest).node:
+        if n.op_type == "MatMulNBits":
+            level = next(a.i for a in n.attribute if a.name == "accuracy_level")
+            levels.setdefault(str(matrix_group(n.name)), set()).add(level)
+    assert set(levels) == {"qkv", "o", "gate_up", "down", "output"}
+    assert levels == {g: {FLOAT_ACCURACY} if g in groups else {4} for g in levels}
+    conversion = json.loads((dest / "hearth-manifest.json").read_text())["conversion"]
+    assert conversion["float_groups"] == sorted(groups)
+
+
+def test_float_activations_on_every_group_give_the_gguf_logits(tmp_path):
+    """Float activations on every group, though ``accuracy_level`` says int8: the logits are
+    the GGUF's own within float rounding (int8 activations miss them by far more)."""
+    src = tmp_path / "m.gguf"
+    weights = write_tiny_gguf(src, qtype=Q.Q4_1, tied=True, seed=4)
+    dest = convert_gguf(src, tmp_path / "model", accuracy_level=4,
+                        float_groups=("qkv", "o", "gate_up", "down", "output"))
+    for g, w in zip(onnx_logits(GrowingRunner(open_session(dest))),
+                    reference_logits(weights, "llama"), strict=True):  # fmt: skip
+        np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
+
+
+def test_an_unknown_float_group_is_refused_in_a_sentence(tmp_path):
+    src = tmp_path / "m.gguf"
+    write_tiny_gguf(src, qtype=Q.Q4_0)
+    with pytest.raises(ConversionError, match="Unknown matrix group ffn; choose from qkv"):
+        convert_gguf(src, tmp_path / "model", float_groups=["ffn"])
+    assert not (tmp_path / "model").exists()
+
+
 def test_an_unknown_matrix_group_is_refused_in_a_sentence(tmp_path):
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=Q.Q4_0)

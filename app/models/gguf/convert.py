@@ -87,6 +87,7 @@ def convert_gguf(
     exact_offsets: bool = DEFAULT_EXACT_OFFSETS,
     activation_block: int | None = None,
     activation_groups: Iterable[str] | None = None,
+    float_groups: Iterable[str] = (),
     check: Check | None = None,
     source_sha256: str | None = None,
     attention: str | None = None,
@@ -118,6 +119,9 @@ def convert_gguf(
             (``graph_builder.MATRIX_GROUPS``: qkv, o, gate_up, down, output); None (the
             default): every matrix. Recorded in the manifest's
             ``conversion.activation_groups``.
+        float_groups: matrix groups (as ``activation_groups``) whose MatMulNBits nodes take
+            float activations (``graph_builder.FLOAT_ACCURACY``) instead of
+            ``accuracy_level``'s; recorded in the manifest's ``conversion.float_groups``.
         check: called between layers and phases; whatever it raises (JobCancelled when the
             user cancels or the app quits) stops the conversion and removes its partial
             folder.
@@ -150,6 +154,12 @@ def convert_gguf(
         )
     groups = None if activation_groups is None else frozenset(activation_groups)
     if groups is not None and (unknown := sorted(groups - set(MATRIX_GROUPS))):
+        raise ConversionError(
+            f"Unknown matrix group {', '.join(unknown)}; choose from "
+            f"{', '.join(MATRIX_GROUPS)}."
+        )
+    floats = frozenset(float_groups)
+    if unknown := sorted(floats - set(MATRIX_GROUPS)):
         raise ConversionError(
             f"Unknown matrix group {', '.join(unknown)}; choose from "
             f"{', '.join(MATRIX_GROUPS)}."
@@ -191,7 +201,7 @@ def convert_gguf(
     try:
         _write_folder(g, weights, tmp, tokenizer, tok_config, accuracy_level, report,
                       checkpoint, attention, activation_block=activation_block,
-                      activation_groups=groups)
+                      activation_groups=groups, float_groups=floats)
         checkpoint()
         if source_sha256 is None:
             report(0.97, f"Hashing {src.name}")
@@ -207,6 +217,7 @@ def convert_gguf(
             "offsets_form": EXACT_OFFSETS_FORM if exact_offsets else None,
             "activation_block": activation_block,
             "activation_groups": None if groups is None else sorted(groups),
+            "float_groups": sorted(floats),
             "sampling_form": SAMPLING_FORM,
             "attention": attention,
             "attention_form": ATTENTION_FORM if attention == "grouped" else None,
@@ -259,6 +270,7 @@ def _write_folder(
     *,
     activation_block: int | None = None,
     activation_groups: frozenset[str] | None = None,
+    float_groups: frozenset[str] = frozenset(),
 ) -> None:
     def layer_done(fraction: float, message: str) -> None:
         checkpoint()  # between layers: a cancel stops here
@@ -273,6 +285,7 @@ def _write_folder(
             accuracy_level=accuracy_level,
             activation_block=activation_block,
             activation_groups=activation_groups,
+            float_groups=float_groups,
             progress=layer_done,
             attention=attention,
         )

@@ -70,6 +70,10 @@ MATRIX_GROUPS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: the MatMulNBits ``accuracy_level`` of ``float_groups``: fp32 activations (MLAS CompFp32)
+FLOAT_ACCURACY = 1
+
+
 def matrix_group(name: str) -> str | None:
     """The ``MATRIX_GROUPS`` key of the ONNX node ``name``, else None."""
     for group, endings in MATRIX_GROUPS.items():
@@ -176,13 +180,16 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
         attention: str = "gqa",
         activation_block: int | None = None,
         activation_groups: frozenset[str] | None = None,
+        float_groups: frozenset[str] = frozenset(),
     ) -> None:
         """``activation_block``: MatMulNBits blocks of at most this many elements (16: the
         activations' int8 rounding per 16 instead of per 32; ``quant.split_blocks``), else
         the weights' own blocks; ``activation_groups``: only in these ``MATRIX_GROUPS``
-        (None: every matrix)."""
-        if activation_groups is not None and (unknown := activation_groups - set(MATRIX_GROUPS)):
-            raise ValueError(f"unknown matrix groups {sorted(unknown)}")
+        (None: every matrix); ``float_groups``: ``MATRIX_GROUPS`` whose MatMulNBits nodes
+        take float activations (``FLOAT_ACCURACY``) whatever ``accuracy_level`` says."""
+        for given in (activation_groups, float_groups):
+            if given is not None and (unknown := given - set(MATRIX_GROUPS)):
+                raise ValueError(f"unknown matrix groups {sorted(unknown)}")
         if attention not in ATTENTION_FORMS:
             raise ValueError(f"unknown attention form {attention!r}")
         if attention == "grouped" and (reason := unsupported_reason(params)):
@@ -195,6 +202,7 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
         self.accuracy_level = accuracy_level
         self.activation_block = activation_block
         self.activation_groups = activation_groups
+        self.float_groups = float_groups
         self.progress = progress or (lambda _f, _m: None)
         self.nodes: list[onnx.NodeProto] = []
         #: shapes the graph states for ORT's memory planner (``grouped_attention``)
@@ -242,7 +250,7 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
                 N=weight.n,
                 bits=weight.bits,
                 block_size=form.block_size,
-                accuracy_level=self.accuracy_level,
+                accuracy_level=self._accuracy(name),
             )
             if weight.offsets is not None:  # out = block_sums(x) @ offsets.T + codes part
                 # (sums and offsets over the weight's own blocks)
@@ -257,6 +265,10 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
             )
         self._node("MatMul", [x, w_t], [out], name)
         return out
+
+    def _accuracy(self, name: str) -> int:
+        """The MatMulNBits ``accuracy_level`` of node ``name`` (``float_groups``)."""
+        return FLOAT_ACCURACY if matrix_group(name) in self.float_groups else self.accuracy_level
 
     def _nbits_blocks(
         self, weight: NBitsWeight, name: str, form: NBitsWeight
