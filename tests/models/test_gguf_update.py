@@ -262,3 +262,24 @@ def test_a_swap_cut_off_between_its_renames_puts_the_old_package_back(tmp_path):
     assert model.id == old.id and model.path == old.path
     assert {p.name: p.read_bytes() for p in old.path.iterdir()} == files
     assert update.update_model(library, model).id == old.id  # and it updates as before
+
+
+def test_a_folder_that_cannot_be_moved_aside_keeps_the_old_package(tmp_path, monkeypatch):
+    """Windows: a loaded model's files cannot be renamed; the update says so and the old
+    package stays as it was."""
+    import app.models.library as library_module
+
+    library, _src, old = _old_import(tmp_path)
+    files = {p.name: p.read_bytes() for p in old.path.iterdir()}
+    real_replace = library_module.os.replace
+
+    def in_use(src, dst):
+        if str(src) == str(old.path):
+            raise PermissionError(13, "The process cannot access the file")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(library_module.os, "replace", in_use)
+    with pytest.raises(HearthError, match=r"Tiny could not be replaced \(its folder is in use"):
+        update.update_model(library, old)
+    assert {p.name: p.read_bytes() for p in old.path.iterdir()} == files
+    assert sorted(p.name for p in library.root.iterdir()) == [old.id]

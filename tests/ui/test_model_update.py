@@ -146,3 +146,16 @@ def test_a_short_disk_is_said_before_a_job_starts(make_app, tmp_path, monkeypatc
     assert app.window.banner.level == "error"
     assert app.window.banner.text().startswith("Updating Tiny needs about ")
     assert "but only 1.0 MB are free" in app.window.banner.text()
+
+
+def test_the_model_in_use_is_loaded_again_after_its_update(make_app, tmp_path):
+    _src, old = _old_import(tmp_path)
+    app = make_app()
+    with app.qtbot.waitSignal(app.controller.model_loaded, timeout=10000):
+        assert app.models.use(old)
+    loads: list[str] = []
+    app.controller.model_loading.connect(loads.append)
+    with app.qtbot.waitSignal(app.controller.model_loaded, timeout=60000):
+        assert app.models.update_model(old)
+    assert loads == [str(old.path)]
+    assert ModelLibrary().require(old.id).manifest.extra["conversion"]["attention"] == "grouped"

@@ -265,7 +265,6 @@ def update_model(
     if source is not None:
         from app.models.gguf.duplicates import quick_fingerprint
 
-        state = ModelUpdate(model, UPDATABLE, outdated_forms(model, src, attention), src)
         moved = {"path": str(src), "size": src.stat().st_size,
                  "quick_sha256": quick_fingerprint(src)}
     else:
@@ -297,9 +296,10 @@ def update_model(
         installed = library.replace_from_staging(dest, fresh)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if installed.manifest.extra.get("updated_at") != fresh.extra["updated_at"]:
+    if installed.manifest.file_hashes() != fresh.file_hashes():  # the swap was refused
         raise HearthError(
             f"{model.name} could not be replaced (its folder is in use or read-only); it "
             "keeps its older conversion.",
-            hint="Close what uses it (another Hearth, a server), then Update again.")
+            hint="Unload it (Model ▸ Unload) or close what else uses it (another Hearth, a "
+            "server), then Update again.")
     return installed
