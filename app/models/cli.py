@@ -52,6 +52,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("id")
     p.set_defaults(func=cmd_rm)
 
+    p = sub.add_parser("update", help="convert an imported GGUF model again in the current "
+                       "forms, from its file (keeps its id, settings and chats)")
+    p.add_argument("id")
+    p.set_defaults(func=cmd_update)
+
     p = sub.add_parser("import", help="register a local model folder in place (not copied)")
     p.add_argument("path", type=Path)
     p.add_argument("--name", help="display name")
@@ -109,6 +114,33 @@ def cmd_list(args: argparse.Namespace) -> int:
         kind = "linked" if model.linked else model.source_kind
         size = format_bytes(model.size_on_disk)
         print(f"{mark} {model.id:32} {size:>10}  {kind:6}  {model.path}")
+        if (note := _update_note(model)):
+            print(f"    {note}")
+    return 0
+
+
+def _update_note(model) -> str:
+    """What ``models list`` says under an import converted in an older form."""
+    from app.models.gguf import update  # no onnx
+
+    state = update.check_model(model)
+    if state.can_update:
+        return f"an older conversion: 'hearth models update {model.id}' brings it up to date"
+    return state.sentence
+
+
+def cmd_update(args: argparse.Namespace) -> int:
+    from app.models.gguf import update
+
+    library = ModelLibrary()
+    model = library.require(args.id)
+    state = update.check_model(model)
+    if state.status == update.CURRENT:
+        print(f"{model.name} is up to date.")
+        return 0
+    updated = update.update_model(library, model, progress=_report)
+    sys.stderr.write("\n")
+    print(f"Updated {updated.name} ('{updated.id}') to the current conversion.")
     return 0
 
 
@@ -274,15 +306,21 @@ def _report(*values) -> None:
 def cmd_import_gguf(args: argparse.Namespace) -> int:
     from app.models.gguf.grouped_attention import ATTENTION_NAMES  # numpy only, no onnx
 
-    model = ModelLibrary().import_gguf(
+    library = ModelLibrary()
+    before = {m.id: m.manifest.extra.get("updated_at") for m in library.list_models()}
+    model = library.import_gguf(
         args.file, precision=args.precision, name=args.name,
         progress=None if args.json else _report,
         attention=ATTENTION_NAMES[args.attention] if args.attention else None,
     )
+    updated = model.id in before and before[model.id] != model.manifest.extra.get("updated_at")
     if args.json:
-        _print_json({"id": model.id, "path": str(model.path)})
+        _print_json({"id": model.id, "path": str(model.path), "updated": updated})
     else:
         sys.stderr.write("\n")
+        if updated:  # installed in an older form: converted again in place
+            sys.stderr.write(f"{model.name} was installed in an older conversion; it is "
+                             "updated in place (same id, settings and chats).\n")
         print(model.path)
     return 0
 

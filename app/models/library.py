@@ -146,6 +146,8 @@ class ModelLibrary:
         """Every installed model, newest first (folders copied in by hand last)."""
         models = []
         for folder in sorted(self.root.iterdir()):
+            if folder.name.startswith(".") and folder.name.endswith(".old"):
+                folder = _put_back(folder)  # a swap cut off between its two renames
             if folder.name.startswith(".") or not folder.is_dir():
                 continue
             model = self._read(folder)
@@ -382,7 +384,8 @@ class ModelLibrary:
 
         Raises ``AlreadyInstalledError`` (with the installed model) when a model converted
         from the same bytes at the same precision (and, when ``attention`` is named, in that
-        form) is installed."""
+        form) is installed in the current forms; one converted in an older form is updated
+        in place instead (``gguf.update.update_model``: same id and folder) and returned."""
         from app.models.gguf import duplicates  # the GGUF importer, loaded lazily
         from app.models.gguf.convert import convert_gguf
 
@@ -404,7 +407,12 @@ class ModelLibrary:
         twin, sha = duplicates.find_installed(self.list_models(), src, precision,
                                               on_block=hashing, attention=attention)
         if twin is not None:
-            raise duplicates.AlreadyInstalledError(src, twin, precision)
+            from app.models.gguf import update
+
+            if not update.outdated_forms(twin, src, attention):
+                raise duplicates.AlreadyInstalledError(src, twin, precision)
+            return update.update_model(self, twin, progress=progress, check=check,
+                                       attention=attention, source=src, source_sha256=sha)
         model_id = self.unique_id(name or src.stem)
         work = paths.staging_dir() / f"gguf-{uuid.uuid4().hex[:12]}"
         work.mkdir(parents=True)
@@ -587,6 +595,21 @@ class ModelLibrary:
         return self.downloader().download(
             plan, progress=progress, control=control, keep_partial_on_cancel=keep_partial_on_cancel
         )
+
+
+def _put_back(old: Path) -> Path:
+    """``.ID.old`` left by a ``replace_from_staging`` that stopped (the process killed)
+    between moving the old folder aside and the new one in: the old one goes back to ``ID``
+    (whole, as it was); when ``ID`` is there the swap finished, and ``old`` stays for the
+    next swap to delete."""
+    dest = old.with_name(old.name[1:-len(".old")])
+    if dest.exists() or not Manifest.exists_in(old):
+        return old
+    try:
+        os.rename(old, dest)
+    except OSError:
+        return old
+    return dest
 
 
 class _DiskFull(Exception):

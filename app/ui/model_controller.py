@@ -3,7 +3,8 @@
 Lives on the UI thread. It owns the model library's jobs (downloads, GGUF and folder
 imports, the starter setup) on one job thread and Hub searches on another, and exposes the
 user's intents as methods: ``download_catalog``, ``download_repo``, ``use``, ``remove``,
-``import_folder``, ``import_gguf``, ``setup_starter``, ``search``, and, in a section of
+``import_folder``, ``import_gguf``, ``update_model`` (an import converted in an older form,
+converted again from its file), ``setup_starter``, ``search``, and, in a section of
 their own, the remote engines' ``add_remote``, ``remove_remote``, ``refresh_remotes``,
 ``test_remote`` (app/remote; their listing runs on a third job thread). Widgets (the model manager
 dialog, the window's menus, the first-run page) call those and listen to its signals and to
@@ -24,6 +25,7 @@ from PySide6.QtCore import QObject, Signal
 from app.errors import GatedError, HearthError
 from app.jobs import Job, JobControl, Progress, ProgressReport
 from app.models.catalog import Catalog, CatalogEntry, MachineInfo
+from app.models.gguf import update
 from app.models.gguf.duplicates import AlreadyInstalledError
 from app.models.installed import InstalledModel
 from app.models.library import CatalogChoice, ModelLibrary, slugify
@@ -132,6 +134,7 @@ class ModelController(QObject):
         self.jobs = JobRunner("hearth-jobs", self)
         self.searches = JobRunner("hearth-hub-search", self)
         self._search_ticket = 0
+        self._told_updatable: set[str] = set()  # models whose update was mentioned at load
         self._submitted: dict[str, Job] = {}
         self._retry_factories: dict[str, Any] = {}
         # downloads the Hub refused with 401 / 403, by job id (written on the job thread
@@ -298,6 +301,46 @@ class ModelController(QObject):
         self._retry_factories[job.job_id] = lambda: self.import_gguf(path, precision, name)
         return self._submit(job)
 
+    def update_state(self, model: InstalledModel) -> update.ModelUpdate:
+        """Whether ``model`` (an imported GGUF) can be converted again in the current forms,
+        keeps its form (file gone or changed: the sentence says so) or is current. Cheap: a
+        stat and 2 MiB of the file (the models panel asks it for the selected model)."""
+        try:
+            return update.check_model(model)
+        except (HearthError, OSError) as exc:  # an unreadable file: the model still works
+            return update.ModelUpdate(model, update.SOURCE_CHANGED,
+                                      sentence=f"Its GGUF file cannot be read ({exc}).")
+
+    def update_model(self, model: InstalledModel) -> bool:
+        """Convert ``model``'s GGUF again in the current forms (a job with progress and
+        Cancel): asked for by the user, never on its own (a 7B file takes minutes and a
+        second package's disk space). The old package stays in use until the new one
+        replaces it; a short disk is said before the job starts."""
+        state = self.update_state(model)
+        if not state.can_update:
+            self.bridge.info(state.sentence or f"{model.name} is up to date.")
+            return False
+        from app import paths
+
+        library = self.library()
+        try:
+            update.check_space(state, paths.staging_dir())  # where the job converts
+        except HearthError as exc:
+            self.bridge.report(exc)
+            return False
+
+        def work(report: ProgressReport, control: JobControl) -> InstalledModel:
+            return update.update_model(
+                library, model,
+                progress=lambda fraction, message="": report(
+                    conversion_progress(fraction, str(message))),
+                check=control.checkpoint,
+            )
+
+        job = Job(f"update:{model.id}", f"Update {model.name}", work)
+        self._retry_factories[job.job_id] = lambda: self.update_model(model)
+        return self._submit(job)
+
     def setup_starter(self) -> bool:
         """Convert (once) and load the built-in starter model."""
         from app.models.starter import ensure_starter
@@ -391,11 +434,21 @@ class ModelController(QObject):
         return True
 
     def on_model_loaded(self, info: Any) -> None:
-        """The library remembers the model last used (the default on the next start)."""
+        """The library remembers the model last used (the default on the next start); a
+        model that can be updated says so once per session."""
         try:
-            self.library().set_last_used(info.path)
+            library = self.library()
+            library.set_last_used(info.path)
         except OSError as exc:  # a full or read-only disk must not stop the chat
             self.bridge.warning(f"Hearth could not remember the model in use: {exc}")
+            return
+        model = library.find_path(info.path)
+        if model is None or model.id in self._told_updatable:
+            return
+        if self.update_state(model).can_update:
+            self._told_updatable.add(model.id)
+            self.bridge.info(f"{model.name} can be updated for faster replies: Models ▸ "
+                             "Installed ▸ Update.")
 
     # job outcomes (UI thread) -------------------------------------------------------------
 
@@ -410,12 +463,20 @@ class ModelController(QObject):
         if isinstance(result, AlreadyInstalled):
             self.already_installed.emit(result.model, result.sentence)
             return
+        if job_id.startswith("update:") and isinstance(result, InstalledModel):
+            self.models_changed.emit()
+            self.bridge.info(f"{result.name} is updated to the current conversion.")
+            if str(result.path) == self.loaded_path and not self.chat.generating:
+                self.chat.load_model(str(result.path))  # its new graph from the next reply
+            return
         if job_id == "move-models":
             self.settings.set("models_folder", str(result))
             self.settings.save()
             self.bridge.info(f"Your models are now in {result}.")
         if isinstance(result, InstalledModel):
             verb = "imported" if job_id.startswith("import:") else "installed"
+            if verb == "imported" and result.manifest.extra.get("updated_at"):
+                verb = "updated in place (it was imported in an older form)"
             self.bridge.info(f"{result.name} is {verb}. {USE_HINT}")
         self.models_changed.emit()
 

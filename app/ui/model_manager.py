@@ -280,6 +280,19 @@ class ModelManagerPanel(QDialog):
         self.delete_button.setAccessibleName("Delete the selected model")
         self.import_folder_button = QPushButton("Import folder…", page)
         self.import_gguf_button = QPushButton("Import GGUF…", page)
+        # the selected import converted in an older form: what updating brings, or why not
+        self.update_note = QLabel("", page)
+        self.update_note.setWordWrap(True)
+        self.update_note.setAccessibleName("Update note")
+        self.update_button = QPushButton("Update", page)
+        self.update_button.setAccessibleName("Update the selected model")
+        self.update_button.setToolTip("Convert its GGUF file again in the current form; the "
+                                      "model stays usable until the new one is ready")
+        note_row = QHBoxLayout()
+        note_row.addWidget(self.update_note, 1)
+        note_row.addWidget(self.update_button)
+        self.update_note.hide()
+        self.update_button.hide()
         row = QHBoxLayout()
         for button in (self.use_button, self.delete_button):
             row.addWidget(button)
@@ -288,6 +301,7 @@ class ModelManagerPanel(QDialog):
         row.addWidget(self.import_gguf_button)
         layout = QVBoxLayout(page)
         layout.addWidget(self.installed_view, 1)
+        layout.addLayout(note_row)
         layout.addLayout(row)
         return page
 
@@ -300,6 +314,9 @@ class ModelManagerPanel(QDialog):
         self.search_edit.returnPressed.connect(self.on_search)
         self.hub_download_button.clicked.connect(self.on_download_hub)
         self.use_button.clicked.connect(self.on_use)
+        self.installed_view.selectionModel().currentRowChanged.connect(
+            self.on_installed_selected)
+        self.update_button.clicked.connect(self.on_update)
         self.installed_view.doubleClicked.connect(lambda _index: self.on_use())
         self.delete_button.clicked.connect(self.on_delete)
         self.import_folder_button.clicked.connect(self.on_import_folder)
@@ -342,6 +359,7 @@ class ModelManagerPanel(QDialog):
         self.catalog_model.set_rows(rows)
         self.installed_model.set_rows(c.installed())
         self.installed_model.set_loaded_path(c.loaded_path)
+        self.on_installed_selected()
         self._update_variants()
 
     def open_panel(self) -> None:
@@ -457,6 +475,23 @@ class ModelManagerPanel(QDialog):
         row = self.installed_model.row_of(model_id)
         self.installed_view.setCurrentIndex(self.installed_model.index(row, 0))
 
+    def on_installed_selected(self, *_: object) -> None:
+        """Under the list: the selected import's update (or why it keeps its form)."""
+        model = self.selected_installed()
+        state = self.controller.update_state(model) if model is not None else None
+        sentence = state.sentence if state is not None else ""
+        updating = model is not None and self.controller.jobs.job(f"update:{model.id}") is not None
+        self.update_note.setText("Updating… (the model stays usable meanwhile)" if updating
+                                 else sentence)
+        self.update_note.setVisible(bool(sentence))
+        self.update_button.setVisible(state is not None and state.can_update)
+        self.update_button.setEnabled(not updating)
+
+    def on_update(self) -> None:
+        model = self.selected_installed()
+        if model is not None and self.controller.update_model(model):
+            self.on_installed_selected()
+
     def on_use(self) -> None:
         model = self.selected_installed()
         if model is None:
@@ -560,6 +595,7 @@ class ModelManagerPanel(QDialog):
             self.download_rows[job_id] = row
         self.queue_empty.hide()
         self._update_details(self._selected(self.catalog_view))
+        self.on_installed_selected()
 
     def on_started(self, job_id: str) -> None:
         if (row := self.download_rows.get(job_id)) is not None:
@@ -599,3 +635,4 @@ class ModelManagerPanel(QDialog):
             row.deleteLater()
         self.queue_empty.setVisible(not self.download_rows)
         self._update_details(self._selected(self.catalog_view))
+        self.on_installed_selected()

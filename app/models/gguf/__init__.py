@@ -7,7 +7,8 @@
 #: default zero point 8 and offsets ``o + 8·s`` (Q5_1 / Q5_K then with rounded offsets): the
 #: same Q4_1 weights, further from them with int8 activations; conversions without a record
 #: (form 1) carried per-block zero points without the residual offset. The starter converts
-#: again once when its record differs (``starter.is_current``); imported models keep theirs.
+#: again once when its record differs (``starter.is_current``); imported models are offered
+#: an update from their file (``gguf.update``).
 #: Kept here, free of imports, so the starter's check costs no numpy or gguf import.
 EXACT_OFFSETS_FORM = 3
 

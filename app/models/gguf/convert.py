@@ -131,7 +131,8 @@ def convert_gguf(
             ``grouped_attention``) or "gqa" (GroupQueryAttention); None: the model's default
             (``grouped_attention.default_attention``: grouped wherever the architecture
             allows). Recorded in the manifest's ``conversion.attention`` (and, for grouped,
-            ``attention_form``).
+            ``attention_form``); what was asked for as ``attention_requested`` (None: the
+            default), so an update keeps an explicit choice (``gguf.update``).
 
     Progress messages name the phase: "Reading <file>", "Converting layer 3 of 30",
     "Converting the output layer", "Writing model.onnx", "Hashing the converted files",
@@ -166,6 +167,7 @@ def convert_gguf(
         )
     report(0.0, f"Reading {src.name}")
     g = GGUFFile(src)
+    requested = attention  # None: the model's default (recorded: an update may change it)
     if attention is None:
         attention = default_attention(g.params)
     if attention not in ATTENTION_FORMS:
@@ -221,6 +223,7 @@ def convert_gguf(
             "sampling_form": SAMPLING_FORM,
             "attention": attention,
             "attention_form": ATTENTION_FORM if attention == "grouped" else None,
+            "attention_requested": requested,
         }
         doc = manifest(
             tmp,
