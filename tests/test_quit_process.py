@@ -46,7 +46,7 @@ def slow_model(tmp_path_factory) -> Path:
     """A GroupQueryAttention model big enough that a long prompt takes seconds to read and a
     reply goes on for a while: no EOS id it could sample ends it early."""
     folder = build_gqa_model(tmp_path_factory.mktemp("slow") / "slow-model", num_layers=6,
-                             hidden=384, heads=6, kv_heads=2, head_dim=64, context_length=4096)
+                             hidden=384, heads=6, kv_heads=2, head_dim=64, context_length=16384)
     config_path = folder / "genai_config.json"
     config = json.loads(config_path.read_text())
     config["model"]["eos_token_id"] = [999_999]  # never sampled: only Stop ends the reply
@@ -62,7 +62,7 @@ def _install(home: Path, model: Path, template: str | None = None) -> None:
     if template is not None:
         (target / "chat_template.jinja").write_text(template, encoding="utf-8")
     settings = home / "settings.json"
-    settings.write_text(json.dumps({"max_tokens": 1000}))
+    settings.write_text(json.dumps({"max_tokens": 12000}))  # seconds of reply on any CPU
 
 
 # The app talks to the loopback Hub stand-in: huggingface_hub must not be offline (the test
