@@ -113,18 +113,24 @@ def test_import_with_each_precision_installs_that_precision(make_app, tmp_path, 
     assert panel.installed_model.row_of(model.id) >= 0
 
 
-def test_cancel_mid_conversion_leaves_no_model_and_no_partial_folder(make_app, tmp_path,
-                                                                      monkeypatch):
+def hold_conversion_in_layer_two(monkeypatch) -> tuple[threading.Event, threading.Event]:
+    """A conversion's job thread waits inside layer 2 (``reached`` is set) until ``release``."""
     reached, release = threading.Event(), threading.Event()
     build_layer = GraphBuilder._layer
 
-    def held_layer(self, i, *args):  # the job thread waits inside layer 2 until Cancel
+    def held_layer(self, i, *args):
         if i == 1:
             reached.set()
             release.wait(10)
         return build_layer(self, i, *args)
 
     monkeypatch.setattr(GraphBuilder, "_layer", held_layer)
+    return reached, release
+
+
+def test_cancel_mid_conversion_leaves_no_model_and_no_partial_folder(make_app, tmp_path,
+                                                                      monkeypatch):
+    reached, release = hold_conversion_in_layer_two(monkeypatch)
     app = make_app()
     panel = open_panel(app)
     src = tmp_path / "tiny.gguf"

@@ -4,16 +4,13 @@ is said in a sentence, with no button; a cancel leaves the old package as it was
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from PySide6.QtCore import Qt
 
 from app.manifest import Manifest
-from app.models.gguf.graph_builder import GraphBuilder
 from app.models.library import ModelLibrary
 from tests.fixtures.grouped_models import tiny_gguf
-from tests.ui.test_gguf_import import leftovers, open_panel
+from tests.ui.test_gguf_import import hold_conversion_in_layer_two, leftovers, open_panel
 
 pytestmark = [
     pytest.mark.qt_log_level_fail("WARNING"),
@@ -84,16 +81,7 @@ def test_a_missing_file_is_said_without_a_button(make_app, tmp_path):
 def test_cancel_mid_update_keeps_the_old_package(make_app, tmp_path, monkeypatch):
     _src, old = _old_import(tmp_path)
     files = {p.name: p.read_bytes() for p in old.path.iterdir()}
-    reached, release = threading.Event(), threading.Event()
-    build_layer = GraphBuilder._layer
-
-    def held_layer(self, i, *args):  # the job thread waits inside layer 2 until Cancel
-        if i == 1:
-            reached.set()
-            release.wait(10)
-        return build_layer(self, i, *args)
-
-    monkeypatch.setattr(GraphBuilder, "_layer", held_layer)
+    reached, release = hold_conversion_in_layer_two(monkeypatch)
     app = make_app()
     panel = open_panel(app)
     _shown(app, panel, old.id)
