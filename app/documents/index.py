@@ -404,11 +404,22 @@ class DocumentIndex:
 
         ``query_vector``: the query embedded by the collections' embedder, or a mapping of
         embedder id to the query embedded by it (one vector ranking per embedder: a
-        collection's vectors are only compared with its own embedder's query)."""
+        collection's vectors are only compared with its own embedder's query).
+
+        The whole search holds the index's lock: a file written meanwhile by another thread
+        (``replace_file``, ``drop_files``: an update job beside a chat's search) commits
+        wholly before or after it, never between its queries (a chunk ranked by one and
+        gone from the next broke the search off with a KeyError)."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         if not collections:
             return []
+        with self._lock:  # reentrant: the helpers below take it too
+            return self._search(query, query_vector, collections, top, mode, fusion)
+
+    def _search(self, query: str, query_vector: np.ndarray | Mapping[str, np.ndarray] | None,
+                collections: Sequence[int], top: int, mode: str,
+                fusion: Fusion) -> list[Passage]:
         ranked: list[tuple[float, list[int]]] = []
         vectors: list[Future] = []
         if mode in ("hybrid", "vector") and query_vector is not None:

@@ -544,3 +544,43 @@ def test_a_file_a_removed_link_led_to_drops_out_and_a_missing_path_makes_no_libr
     library.add([folder, typo], "c")  # a missing path is not kept as one of the roots
     assert index.roots(index.collection_id("c")) == [str(folder)]
     index.close()
+
+
+def test_a_file_written_by_another_thread_during_a_search_commits_before_or_after_it(
+        tmp_path, monkeypatch):
+    """An update job re-indexes a file (``replace_file``, on the documents thread) while a
+    chat's search runs (on the generation thread): the write waits for the search, which
+    answers from the index as it was. Here the write starts while the vectors are scored
+    and would commit at once; a search that let it in between its queries looked up chunk
+    ids the write had just deleted (a KeyError broke the chat's reply off)."""
+    import threading
+
+    from app.documents import index as index_module
+
+    index, cid = _plain_index(tmp_path, ["walrus tusks", "walrus penguin", "penguin",
+                                         *(f"filler {n}" for n in range(5))])
+    query = np.eye(8, dtype=np.float32)[2] - 0.3 * np.eye(8, dtype=np.float32)[0]
+    before = [(p.chunk_id, p.text) for p in index.search("walrus", query, [cid], top=3)]
+    top_by_dot = index_module.top_by_dot
+    writers: list[threading.Thread] = []
+
+    def rewrite() -> None:
+        index.replace_file(cid, "/plain.txt", sha256="y", size=2, kind="text", pages=0,
+                           chunks=[Chunk("walrus tusks again", None, "", 0)],
+                           vectors=np.eye(8, dtype=np.float32)[:1])
+
+    def vectors(*args):
+        if not writers:
+            writers.append(threading.Thread(target=rewrite))
+            writers[0].start()
+            writers[0].join(timeout=0.5)  # committed by now unless the search holds it off
+        return top_by_dot(*args)
+
+    monkeypatch.setattr(index_module, "top_by_dot", vectors)
+    during = [(p.chunk_id, p.text) for p in index.search("walrus", query, [cid], top=3)]
+    writers[0].join(timeout=10)
+    assert not writers[0].is_alive()
+    assert during == before  # the index as it was when the search began
+    assert [p.text for p in index.search("walrus", query, [cid], top=3)] == [
+        "walrus tusks again"]
+    index.close()
