@@ -8,7 +8,8 @@ above them (the shown ones stay, and so does the view).
 
 Every action (icon buttons, branch arrows, code-copy links) arrives as a ``hearth:`` URL at
 ``on_anchor_clicked``: ``copy/<row>``, ``code/<row>/<n>``, ``edit/<row>``, ``delete/<row>``,
-``regenerate/<row>``, ``retry/<row>``, ``previous/<row>``, ``next/<row>``, ``more/0``.
+``regenerate/<row>``, ``retry/<row>``, ``send/<row>``, ``previous/<row>``, ``next/<row>``,
+``more/0``.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from app.ui.zoom import system_points, zoom_stylesheet
 STREAM_INTERVAL_MS = 33  # ~30 Hz
 PAGE = 50  # messages rendered when a chat opens; "Show earlier messages" adds as many more
 COLUMN_CHARS = 72  # the readable line length of the column
-ROW_ACTIONS = ("edit", "delete", "regenerate", "retry", "previous", "next")
+ROW_ACTIONS = ("edit", "delete", "regenerate", "retry", "send", "previous", "next")
 
 try:  # Qt >= 6.8
     from PySide6.QtGui import QAccessibleAnnouncementEvent as _announcement_event
@@ -56,7 +57,7 @@ class ChatView(QWidget):
     Signals:
         anchorClicked(QUrl url): a ``hearth:`` action or a link in a message was clicked.
         action_requested(str action, int row): "edit", "delete", "regenerate", "retry",
-            "previous" or "next" on a row.
+            "send", "previous" or "next" on a row.
         copied(str what): text was put on the clipboard ("message" or "code").
         announced(str text): a finished reply was announced to screen readers (once each).
     """

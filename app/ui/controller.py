@@ -37,8 +37,10 @@ chat at once (its row says "waiting for its turn…", on screen only), and once 
 flight is done the waiting ones are answered one by one in the order they were sent, each in
 its own chat with its own tools, libraries and settings (``_next_in_line``); Stop in its chat
 ("Don't send", Esc) takes it out of the line, unanswered (``stop``). A quit while one waits
-leaves it stored, saying it was not sent (provenance ``unsent``); sending its text again
-there answers it. One reply at a time for the model, the others queued in sight, as LM
+leaves it stored, saying it was not sent (provenance ``unsent``; so does a quit while a
+message waits for the model to load); its row's Send now (``send_unsent``), or sending its
+text again there, answers it, and a message sent after it takes it along (the model reads
+both; its note goes). One reply at a time for the model, the others queued in sight, as LM
 Studio and ChatGPT do.
 
 Which chat that message is in is ``busy_conversation`` (``busy_changed`` says when it
@@ -373,7 +375,7 @@ class ChatController(QObject):
                 return
             if self.model_info is None:
                 self._unsend(cid, message_id, "Not sent: no model was loaded when its turn "
-                                              "came. Pick a model, then send it again.")
+                                              "came. Pick a model, then press Send now.")
                 continue
             started = self._start_reply() if cid == self.current_id else self._start_reply(
                 conversation_id=cid, retriever=self._retriever_of(cid))
@@ -389,29 +391,49 @@ class ChatController(QObject):
         """The open chat's last question is asked again: the note saying it was not sent
         goes (it is being sent now). Its id."""
         row = self.chat_model.rowCount() - 1
+        self._read_along(row)
+        return self.chat_model.message(row).id
+
+    def _read_along(self, row: int) -> None:
+        """The open chat's message at ``row``, left unsent, goes to the model now (asked
+        again, or read with the message sent after it): its note saying it was not sent
+        goes, with its Send now."""
+        if row < 0:
+            return
         msg = self.chat_model.message(row)
         if "unsent" in msg.provenance:
-            provenance = {k: v for k, v in msg.provenance.items() if k != "unsent"}
+            provenance = {k: v for k, v in msg.provenance.items()
+                          if k not in ("unsent", "resend")}
             try:
                 self.history.update_message(msg.id, provenance=provenance)
             except StorageError as exc:
                 self.bridge.report(exc)
             else:
                 self.chat_model.update_message(row, provenance=provenance)
-        return msg.id
+
+    def _unsend_last(self, conversation_id: str, sentence: str) -> None:
+        """``_unsend`` for chat ``conversation_id``'s last message (a user's, unanswered)."""
+        try:
+            path = self.history.active_path(conversation_id)
+        except StorageError as exc:
+            self.bridge.report(exc)
+            return
+        if path and path[-1].role == "user":
+            self._unsend(conversation_id, path[-1].id, sentence)
 
     def _unsend(self, conversation_id: str, message_id: int, sentence: str) -> None:
-        """The waiting message stays in its chat, unanswered, saying why (stored)."""
+        """The waiting message stays in its chat, unanswered, saying why (stored), whole:
+        its row offers Send now (``resend``)."""
+        provenance = {"unsent": sentence, "resend": True}
         try:
-            self.history.update_message(message_id, provenance={"unsent": sentence})
+            self.history.update_message(message_id, provenance=provenance)
         except StorageError as exc:
             self.bridge.report(exc)
             return
         if conversation_id == self.current_id:
             row = self.chat_model.row_of(message_id)
             if row >= 0:
-                self.chat_model.update_message(row, status="complete",
-                                               provenance={"unsent": sentence})
+                self.chat_model.update_message(row, status="complete", provenance=provenance)
 
     @property
     def line(self) -> tuple[str, ...]:
@@ -510,6 +532,8 @@ class ChatController(QObject):
         self.model_load_failed.emit(message)
         if queued is not None:
             self.notice.emit("Your message was not sent: the model did not load.")
+            self._unsend_last(queued, "Not sent: the model did not load. Pick a model, "
+                                      "then press Send now.")
             self.generating_changed.emit(False)
 
     def _take_queued(self) -> str | None:
@@ -612,39 +636,18 @@ class ChatController(QObject):
         text = clean_text(text).strip()
         if not text:
             return False
-        busy = self.busy_conversation
-        # another chat's message is in flight (or waits its turn): this one waits after it
-        queue = (busy != self.current_id and (busy is not None or bool(self._line))
-                 and start and not parts and self._edit_id is None)
-        if queue and self.in_line(self.current_id):
-            self.bridge.info("A message in this chat already waits its turn: it goes when "
-                             f"the reply in “{self.busy_title()}” ends (or press Don't send).")
+        way = self._way_to_send(queueable=start and not parts and self._edit_id is None)
+        if way is None:
             return False
-        if self.generating and not queue:
-            if busy is not None and busy != self.current_id:
-                self.bridge.info(self.busy_sentence())
-            else:
-                self.bridge.info("Wait for the reply to finish, or stop it first.")
-            return False
-        if self.importing:  # the import holds the history's write lock until it ends
-            self.bridge.info("Wait for the chat import to finish, or cancel it first.")
-            return False
-        waiting = self.loading_path is not None  # queued until the model is ready
-        if self.model_info is None and not waiting:
-            self.bridge.error("No model is loaded yet. Pick a model in the toolbar first.")
-            return False
+        queue, waiting = way
         unanswered = None if waiting or parts or not start else self._unanswered(text)
-        if unanswered is not None and queue:  # the same question: it waits, not a copy
-            if unanswered >= 0:
-                self.bridge.info(self.busy_sentence())
-                return False
-            self._join_line(self.current_id, self._asked_again())
-            return True
         if unanswered is not None:  # the same question again: answer it, do not repeat it
             if unanswered >= 0:
+                if queue:  # its failed reply is retried once the other reply is done
+                    self.bridge.info(self.busy_sentence())
+                    return False
                 return self.retry(unanswered)
-            self._asked_again()
-            return self._start_reply()
+            return self._answer_last(self._asked_again(), queue=queue, waiting=False)
         try:
             if self.current_id is None:
                 values = self.chat_values()  # what the panel shows for the new chat
@@ -667,12 +670,60 @@ class ChatController(QObject):
         except StorageError as exc:
             self.bridge.report(exc)
             return False
+        self._read_along(self.chat_model.rowCount() - 1)
         self.chat_model.append(msg)
         self.conversations.upsert(self.current_id)
-        if queue:
-            self._join_line(self.current_id, msg.id)
-            return True
         if not start:
+            return True
+        return self._answer_last(msg.id, queue=queue, waiting=waiting)
+
+    def send_unsent(self, row: int) -> bool:
+        """"Send now" on the open chat's last message, one left unsent as it was (a quit
+        while it waited its turn or for the model): it is answered where it is, or waits its
+        turn as any message sent now does. A message whose files could not be read has no
+        such button: its files are asked for again (app/ui/documents_controller.py)."""
+        if row != self.chat_model.rowCount() - 1 or row < 0 or self._edit_id is not None:
+            return False
+        msg = self.chat_model.message(row)
+        if msg.role != "user" or not msg.provenance.get("resend"):
+            return False
+        way = self._way_to_send(queueable=not msg.parts)
+        if way is None:
+            return False
+        queue, waiting = way
+        return self._answer_last(self._asked_again(), queue=queue, waiting=waiting)
+
+    def _way_to_send(self, *, queueable: bool) -> tuple[bool, bool] | None:
+        """How a message sent in the open chat now goes: (``queue``: it waits its turn
+        behind another chat's message, ``waiting``: it waits for the model to load), or
+        None when it cannot go now (the banner says why)."""
+        busy = self.busy_conversation
+        # another chat's message is in flight (or waits its turn): this one waits after it
+        queue = queueable and busy != self.current_id and (busy is not None or bool(self._line))
+        if queue and self.in_line(self.current_id):
+            self.bridge.info("A message in this chat already waits its turn: it goes when "
+                             f"the reply in “{self.busy_title()}” ends (or press Don't send).")
+            return None
+        if self.generating and not queue:
+            if busy is not None and busy != self.current_id:
+                self.bridge.info(self.busy_sentence())
+            else:
+                self.bridge.info("Wait for the reply to finish, or stop it first.")
+            return None
+        if self.importing:  # the import holds the history's write lock until it ends
+            self.bridge.info("Wait for the chat import to finish, or cancel it first.")
+            return None
+        waiting = self.loading_path is not None  # queued until the model is ready
+        if self.model_info is None and not waiting:
+            self.bridge.error("No model is loaded yet. Pick a model in the toolbar first.")
+            return None
+        return queue, waiting
+
+    def _answer_last(self, message_id: int, *, queue: bool, waiting: bool) -> bool:
+        """Ask for the reply to the open chat's last message ``message_id`` now, after the
+        message in flight (``queue``) or once the model has loaded (``waiting``)."""
+        if queue:
+            self._join_line(self.current_id, message_id)
             return True
         if waiting:
             self._queued, self._queued_retriever = self.current_id, self.retriever
@@ -796,12 +847,14 @@ class ChatController(QObject):
         return True
 
     def perform(self, action: str, row: int) -> bool:
-        """A per-message action from the chat view: edit, regenerate, delete, previous or
-        next (the ``‹ ›`` branch arrows)."""
+        """A per-message action from the chat view: edit, regenerate, retry, send (an
+        unsent message's Send now), delete, previous or next (the ``‹ ›`` branch arrows)."""
         if action == "regenerate":
             return self.regenerate(row)
         if action == "retry":
             return self.retry(row)
+        if action == "send":
+            return self.send_unsent(row)
         if action == "edit":
             return self.begin_edit(row)
         if action == "delete":
@@ -1298,13 +1351,16 @@ class ChatController(QObject):
         """Stop → quit → wait; a reply still streaming is saved as stopped."""
         self.worker.stop()
         self._cancel_title()
-        self._queued = None  # its message is saved; nothing was sent yet
+        waited = self._take_queued()  # its message is stored, and says why it was not sent
+        if waited is not None:
+            self._unsend_last(waited, "Not sent: Hearth was closed while the model loaded. "
+                                      "Press Send now to ask.")
         self._held = None  # the same (app/ui/documents_controller.py says why on it)
         title = self.busy_title()
         behind = f"the reply in “{title}”" if title else "its turn"
         for cid, message_id in self._line:  # stored; they say why they were not answered
             self._unsend(cid, message_id, f"Not sent: Hearth was closed while it waited for "
-                                          f"{behind}. Send it again to ask.")
+                                          f"{behind}. Press Send now to ask.")
         self._line.clear()
         if self._active is not None and not self._active.next_round:
             self._active.writer.finish("stopped", self._provenance(self._active, None, None),

@@ -39,6 +39,7 @@ ICONS = {
     "collapsed": "chevron-right",  # a folded block (the thinking above a reply)
     "expanded": "chevron-down",
     "stop": "stop-circle-outline",  # stop the reply in a chat (its row's menu)
+    "send": "send-outline",  # send a message a quit left unsent (its row's Send now)
 }
 
 MDI6_FONT = "materialdesignicons6-webfont-6.9.96.ttf"

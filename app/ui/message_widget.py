@@ -6,8 +6,9 @@ each card: the ``‹ i / n ›`` branch control (shown whenever the turn has
 variants) and the action icons (copy, edit or regenerate, delete, and an info button that
 holds the reply's provenance), which appear while the pointer is over the message or focus
 is inside it. A failed reply also shows a Retry button beside its "failed" note, always
-(``hearth:retry/<row>``). Every click is reported as a ``hearth:`` URL, the same words the
-Markdown's code-copy links use, so the view has one place that acts on them.
+(``hearth:retry/<row>``), and a message a quit left unsent a Send now button beside its
+"not sent" note (``hearth:send/<row>``). Every click is reported as a ``hearth:`` URL, the
+same words the Markdown's code-copy links use, so the view has one place that acts on them.
 """
 
 from __future__ import annotations
@@ -119,6 +120,20 @@ class MessageWidget(QWidget):
         self.retry_button.setVisible(False)
         self.retry_button.clicked.connect(
             lambda: self.link_activated.emit(f"hearth:retry/{self.row}"))
+        self.send_button = QToolButton(self.card)  # an unsent message's: answer it now
+        self.send_button.setObjectName("retryButton")  # styled as Retry is
+        self.send_button.setText("Send now")
+        self.send_button.setIcon(icon("send", colors))
+        self.send_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.send_button.setToolTip("Send this message to the model now")
+        self.send_button.setAccessibleName("Send now")
+        self.send_button.setAccessibleDescription(
+            "Ask the model to answer this message, which was not sent.")
+        self.send_button.setFocusPolicy(Qt.FocusPolicy.TabFocus)
+        self.send_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.send_button.setVisible(False)
+        self.send_button.clicked.connect(
+            lambda: self.link_activated.emit(f"hearth:send/{self.row}"))
         self.typing = QLabel(self.card)
         self.typing.setObjectName("typingIndicator")
         self.typing.setAccessibleName("The assistant is writing")
@@ -132,6 +147,7 @@ class MessageWidget(QWidget):
         header.addWidget(self.role_label)
         header.addWidget(self.status_note)
         header.addWidget(self.retry_button)
+        header.addWidget(self.send_button)
         header.addStretch(1)
         card_layout = QVBoxLayout(self.card)
         pad = 14 if message.role == "user" else 2
@@ -231,6 +247,7 @@ class MessageWidget(QWidget):
         self.status_note.setVisible(bool(note) and not self.is_typing)
         self.style().polish(self.status_note)
         self.retry_button.setVisible(message.role == "assistant" and message.status == "failed")
+        self.send_button.setVisible(bool(unsent) and bool(message.provenance.get("resend")))
         error = message.provenance.get("error") if message.status == "failed" else unsent
         self.status_note.setToolTip(str(error) if error else "")
         shown_unsent = unsent if isinstance(unsent, str) else ""
@@ -299,6 +316,7 @@ class MessageWidget(QWidget):
         for name, button in self._all_buttons():
             button.setIcon(icon(name, colors))
         self.retry_button.setIcon(icon("regenerate", colors))
+        self.send_button.setIcon(icon("send", colors))
         self.thinking.set_colors(colors)
         self._render_body()
 

@@ -56,7 +56,12 @@ def test_load_failure_turns_the_queued_send_into_the_load_error(make_app):
     app.qtbot.waitUntil(lambda: app.controller.loading_path is None, timeout=5000)
     assert not app.controller.queued and not app.controller.generating
     assert "has no model.onnx" in app.window.banner.text()
-    assert app.rows() == [("user", "hello?", "complete")]  # kept, unanswered
+    assert app.rows() == [("user", "hello?", "complete")]  # kept, unanswered, saying so
+    stored = app.history.active_path(app.controller.current_id)[-1]
+    assert stored.provenance["unsent"] == ("Not sent: the model did not load. Pick a "
+                                           "model, then press Send now.")
+    widget = app.window.chat_view.message_widget(0)
+    assert widget.send_button.isVisibleTo(widget) and widget.status_note.text() == "not sent"
     assert app.window.composer.button.text() == "Send"
     assert not app.window.status.activity_label.isVisibleTo(app.window)
     assert app.loader.engines == []
@@ -81,6 +86,9 @@ def test_quit_during_a_load_does_not_wait_for_it(make_app):
     assert time.monotonic() - started < LOAD_WAIT_ON_QUIT_MS / 1000 + 1.6
     stored = app.history.messages(app.controller.current_id)
     assert [(m.role, m.content) for m in stored] == [("user", "hello while loading")]
+    assert stored[0].provenance == {  # the next start says why, and offers Send now
+        "unsent": "Not sent: Hearth was closed while the model loaded. Press Send now to ask.",
+        "resend": True}
     # the test's own clean-up: let the load end so that no running thread is destroyed
     assert app.controller.host.thread.wait(10_000)
     app.controller.worker.close_engine()

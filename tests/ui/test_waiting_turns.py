@@ -3,7 +3,8 @@ it is stored in its chat at once, its row says "waiting for its turn…", the bo
 waits for and its button is "Don't send", the chat list marks the chat "queued…". Messages
 waiting in several chats are answered one by one in the order they were sent, each in its
 own chat. "Don't send" (or the row's menu) takes one out, unanswered; a quit leaves it
-stored, saying it was not sent, and sending its text again answers it.
+stored, saying it was not sent, and its row's Send now (or sending its text again) answers
+it.
 
 The reply in the first chat is held part way (``FakeEngine.hold_after``) until the test
 lets it go."""
@@ -119,8 +120,9 @@ def test_the_queued_rows_menu_takes_its_message_out(app, loader, monkeypatch):
     assert not app.controller.line and app.controller.generating  # the reply goes on
 
 
-def test_a_quit_while_a_message_waits_keeps_it_and_sending_it_again_answers_it(
-        make_app, model_dir, loader):
+def _quit_while_waiting(make_app, model_dir, loader):
+    """A message waits its turn in the first chat when Hearth is closed; the next start,
+    with the model loaded and the first chat open: (app, first chat)."""
     app = make_app()
     app.load(model_dir)
     first, _busy = _reply_elsewhere(app, loader)
@@ -129,10 +131,16 @@ def test_a_quit_while_a_message_waits_keeps_it_and_sending_it_again_answers_it(
     again = make_app()
     again.load(model_dir)
     again.controller.open_conversation(first)
+    return again, first
+
+
+def test_a_quit_while_a_message_waits_keeps_it_and_sending_it_again_answers_it(
+        make_app, model_dir, loader):
+    again, first = _quit_while_waiting(make_app, model_dir, loader)
     path = again.history.active_path(first)
     assert (path[-1].content, path[-1].provenance["unsent"]) == (
         "Keep me", "Not sent: Hearth was closed while it waited for the reply in "
-                   "“Busy one”. Send it again to ask.")
+                   "“Busy one”. Press Send now to ask.")
     note = again.window.chat_view.message_widget(2).unsent_note
     assert note.isVisibleTo(again.window) and note.text().startswith("Not sent")
     again.send("Keep me")
@@ -141,6 +149,45 @@ def test_a_quit_while_a_message_waits_keeps_it_and_sending_it_again_answers_it(
     assert [(m.role, m.content) for m in path[-2:]] == [("user", "Keep me"),
                                                        ("assistant", "You said: Keep me")]
     assert "unsent" not in path[-2].provenance
+
+
+def test_send_now_on_the_unsent_message_answers_it_where_it_is(make_app, model_dir, loader,
+                                                               tmp_path):
+    again, first = _quit_while_waiting(make_app, model_dir, loader)
+    again.window.resize(800, 600)
+    again.window.chat_view.flush()
+    again.qtbot.wait(50)
+    folder = Path(os.environ.get("HEARTH_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    assert again.window.grab().save(str(folder / "unsent-send-now-800x600.png"))
+    widget = again.window.chat_view.message_widget(2)
+    button = widget.send_button
+    assert button.isVisibleTo(again.window) and button.text() == "Send now"
+    assert button.focusPolicy() == Qt.FocusPolicy.TabFocus  # reachable with the keyboard
+    again.qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    _idle(again)
+    path = again.history.active_path(first)
+    assert [(m.role, m.content) for m in path[-2:]] == [("user", "Keep me"),
+                                                       ("assistant", "You said: Keep me")]
+    assert not {"unsent", "resend"} & set(path[-2].provenance)  # asked: the note goes
+    assert [m.content for m in path].count("Keep me") == 1  # answered, not sent twice
+    shown = again.window.chat_view.message_widget(2)
+    assert not shown.send_button.isVisibleTo(again.window)
+    assert not shown.unsent_note.isVisibleTo(again.window)
+
+
+def test_a_message_sent_after_the_unsent_one_takes_it_along(make_app, model_dir, loader):
+    again, first = _quit_while_waiting(make_app, model_dir, loader)
+    again.send("And one more thing")
+    _idle(again)
+    path = again.history.active_path(first)
+    assert [(m.role, m.content) for m in path[-3:]] == [
+        ("user", "Keep me"), ("user", "And one more thing"),
+        ("assistant", "You said: And one more thing")]
+    assert [m.content for m in again.loader.last.calls[-1] if m.role == "user"][-2:] == [
+        "Keep me", "And one more thing"]  # the model read both
+    assert "unsent" not in path[-3].provenance  # so its note goes, with its Send now
+    assert not again.window.chat_view.message_widget(2).send_button.isVisibleTo(again.window)
 
 
 def test_screenshot_of_a_message_waiting_its_turn(app, loader, tmp_path):
