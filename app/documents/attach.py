@@ -54,6 +54,21 @@ def whole_text(sections) -> str:
 CHAT_PREFIX = "chat-"
 
 
+def names_of(paths: Sequence[Path]) -> str:
+    """The files' names, as a sentence lists them ("a.txt, b.pdf")."""
+    return ", ".join(Path(p).name for p in paths)
+
+
+def were(paths: Sequence[Path]) -> str:
+    """"was" for one file, "were" for more ("a.txt, b.txt were read")."""
+    return "was" if len(paths) == 1 else "were"
+
+
+def them(paths: Sequence[Path]) -> str:
+    """"it" for one file, "them" for more ("attach them again")."""
+    return "it" if len(paths) == 1 else "them"
+
+
 def chat_collection(conversation_id: str) -> str:
     """The collection a chat's large attachments are indexed into."""
     return f"{CHAT_PREFIX}{conversation_id}"

@@ -42,10 +42,11 @@ def chip(name: str, parent: QWidget | None = None, *, suffix: str = "") -> QTool
 
 
 def attachment_chips(parts: tuple, parent: QWidget, *, reading: bool = False,
-                     undecided: bool = False) -> QWidget | None:
+                     undecided: bool = False, waiting: bool = False) -> QWidget | None:
     """The chips of a sent message's attachments (None: it has none); ``reading``: they are
     being read (each says so); ``undecided``: read, and whether each goes in whole or is
-    searched waits for the model's context (no "· searched" yet)."""
+    searched waits for the model's context (no "· searched" yet); ``waiting``: the message
+    waits its turn, its files are read when it comes."""
     files = [p for p in parts if isinstance(p, Attachment)]
     if not files:
         return None
@@ -58,6 +59,11 @@ def attachment_chips(parts: tuple, parent: QWidget, *, reading: bool = False,
             button.setAccessibleName(f"Attached file {part.name}, being read")
             button.setToolTip(f"{part.path}\nBeing read; the message goes to the model "
                               "when its files are read.")
+        elif waiting:
+            button = chip(part.name, row)
+            button.setAccessibleName(f"Attached file {part.name}, read when its turn comes")
+            button.setToolTip(f"{part.path}\nRead when the message's turn comes, after the "
+                              "reply it waits for.")
         elif undecided:
             button = chip(part.name, row)
             button.setAccessibleName(f"Attached file {part.name}, read")

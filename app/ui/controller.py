@@ -35,13 +35,16 @@ which is not opened over the one on screen.
 A message sent in another chat meanwhile waits its turn (``in_line``): it is stored in its
 chat at once (its row says "waiting for its turn…", on screen only), and once the message in
 flight is done the waiting ones are answered one by one in the order they were sent, each in
-its own chat with its own tools, libraries and settings (``_next_in_line``); Stop in its chat
-("Don't send", Esc) takes it out of the line, unanswered (``stop``). A quit while one waits
-leaves it stored, saying it was not sent (provenance ``unsent``; so does a quit while a
-message waits for the model to load); its row's Send now (``send_unsent``), or sending its
-text again there, answers it, and a message sent after it takes it along (the model reads
-both; its note goes). One reply at a time for the model, the others queued in sight, as LM
-Studio and ChatGPT do.
+its own chat with its own tools, libraries and settings (``_next_in_line``). One with files
+is stored as its text alone, its files shown as chips, and they are read when its turn comes
+(``read_files``: app/ui/documents_controller.py holds it and reads them as for a message sent
+then). Stop in its chat ("Don't send", Esc) takes it out of the line, unanswered (``stop``).
+A quit while one waits leaves it stored, saying it was not sent (provenance ``unsent``; so
+does a quit while a message waits for the model to load); its row's Send now
+(``send_unsent``), or sending its text again there, answers it, and a message sent after it
+takes it along (the model reads both; its note goes). One with files says which to attach
+again instead (no Send now). One reply at a time for the model, the others queued in sight,
+as LM Studio and ChatGPT do.
 
 Which chat that message is in is ``busy_conversation`` (``busy_changed`` says when it
 changes, with what it is doing: "answering", "waiting" for the model, "reading" its files);
@@ -74,7 +77,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from PySide6.QtCore import QMetaMethod, QObject, QTimer, Signal
 
@@ -87,8 +90,9 @@ from app.chat.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from app.chat.parts import Part, ToolCall, ToolResult
+from app.chat.parts import Attachment, Part, ToolCall, ToolResult
 from app.chat.turn import Retriever, Toolbox
+from app.documents.attach import names_of, them, were
 from app.engine.types import GenerationSettings, GenerationStats
 from app.errors import HearthError, StorageError
 from app.jobs import Progress
@@ -122,6 +126,19 @@ LOAD_WAIT_ON_QUIT_MS = 150
 IMPORT_JOB = "import-chat"
 #: the row of a message waiting its turn behind another chat's (on screen only, never stored)
 WAITING_STATUS = "waiting"
+
+
+class InLine(NamedTuple):
+    """A message waiting its turn: its chat, its id, and the files it brings (read when its
+    turn comes, then stored with it; empty: none)."""
+
+    conversation_id: str
+    message_id: int
+    files: tuple[Path, ...] = ()
+
+    def chips(self) -> tuple[Attachment, ...]:
+        """Its files as its row shows them until they are read."""
+        return tuple(Attachment(name=p.name, path=str(p)) for p in self.files)
 
 
 @dataclass
@@ -227,8 +244,8 @@ class ChatController(QObject):
         #: the message stored in its chat and held while its files are read: (chat, id)
         self._held: tuple[str, int] | None = None
         self._held_waits = False  # its files are read; it waits for the model to load
-        #: messages sent while another was in flight, waiting their turn: (chat, id), in order
-        self._line: list[tuple[str, int]] = []
+        #: messages sent while another was in flight, waiting their turn, in order
+        self._line: list[InLine] = []
         self._reading = False  # a prefill progress is showing
         self._edit_row: int | None = None
         self._edit_id: int | None = None
@@ -247,6 +264,10 @@ class ChatController(QObject):
         #: what a chat not on screen searches, for its waiting message's reply
         #: (``_next_in_line``); app/ui/documents_controller.py sets it
         self.retriever_for: Callable[[str], Retriever | None] | None = None
+        #: a waiting message with files, its turn come: hold it (``hold_turn``) and read its
+        #: files, then ``release`` it (chat, id, files → True when they are being read);
+        #: app/ui/documents_controller.py sets it (None: such a message is not sent)
+        self.read_files: Callable[[str, int, tuple[Path, ...]], bool] | None = None
         self._busy: tuple[str | None, str] = (None, "")  # what busy_changed last said
         # first of their listeners: the list's mark is right when the window's run
         self.generating_changed.connect(self._sync_busy)
@@ -320,36 +341,47 @@ class ChatController(QObject):
         return (conv.title if conv is not None else "") or "New chat"
 
     def busy_sentence(self) -> str:
-        """Why a message written in another chat is not sent now (one with files, or a
-        change to a chat: a plain message waits its turn instead)."""
+        """Why a message written in another chat is not sent now (an edit, or a change to
+        a chat: a new message, with files or not, waits its turn instead)."""
         return (f"The model is busy in the chat “{self.busy_title()}”: wait for that reply "
                 "to end, or stop it, then send this one (it stays in the box).")
 
     # the line: messages waiting their turn --------------------------------------------------
 
-    def _join_line(self, conversation_id: str, message_id: int) -> None:
-        self._line.append((conversation_id, message_id))
+    @property
+    def would_wait_turn(self) -> bool:
+        """A message sent in the open chat now would wait its turn: another chat's message
+        is in flight, or messages wait theirs."""
+        busy = self.busy_conversation
+        return busy != self.current_id and (busy is not None or bool(self._line))
+
+    def _join_line(self, conversation_id: str, message_id: int,
+                   files: tuple[Path, ...] = ()) -> None:
+        self._line.append(InLine(conversation_id, message_id, files))
         self._show_line()
         self.line_changed.emit(self.line)
         if not self.generating:  # what was in flight ended meanwhile
             self._on_generating(False)
 
     def _show_line(self) -> None:
-        """The open chat's waiting message says so on its row (on screen only)."""
-        for cid, message_id in self._line:
-            if cid == self.current_id:
-                row = self.chat_model.row_of(message_id)
+        """The open chat's waiting message says so on its row, with the files it brings
+        (on screen only: they are stored with it once read)."""
+        for waiting in self._line:
+            if waiting.conversation_id == self.current_id:
+                row = self.chat_model.row_of(waiting.message_id)
                 if row >= 0:
-                    self.chat_model.update_message(row, status=WAITING_STATUS)
+                    self.chat_model.update_message(row, status=WAITING_STATUS, **(
+                        {"parts": waiting.chips()} if waiting.files else {}))
 
-    def _leave_line(self, index: int) -> tuple[str, int]:
-        cid, message_id = self._line.pop(index)
-        if cid == self.current_id:
-            row = self.chat_model.row_of(message_id)
+    def _leave_line(self, index: int) -> InLine:
+        waiting = self._line.pop(index)
+        if waiting.conversation_id == self.current_id:
+            row = self.chat_model.row_of(waiting.message_id)
             if row >= 0 and self.chat_model.message(row).status == WAITING_STATUS:
-                self.chat_model.update_message(row, status="complete")
+                self.chat_model.update_message(row, status="complete", **(
+                    {"parts": ()} if waiting.files else {}))
         self.line_changed.emit(self.line)
-        return cid, message_id
+        return waiting
 
     def _on_generating(self, generating: bool) -> None:
         if not generating and self._line:  # after every listener has seen the end
@@ -360,13 +392,22 @@ class ChatController(QObject):
         chat (its tools, libraries and settings), open or not. One whose chat went, or
         that is no longer its chat's last message, is passed over."""
         while self._line and not self.generating:
-            cid, message_id = self._leave_line(0)
+            cid, message_id, files = self._leave_line(0)
             try:
                 path = self.history.active_path(cid)
             except StorageError as exc:
                 self.bridge.report(exc)
                 continue
             if not path or path[-1].id != message_id:
+                continue
+            if files:  # its files are read now, then it is answered (or says why not)
+                if self.model_info is None and self.loading_path is None:
+                    self._unsend(cid, message_id, f"Not sent: no model was loaded when its "
+                                 f"turn came, so {names_of(files)} {were(files)} not read. "
+                                 f"Pick a model, then attach {them(files)} again.", files)
+                elif self.read_files is None or not self.read_files(cid, message_id, files):
+                    self._unsend(cid, message_id, f"Not sent: {names_of(files)} could not "
+                                 "be read (Hearth is closing).", files)
                 continue
             if self.model_info is None and self.loading_path is not None:
                 self._queued, self._queued_retriever = cid, self._retriever_of(cid)
@@ -421,10 +462,14 @@ class ChatController(QObject):
         if path and path[-1].role == "user":
             self._unsend(conversation_id, path[-1].id, sentence)
 
-    def _unsend(self, conversation_id: str, message_id: int, sentence: str) -> None:
+    def _unsend(self, conversation_id: str, message_id: int, sentence: str,
+                files: tuple[Path, ...] = ()) -> None:
         """The waiting message stays in its chat, unanswered, saying why (stored), whole:
-        its row offers Send now (``resend``)."""
-        provenance = {"unsent": sentence, "resend": True}
+        its row offers Send now (``resend``) — unless it brought ``files`` not read yet,
+        which are asked for again instead (the sentence names them)."""
+        provenance: dict[str, Any] = {"unsent": sentence}
+        if not files:
+            provenance["resend"] = True
         try:
             self.history.update_message(message_id, provenance=provenance)
         except StorageError as exc:
@@ -433,12 +478,13 @@ class ChatController(QObject):
         if conversation_id == self.current_id:
             row = self.chat_model.row_of(message_id)
             if row >= 0:
-                self.chat_model.update_message(row, status="complete", provenance=provenance)
+                self.chat_model.update_message(row, status="complete", provenance=provenance,
+                                               **({"parts": ()} if files else {}))
 
     @property
     def line(self) -> tuple[str, ...]:
         """The chats whose message waits its turn, in the order they go."""
-        return tuple(cid for cid, _ in self._line)
+        return tuple(waiting.conversation_id for waiting in self._line)
 
     def in_line(self, conversation_id: str | None) -> bool:
         """A message in chat ``conversation_id`` waits its turn."""
@@ -630,9 +676,12 @@ class ChatController(QObject):
 
     # turns --------------------------------------------------------------------------------
 
-    def send(self, text: str, *, parts: tuple[Part, ...] = (), start: bool = True) -> bool:
+    def send(self, text: str, *, parts: tuple[Part, ...] = (), start: bool = True,
+             files: tuple[Path, ...] = ()) -> bool:
         """Save the user's message (with ``parts``: its attachments), then ask the worker
-        for a reply (``start`` False: later, with ``reply_to_last``)."""
+        for a reply (``start`` False: later, with ``reply_to_last``). ``files``: files to
+        read when its turn comes, for a message that waits its turn (``would_wait_turn``;
+        app/ui/documents_controller.py reads them then, through ``read_files``)."""
         text = clean_text(text).strip()
         if not text:
             return False
@@ -640,7 +689,10 @@ class ChatController(QObject):
         if way is None:
             return False
         queue, waiting = way
-        unanswered = None if waiting or parts or not start else self._unanswered(text)
+        if files and not queue:  # read now instead, held (``hold``): not this way
+            return False
+        unanswered = None if waiting or parts or files or not start else \
+            self._unanswered(text)
         if unanswered is not None:  # the same question again: answer it, do not repeat it
             if unanswered >= 0:
                 if queue:  # its failed reply is retried once the other reply is done
@@ -675,7 +727,7 @@ class ChatController(QObject):
         self.conversations.upsert(self.current_id)
         if not start:
             return True
-        return self._answer_last(msg.id, queue=queue, waiting=waiting)
+        return self._answer_last(msg.id, queue=queue, waiting=waiting, files=files)
 
     def send_unsent(self, row: int) -> bool:
         """"Send now" on the open chat's last message, one left unsent as it was (a quit
@@ -699,7 +751,7 @@ class ChatController(QObject):
         None when it cannot go now (the banner says why)."""
         busy = self.busy_conversation
         # another chat's message is in flight (or waits its turn): this one waits after it
-        queue = queueable and busy != self.current_id and (busy is not None or bool(self._line))
+        queue = queueable and self.would_wait_turn
         if queue and self.in_line(self.current_id):
             self.bridge.info("A message in this chat already waits its turn: it goes when "
                              f"the reply in “{self.busy_title()}” ends (or press Don't send).")
@@ -719,11 +771,14 @@ class ChatController(QObject):
             return None
         return queue, waiting
 
-    def _answer_last(self, message_id: int, *, queue: bool, waiting: bool) -> bool:
+    def _answer_last(self, message_id: int, *, queue: bool, waiting: bool,
+                     files: tuple[Path, ...] = ()) -> bool:
         """Ask for the reply to the open chat's last message ``message_id`` now, after the
-        message in flight (``queue``) or once the model has loaded (``waiting``)."""
+        message in flight (``queue``: with the ``files`` to read then) or once the model
+        has loaded (``waiting``)."""
         if queue:
-            self._join_line(self.current_id, message_id)
+            assert self.current_id is not None
+            self._join_line(self.current_id, message_id, files)
             return True
         if waiting:
             self._queued, self._queued_retriever = self.current_id, self.retriever
@@ -751,6 +806,12 @@ class ChatController(QObject):
         self._held = (self.current_id, message_id)
         self.generating_changed.emit(True)  # the composer offers Stop, not Send
         return message_id
+
+    def hold_turn(self, conversation_id: str, message_id: int) -> None:
+        """``hold`` for a message stored while it waited its turn, its turn come
+        (``read_files``): it is held in its chat while its files are read."""
+        self._held = (conversation_id, message_id)
+        self.generating_changed.emit(True)
 
     def wait_for_model(self) -> None:
         """The held message's files are read, and it waits for the model that loads (how
@@ -830,8 +891,12 @@ class ChatController(QObject):
         flight in another chat goes on: False, nothing was stopped."""
         target = conversation_id or self.current_id
         if target is not None and target != self.busy_conversation and self.in_line(target):
-            self._leave_line(self.line.index(target))  # it stays, unanswered
-            return True
+            cid, message_id, files = self._leave_line(self.line.index(target))
+            if files:  # it stays, unanswered, and asks for its files again
+                self._unsend(cid, message_id, f"Not sent: stopped while it waited its turn, "
+                             f"so {names_of(files)} {were(files)} not read. Attach "
+                             f"{them(files)} again to ask.", files)
+            return True  # it stays, unanswered
         if target is None or target != self.busy_conversation:
             return False
         if self._active is not None:
@@ -1358,9 +1423,12 @@ class ChatController(QObject):
         self._held = None  # the same (app/ui/documents_controller.py says why on it)
         title = self.busy_title()
         behind = f"the reply in “{title}”" if title else "its turn"
-        for cid, message_id in self._line:  # stored; they say why they were not answered
+        for cid, message_id, files in self._line:  # stored; they say why they were not sent
             self._unsend(cid, message_id, f"Not sent: Hearth was closed while it waited for "
-                                          f"{behind}. Press Send now to ask.")
+                         f"{behind}, so {names_of(files)} {were(files)} not read. Attach "
+                         f"{them(files)} again to ask." if files else
+                         f"Not sent: Hearth was closed while it waited for {behind}. "
+                         "Press Send now to ask.", files)
         self._line.clear()
         if self._active is not None and not self._active.next_round:
             self._active.writer.finish("stopped", self._provenance(self._active, None, None),

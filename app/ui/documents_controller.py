@@ -48,6 +48,9 @@ changes only here.
   files that went (they leave the tray at once). A message none of whose files could be
   read, one stopped (``held_stopped``) or one a quit cut off stays in its chat unanswered,
   its sentence stored with it (provenance ``unsent``); nothing goes back into a composer.
+  Sent while another chat's message is in flight, it waits its turn instead (stored as its
+  text, ``ChatController.send(files=)``), and its files are read when the turn comes
+  (``read_turn``, then as above), against the context left then.
 - **Embedders**: each library keeps the embedder it was made with (``embedders()`` lists
   the starter and the embedder catalog's, ``embedder_store`` downloads a catalog one);
   ``set_embedder`` gives a library another (the page asks first): one job downloads it when
@@ -76,6 +79,8 @@ from app.documents.attach import (
     attachment,
     chat_collection,
     is_chat_collection,
+    names_of,
+    were,
 )
 from app.documents.freshness import LibraryWatch, has_watched_folders
 from app.documents.selection import ChatLibrariesStore
@@ -135,7 +140,6 @@ class _Reading:
 
     conversation: str
     message_id: int
-    text: str
     paths: tuple[Path, ...]
 
 
@@ -143,15 +147,6 @@ def _shown(collection: str) -> str:
     """A collection as the job row names it: a library by its name, a chat's own files as
     such (their collection's name means nothing to the user)."""
     return "a chat's attached files" if is_chat_collection(collection) else collection
-
-
-def names_of(paths: Sequence[Path]) -> str:
-    return ", ".join(Path(p).name for p in paths)
-
-
-def were(paths: Sequence[Path]) -> str:
-    """"was" for one file, "were" for more ("a.txt, b.txt were read")."""
-    return "was" if len(paths) == 1 else "were"
 
 
 def default_embedder_store() -> EmbedderStore:
@@ -245,6 +240,7 @@ class DocumentsController(QObject):
         chat.held_stopped.connect(self.on_held_stopped)
         chat.model_loaded.connect(self.on_model_ready)
         chat.retriever_for = self.retriever_for  # a waiting message's chat, not on screen
+        chat.read_files = self.read_turn  # a waiting message with files, its turn come
         chat.model_load_failed.connect(self.on_model_ready)
 
     # the library ---------------------------------------------------------------------------
@@ -699,15 +695,38 @@ class DocumentsController(QObject):
     def _read(self, text: str, paths: tuple[Path, ...]) -> bool:
         """The message is stored in its chat at once and held there (``ChatController.hold``:
         the one message in flight) while its files are read; its row shows them as
-        "reading…" chips until ``on_read``."""
+        "reading…" chips until ``on_read``. Sent while another chat's message is in flight,
+        it waits its turn instead, its files as chips, and they are read when it comes
+        (``read_turn``)."""
         if self._closing:
             return False
+        if self.chat.would_wait_turn and not self.chat.editing:
+            if not self.chat.send(text, files=paths):
+                return False
+            self.attachments_sent.emit(paths)
+            return True
         message_id = self.chat.hold(text)
         if message_id is None:
             return False
         cid = self.chat.current_id
         assert cid is not None
-        read = self.read_file
+        if not self._start_reading(_Reading(cid, message_id, paths)):
+            return False
+        self.attachments_sent.emit(paths)
+        return True
+
+    def read_turn(self, cid: str, message_id: int, paths: tuple[Path, ...]) -> bool:
+        """Chat ``cid``'s message ``message_id`` waited its turn with files, and its turn
+        came: it is held while they are read, then goes on as one sent now does. False:
+        they cannot be read now (Hearth is closing)."""
+        if self._closing:
+            return False
+        self.chat.hold_turn(cid, message_id)
+        return self._start_reading(_Reading(cid, message_id, paths))
+
+    def _start_reading(self, reading: _Reading) -> bool:
+        """Read the held message's files on the attachments thread (``on_read`` next)."""
+        paths, read = reading.paths, self.read_file
 
         def work(_report, control):  # read whole; ``_decide`` applies the budget after
             from app.documents.attach import read_attachments
@@ -715,14 +734,13 @@ class DocumentsController(QObject):
             return read_attachments(paths, None, 0, read=read,
                                     checkpoint=control.checkpoint)
 
-        self._reading = _Reading(cid, message_id, text, paths)
+        self._reading = reading
         if not self.reader.submit(Job(READ_JOB, f"Reading {names_of(paths)}", work)):
             self._reading = None
             self.chat.release(unsent=f"Not sent: {names_of(paths)} could not be read "
-                                     "(Hearth is closing).")
+                                     "(Hearth is closing).", start=False)
             return False
         self._show_reading()
-        self.attachments_sent.emit(paths)
         self.reading_changed.emit(paths)
         self._show_activity()
         return True

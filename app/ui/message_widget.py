@@ -273,7 +273,8 @@ class MessageWidget(QWidget):
         """The attachment chips, below the text (rebuilt when the files or their reading
         state change: a held message's files become its parts once read)."""
         status = self.message.status
-        key = (self.message.parts, status if status in ("reading", "model") else "")
+        key = (self.message.parts,
+               status if status in ("reading", "model", "waiting") else "")
         if key == self._chips_of:
             return
         self._chips_of = key
@@ -283,7 +284,8 @@ class MessageWidget(QWidget):
             self.chips.deleteLater()
         self.chips = attachment_chips(self.message.parts, self.card,
                                       reading=key[1] == "reading",
-                                      undecided=key[1] == "model")
+                                      undecided=key[1] == "model",
+                                      waiting=key[1] == "waiting")
         if self.chips is not None:
             self._card_layout.insertWidget(self._card_layout.indexOf(self.body) + 1,
                                            self.chips)

@@ -203,23 +203,6 @@ def test_screenshot_of_a_message_waiting_its_turn(app, loader, tmp_path):
     _idle(app)
 
 
-def test_a_message_with_files_does_not_wait_and_stays_in_the_box(app, loader, tmp_path):
-    """Only a plain message waits its turn: one with files (read first, then held) is not
-    sent while another chat answers, and nothing of it is lost."""
-    first, _busy = _reply_elsewhere(app, loader)
-    note = tmp_path / "note.txt"
-    note.write_text("The kettle is silver.\n", encoding="utf-8")
-    app.window.attachments.add([note])
-    app.send("Read this", wait=False)
-    assert app.window.composer.text() == "Read this"
-    assert app.window.attachments.files == [note]
-    assert "busy in the chat “Busy one”" in app.window.banner.text()
-    assert not app.controller.line
-    assert [m.content for m in app.history.active_path(first)][-1] == "You said: Old one"
-    loader.last.release.set()
-    _idle(app)
-
-
 def test_a_new_chats_waiting_message_goes_with_its_own_tools_and_libraries(
         make_app, model_dir, tmp_path):
     from app.chat.parts import Source
