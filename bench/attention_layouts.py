@@ -21,6 +21,11 @@ length T (the past plus the step's rows); the figure is microseconds per layer p
 * ``grouped-cap``: the same over the GQA layout [1, kv, capacity, D] bound whole, the mask
   hiding positions from T on (reads the capacity, not T; here capacity = T, the best bucket,
   and a step just past a doubling reads 2T).
+* ``gqa-int8``: GroupQueryAttention as ``gqa`` with ORT's quantized KV cache (int8 buffers,
+  ``k_quant_type`` / ``v_quant_type`` PER_TENSOR, ``kv_cache_bit_width`` 8, one static scale
+  each: ``INT8_SCALE`` for this bench's unit-normal K/V): a quarter of the fp32 bytes read
+  per step. Its scales are inputs fixed in advance, not measured per block as llama.cpp's
+  Q8_0 cache is, so a model would need them calibrated.
 * ``onnx-attn``: the ONNX opset-23 ``Attention`` op with q_num_heads / kv_num_heads, past
   and present apart (its CPU kernel copies the past into present and, as GQA, runs one GEMM
   pair per query head: onnxruntime/core/providers/cpu/llm/attention.cc).
@@ -29,6 +34,9 @@ length T (the past plus the step's rows); the figure is microseconds per layer p
 as the first row of a 3-row step or the sixth of a 64-row chunk (whose later rows it must not
 see) and as a 1-row step; the exact mode needs the several-row results equal (one-row steps
 are avoided where they round otherwise, app/engine/decoder.py ``choose_rows``).
+
+``--prefill N``: also one layer's attention over an N-token prompt read in 512-row chunks
+(ms), for the GroupQueryAttention forms: what a form costs the first token.
 
 Prints the load average beside each figure: the machine may be shared. Never asserts.
 """
@@ -65,7 +73,9 @@ class Shape:
 
 
 SHAPES = (Shape("starter (9q/3kv/64)", 9, 3, 64), Shape("7B-like (32q/8kv/128)", 32, 8, 128))
-FORMS = ("gqa", "grouped", "grouped-cap", "onnx-attn")
+FORMS = ("gqa", "gqa-int8", "grouped", "grouped-cap", "onnx-attn")
+INT8_SCALE = 4.5 / 127  # K and V are unit normal here: ±4.5 σ fill the int8 range
+PREFILL_CHUNK = 512
 
 
 def _const(name: str, values, dtype=np.int64) -> onnx.TensorProto:
@@ -80,9 +90,13 @@ def build(form: str, shape: Shape, rows: int, layers: int) -> bytes:
     inputs += [helper.make_tensor_value_info("query", F32, [1, s, hq * d]),
                helper.make_tensor_value_info("key", F32, [1, s, hkv * d]),
                helper.make_tensor_value_info("value", F32, [1, s, hkv * d])]
-    if form == "gqa":
+    cache = TensorProto.INT8 if form == "gqa-int8" else F32
+    if form in ("gqa", "gqa-int8"):
         inputs += [helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [1]),
                    helper.make_tensor_value_info("total_seq_len", TensorProto.INT32, [])]
+    if form == "gqa-int8":
+        inputs += [helper.make_tensor_value_info("k_scale", F32, [1]),
+                   helper.make_tensor_value_info("v_scale", F32, [1])]
     elif form in ("grouped", "grouped-cap"):
         inputs += [helper.make_tensor_value_info("write_at", TensorProto.INT64, [1]),
                    helper.make_tensor_value_info("mask", F32, [1, 1, s, "T"])]
@@ -102,13 +116,22 @@ def build(form: str, shape: Shape, rows: int, layers: int) -> bytes:
     for i in range(layers):
         k, v, out = f"past_key.{i}", f"past_value.{i}", f"out.{i}"
         pk, pv = f"present_key.{i}", f"present_value.{i}"
-        kv_dims = {"gqa": [1, hkv, "C", d], "grouped": [1, "T", hkv, d],
-                   "grouped-cap": [1, hkv, "C", d], "onnx-attn": [1, hkv, "P", d]}[form]
-        inputs += [helper.make_tensor_value_info(k, F32, kv_dims),
-                   helper.make_tensor_value_info(v, F32, kv_dims)]
+        kv_dims = {"gqa": [1, hkv, "C", d], "gqa-int8": [1, hkv, "C", d],
+                   "grouped": [1, "T", hkv, d], "grouped-cap": [1, hkv, "C", d],
+                   "onnx-attn": [1, hkv, "P", d]}[form]
+        inputs += [helper.make_tensor_value_info(k, cache, kv_dims),
+                   helper.make_tensor_value_info(v, cache, kv_dims)]
         outputs += [helper.make_tensor_value_info(out, F32, None),
-                    helper.make_tensor_value_info(pk, F32, None),
-                    helper.make_tensor_value_info(pv, F32, None)]
+                    helper.make_tensor_value_info(pk, cache, None),
+                    helper.make_tensor_value_info(pv, cache, None)]
+        if form == "gqa-int8":
+            nodes.append(helper.make_node(
+                "GroupQueryAttention",
+                ["query", "key", "value", k, v, "seqlens_k", "total_seq_len",
+                 "", "", "", "", "", "k_scale", "v_scale"], [out, pk, pv],
+                domain=MS, num_heads=hq, kv_num_heads=hkv, scale=scale,
+                k_quant_type="PER_TENSOR", v_quant_type="PER_TENSOR", kv_cache_bit_width=8))
+            continue
         if form == "gqa":
             nodes.append(helper.make_node(
                 "GroupQueryAttention",
@@ -179,9 +202,12 @@ class Step:
         mask = np.zeros((1, 1, rows, total), np.float32)
         for r in range(rows):
             mask[0, 0, r, total - rows + r + 1:] = -np.inf
-        if form == "gqa":
+        if form in ("gqa", "gqa-int8"):
             io.bind_cpu_input("seqlens_k", np.array([total - 1], np.int32))
             io.bind_cpu_input("total_seq_len", np.array(total, np.int32))
+        if form == "gqa-int8":
+            io.bind_cpu_input("k_scale", np.array([INT8_SCALE], np.float32))
+            io.bind_cpu_input("v_scale", np.array([INT8_SCALE], np.float32))
         elif form in ("grouped", "grouped-cap"):
             io.bind_cpu_input("write_at", np.array([total - rows], np.int64))
             io.bind_cpu_input("mask", mask)
@@ -194,10 +220,12 @@ class Step:
                     io.bind_cpu_input(f"past_{name}.{i}", buf)
                     io.bind_output(f"present_{name}.{i}", "cpu", 0, np.float32, buf.shape,
                                    buf.ctypes.data)
-                elif form in ("gqa", "grouped-cap"):
+                elif form in ("gqa", "gqa-int8", "grouped-cap"):
                     buf = np.ascontiguousarray(seq.transpose(1, 0, 2)[None])
+                    if form == "gqa-int8":
+                        buf = np.clip(np.rint(buf / INT8_SCALE), -128, 127).astype(np.int8)
                     io.bind_cpu_input(f"past_{name}.{i}", buf)
-                    io.bind_output(f"present_{name}.{i}", "cpu", 0, np.float32, buf.shape,
+                    io.bind_output(f"present_{name}.{i}", "cpu", 0, buf.dtype, buf.shape,
                                    buf.ctypes.data)
                 else:  # past apart, present a new tensor (the op concatenates)
                     buf = np.ascontiguousarray(seq[: total - rows].transpose(1, 0, 2)[None])
@@ -258,7 +286,43 @@ def time_step(form: str, shape: Shape, total: int, rows: int, threads: int,
     return statistics.median(times) * 1e6 / layers
 
 
-def main(contexts: list[int], threads: int, rows: tuple[int, ...] = (2,)) -> int:
+def time_prefill(form: str, shape: Shape, tokens: int, threads: int) -> float:
+    """ms for one layer's attention over a ``tokens``-token prompt in 512-row chunks, each
+    chunk writing its rows into the shared buffer (``gqa`` / ``gqa-int8``); ``tokens`` is
+    rounded down to whole chunks."""
+    tokens = max(PREFILL_CHUNK, tokens - tokens % PREFILL_CHUNK)
+    keys, values, queries = _sequence(shape, tokens)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.log_severity_level = 3
+    session = ort.InferenceSession(build(form, shape, PREFILL_CHUNK, 1), opts,
+                                   providers=["CPUExecutionProvider"])
+    dtype = np.int8 if form == "gqa-int8" else np.float32
+    buffers = [np.zeros((1, shape.kv_heads, tokens, shape.dim), dtype) for _ in range(2)]
+    started = time.perf_counter()
+    for at in range(0, tokens, PREFILL_CHUNK):
+        rows = PREFILL_CHUNK
+        io = session.io_binding()
+        new = slice(at, at + rows)
+        io.bind_cpu_input("query", np.ascontiguousarray(queries[new])[None])
+        io.bind_cpu_input("key", np.ascontiguousarray(keys[new]).reshape(1, rows, -1))
+        io.bind_cpu_input("value", np.ascontiguousarray(values[new]).reshape(1, rows, -1))
+        io.bind_cpu_input("seqlens_k", np.array([at + rows - 1], np.int32))
+        io.bind_cpu_input("total_seq_len", np.array(at + rows, np.int32))
+        if form == "gqa-int8":
+            io.bind_cpu_input("k_scale", np.array([INT8_SCALE], np.float32))
+            io.bind_cpu_input("v_scale", np.array([INT8_SCALE], np.float32))
+        for name, buf in zip(("key", "value"), buffers, strict=True):
+            io.bind_cpu_input(f"past_{name}.0", buf)
+            io.bind_output(f"present_{name}.0", "cpu", 0, buf.dtype, buf.shape,
+                           buf.ctypes.data)
+        io.bind_output("out.0", "cpu")
+        session.run_with_iobinding(io)
+    return (time.perf_counter() - started) * 1000
+
+
+def main(contexts: list[int], threads: int, rows: tuple[int, ...] = (2,),
+         prefill: int = 0) -> int:
     print(f"one layer's attention per decode step, µs (median; {LAYERS} layers per graph, "
           f"{threads} threads, ORT {ort.__version__}); rows = new rows per step "
           "(Hearth's exact steps run 2)")
@@ -281,6 +345,11 @@ def main(contexts: list[int], threads: int, rows: tuple[int, ...] = (2,)) -> int
                     exact = "n/a"
                 print(f"{form:12s} {r:4d} " + " ".join(cells)
                       + f"   {exact}   (load {os.getloadavg()[0]:.1f})", flush=True)
+        if prefill:
+            for form in ("gqa", "gqa-int8"):
+                ms = time_prefill(form, shape, prefill, threads)
+                print(f"{form:12s} prefill of {prefill} tokens ({PREFILL_CHUNK}-row chunks): "
+                      f"{ms:.0f} ms per layer   (load {os.getloadavg()[0]:.1f})", flush=True)
     return 0
 
 
@@ -289,6 +358,8 @@ if __name__ == "__main__":
     parser.add_argument("--contexts", default="1024,4096,8192")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rows", default="2")
+    parser.add_argument("--prefill", type=int, default=0,
+                        help="also time one layer's attention over a prompt this long")
     a = parser.parse_args()
     raise SystemExit(main([int(x) for x in a.contexts.split(",")], a.threads,
-                          tuple(int(x) for x in a.rows.split(","))))
+                          tuple(int(x) for x in a.rows.split(",")), a.prefill))

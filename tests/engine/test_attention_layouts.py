@@ -28,11 +28,36 @@ def reference(keys, values, queries, rows):
     return np.stack(out)
 
 
-@pytest.mark.parametrize("form", layouts.FORMS)
+FLOAT_FORMS = [form for form in layouts.FORMS if form != "gqa-int8"]
+
+
+@pytest.mark.parametrize("form", FLOAT_FORMS)
 def test_each_formulation_is_attention(form):
     keys, values, queries = layouts._sequence(SHAPE, 40)
     step = layouts.Step(form, SHAPE, 3, 2, 1, keys, values, queries)
     np.testing.assert_allclose(step.run(), reference(keys, values, queries, 3), atol=1e-5)
+
+
+def _int8(x: np.ndarray) -> np.ndarray:
+    """``x`` as the int8 cache holds it, read back (one scale, round to nearest)."""
+    scale = layouts.INT8_SCALE
+    return (np.clip(np.rint(x / scale), -128, 127) * scale).astype(np.float32)
+
+
+def test_the_int8_cache_form_is_attention_over_the_int8_values():
+    """ORT's quantized-cache GroupQueryAttention computes attention over K and V as the int8
+    cache holds them (the past bound as int8, the step's own rows quantized as written)."""
+    keys, values, queries = layouts._sequence(SHAPE, 40)
+    step = layouts.Step("gqa-int8", SHAPE, 3, 2, 1, keys, values, queries)
+    np.testing.assert_allclose(step.run(), reference(_int8(keys), _int8(values), queries, 3),
+                               atol=1e-5)
+    assert step._keep[0].dtype == np.int8  # the cache is a quarter of the fp32 bytes
+
+
+def test_the_int8_cache_rows_do_not_depend_on_how_many_ran():
+    """Several-row steps agree bit for bit (whether one-row ones do too is the CPU's
+    kernel's: the bench reports it)."""
+    assert layouts.same_rows("gqa-int8", SHAPE, (37, 64), 1).startswith("yes")
 
 
 def test_the_grouped_form_writes_the_new_rows_in_place():
