@@ -184,3 +184,20 @@ def test_no_model_when_its_turn_comes_leaves_it_unsent_naming_its_files(make_app
                   "read. Pick a model, then attach it again."})
     assert _row(app, 0).unsent_note.text() == stored.provenance["unsent"]
     assert app.loader.engines == []
+
+
+def test_a_file_gone_before_its_turn_leaves_the_message_unsent_saying_so(app, loader,
+                                                                        tmp_path):
+    first, _busy = _reply_elsewhere(app, loader)
+    note = _note(tmp_path)
+    _send_with(app, note)
+    note.unlink()  # moved away while the message waited
+    loader.last.release.set()
+    _idle(app)
+    stored = app.history.active_path(first)[-1]
+    assert (stored.role, stored.content, stored.parts) == ("user", QUESTION, ())
+    assert stored.provenance["unsent"].startswith("Not sent: ")
+    assert "note.txt" in stored.provenance["unsent"]
+    assert "resend" not in stored.provenance
+    assert not any(QUESTION in m.content for call in loader.last.calls for m in call)
+    assert "note.txt" in app.window.banner.text()  # said at once, naming the file
