@@ -141,6 +141,14 @@ class InLine(NamedTuple):
         return tuple(Attachment(name=p.name, path=str(p)) for p in self.files)
 
 
+def files_not_read(files: tuple[Path, ...], why: str, *, pick_model: bool = False) -> str:
+    """What a waiting message whose ``files`` were never read says on it: why it was not
+    sent, the files, and what brings them back (no Send now: they are attached again)."""
+    again = (f"Pick a model, then attach {them(files)} again." if pick_model
+             else f"Attach {them(files)} again to ask.")
+    return f"Not sent: {why}, so {names_of(files)} {were(files)} not read. {again}"
+
+
 @dataclass
 class ActiveReply:
     conversation_id: str
@@ -265,8 +273,9 @@ class ChatController(QObject):
         #: (``_next_in_line``); app/ui/documents_controller.py sets it
         self.retriever_for: Callable[[str], Retriever | None] | None = None
         #: a waiting message with files, its turn come: hold it (``hold_turn``) and read its
-        #: files, then ``release`` it (chat, id, files → True when they are being read);
-        #: app/ui/documents_controller.py sets it (None: such a message is not sent)
+        #: files, then ``release`` it (chat, id, files → False when nothing was done: Hearth
+        #: is closing); app/ui/documents_controller.py sets it (None: such a message is not
+        #: sent)
         self.read_files: Callable[[str, int, tuple[Path, ...]], bool] | None = None
         self._busy: tuple[str | None, str] = (None, "")  # what busy_changed last said
         # first of their listeners: the list's mark is right when the window's run
@@ -402,12 +411,12 @@ class ChatController(QObject):
                 continue
             if files:  # its files are read now, then it is answered (or says why not)
                 if self.model_info is None and self.loading_path is None:
-                    self._unsend(cid, message_id, f"Not sent: no model was loaded when its "
-                                 f"turn came, so {names_of(files)} {were(files)} not read. "
-                                 f"Pick a model, then attach {them(files)} again.", files)
+                    self._unsend(cid, message_id, files_not_read(
+                        files, "no model was loaded when its turn came", pick_model=True),
+                        files)
                 elif self.read_files is None or not self.read_files(cid, message_id, files):
-                    self._unsend(cid, message_id, f"Not sent: {names_of(files)} could not "
-                                 "be read (Hearth is closing).", files)
+                    self._unsend(cid, message_id, files_not_read(
+                        files, "Hearth was closing when its turn came"), files)
                 continue
             if self.model_info is None and self.loading_path is not None:
                 self._queued, self._queued_retriever = cid, self._retriever_of(cid)
@@ -892,10 +901,9 @@ class ChatController(QObject):
         target = conversation_id or self.current_id
         if target is not None and target != self.busy_conversation and self.in_line(target):
             cid, message_id, files = self._leave_line(self.line.index(target))
-            if files:  # it stays, unanswered, and asks for its files again
-                self._unsend(cid, message_id, f"Not sent: stopped while it waited its turn, "
-                             f"so {names_of(files)} {were(files)} not read. Attach "
-                             f"{them(files)} again to ask.", files)
+            if files:  # it asks for its files again
+                self._unsend(cid, message_id, files_not_read(
+                    files, "stopped while it waited its turn"), files)
             return True  # it stays, unanswered
         if target is None or target != self.busy_conversation:
             return False
@@ -1424,11 +1432,9 @@ class ChatController(QObject):
         title = self.busy_title()
         behind = f"the reply in “{title}”" if title else "its turn"
         for cid, message_id, files in self._line:  # stored; they say why they were not sent
-            self._unsend(cid, message_id, f"Not sent: Hearth was closed while it waited for "
-                         f"{behind}, so {names_of(files)} {were(files)} not read. Attach "
-                         f"{them(files)} again to ask." if files else
-                         f"Not sent: Hearth was closed while it waited for {behind}. "
-                         "Press Send now to ask.", files)
+            why = f"Hearth was closed while it waited for {behind}"
+            self._unsend(cid, message_id, files_not_read(files, why) if files else
+                         f"Not sent: {why}. Press Send now to ask.", files)
         self._line.clear()
         if self._active is not None and not self._active.next_round:
             self._active.writer.finish("stopped", self._provenance(self._active, None, None),

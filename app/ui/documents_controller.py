@@ -717,12 +717,13 @@ class DocumentsController(QObject):
 
     def read_turn(self, cid: str, message_id: int, paths: tuple[Path, ...]) -> bool:
         """Chat ``cid``'s message ``message_id`` waited its turn with files, and its turn
-        came: it is held while they are read, then goes on as one sent now does. False:
-        they cannot be read now (Hearth is closing)."""
+        came: it is held while they are read, then goes on as one sent now does (a read that
+        cannot start says so on it). False: nothing was done (Hearth is closing)."""
         if self._closing:
             return False
         self.chat.hold_turn(cid, message_id)
-        return self._start_reading(_Reading(cid, message_id, paths))
+        self._start_reading(_Reading(cid, message_id, paths))
+        return True
 
     def _start_reading(self, reading: _Reading) -> bool:
         """Read the held message's files on the attachments thread (``on_read`` next)."""
