@@ -170,16 +170,19 @@ class Runner:
         io.bind_cpu_input("input_ids", np.array([[17, 42][:rows]], np.int64))
         io.bind_cpu_input("attention_mask", np.ones((1, total), np.int64))
         names = {i.name for i in self.session.get_inputs()}
+        half = any(i.type == "tensor(float16)" for i in self.session.get_inputs()
+                   if i.name.startswith("past_key_values."))
+        dtype = np.float16 if half else np.float32  # a float16-cache conversion's buffers
         if "num_logits_to_keep" in names:
             io.bind_cpu_input("num_logits_to_keep", np.array([1], np.int64))
         for i, (kv, d) in enumerate(layers):
             for part in ("key", "value"):
-                buf = np.zeros((1, kv, cap, d), np.float32)
+                buf = np.zeros((1, kv, cap, d), dtype)
                 buf[:, :, : total - rows] = rng.standard_normal(
                     (1, kv, total - rows, d), dtype=np.float32)
                 self.keep.append(buf)
                 io.bind_cpu_input(f"past_key_values.{i}.{part}", buf)
-                io.bind_output(f"present.{i}.{part}", "cpu", 0, np.float32, buf.shape,
+                io.bind_output(f"present.{i}.{part}", "cpu", 0, dtype, buf.shape,
                                buf.ctypes.data)
         io.bind_output("logits", "cpu")
         io.bind_output(PROBE, "cpu")

@@ -44,6 +44,10 @@ class RefConfig:
     residual_scale: float = 1.0  # each block's attention and MLP output times this
     attn_scale: float = 0.0  # scores times this; 0: 1/sqrt(head_dim)
     logit_scale: float = 1.0  # logits divided by this
+    # K and V rounded to float16 as they are stored, then read back: llama.cpp's default F16
+    # cache, which the default conversion keeps; False: float32 (``kv_cache="float32"``, the
+    # GroupQueryAttention form)
+    kv_half: bool = False
 
 
 @dataclass
@@ -142,6 +146,8 @@ def forward(
         v = proj("attn_v").reshape(t, cfg.n_kv_heads, cfg.head_dim).transpose(1, 0, 2)
         if i not in cfg.nope_layers:
             q, k = rope(q, pos, cfg, factors), rope(k, pos, cfg, factors)
+        if cfg.kv_half:
+            k, v = (x.astype(np.float32).astype(np.float16).astype(np.float64) for x in (k, v))
         if past:
             k = np.concatenate([cache.keys[i], k], axis=1)
             v = np.concatenate([cache.values[i], v], axis=1)

@@ -32,6 +32,12 @@ def kv_geometry(session: ort.InferenceSession) -> tuple[int, int, int]:
     return len(pasts) // 2, int(shape[1]), int(shape[3])
 
 
+def kv_dtype(session: ort.InferenceSession) -> type:
+    """The numpy type of the graph's KV buffers (float16 in the grouped form)."""
+    past = next(i for i in session.get_inputs() if i.name.startswith("past_key_values."))
+    return np.float16 if past.type == "tensor(float16)" else np.float32
+
+
 class GrowingRunner:
     """Feeds present.* back as past.* (no shared buffer): the simplest correct KV loop. The
     past goes in zero-padded to the step's total length: a grouped-attention graph (the
@@ -44,7 +50,7 @@ class GrowingRunner:
         self.reset()
 
     def reset(self) -> None:
-        empty = np.zeros((1, self.kv_heads, 0, self.head_dim), np.float32)
+        empty = np.zeros((1, self.kv_heads, 0, self.head_dim), kv_dtype(self.s))
         self.past = {
             f"past_key_values.{i}.{k}": empty for i in range(self.layers) for k in ("key", "value")
         }
@@ -79,7 +85,7 @@ class SharedBufferRunner:
         self.max_length = max_length
         shape = (1, self.kv_heads, max_length, self.head_dim)
         self.buffers = {
-            (i, k): ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, np.float32))
+            (i, k): ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, kv_dtype(session)))
             for i in range(self.layers)
             for k in ("key", "value")
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -13,7 +14,7 @@ from app.models.gguf.convert import convert_gguf
 from app.models.gguf.reader import GGUFFile, matrix_shape
 from app.models.gguf.weights import DEFAULT_EXACT_OFFSETS, WeightSource
 from tests.models.llama_reference import RefCache, RefConfig, forward
-from tests.models.ort_runner import GrowingRunner, SharedBufferRunner, open_session
+from tests.models.ort_runner import GrowingRunner, SharedBufferRunner, kv_dtype, open_session
 from tests.models.tiny_gguf import HEAD_DIM, HEADS, KV_HEADS, LAYERS, write_tiny_gguf
 
 PROMPT = [5, 80, 17, 250, 3, 99, 42]
@@ -32,9 +33,11 @@ def ref_config(arch: str) -> RefConfig:
     )
 
 
-def reference_logits(weights: dict, arch: str) -> list[np.ndarray]:
+def reference_logits(weights: dict, arch: str, *, kv_half: bool = False) -> list[np.ndarray]:
+    """``kv_half``: K and V rounded to float16 as llama.cpp's default cache keeps them (the
+    default conversion's buffers); else float32 (``kv_cache="float32"``)."""
     cache = RefCache()
-    cfg = ref_config(arch)
+    cfg = dataclasses.replace(ref_config(arch), kv_half=kv_half)
     out = [forward(weights, cfg, PROMPT, cache)[-1]]
     out += [forward(weights, cfg, step, cache)[-1] for step in STEPS]
     return out
@@ -84,12 +87,30 @@ def nbits_weights(src, weights: dict, exact_offsets: bool = DEFAULT_EXACT_OFFSET
 def test_float_paths_match_reference(tmp_path, arch, qtype, tied, bias, precision):
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, arch=arch, qtype=qtype, tied=tied, bias=bias)
-    dest = convert_gguf(src, tmp_path / "model", precision=precision)
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", precision=precision)
     got = onnx_logits(GrowingRunner(open_session(dest)))
     want = reference_logits(weights, arch)
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape
         np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_the_default_float16_cache_computes_what_llama_cpps_f16_cache_does(tmp_path, arch):
+    """The default conversion keeps K and V in float16: its logits are those of the
+    reference that rounds them as they are stored (llama.cpp's default F16 cache), to the
+    rounding of a float16 value that fp32 noise can tip either way, and further from the
+    float32-cache reference than from it."""
+    src = tmp_path / "m.gguf"
+    weights = write_tiny_gguf(src, arch=arch, qtype=Q.F32, bias=arch == "qwen2")
+    dest = convert_gguf(src, tmp_path / "model")
+    session = open_session(dest)
+    assert kv_dtype(session) == np.float16
+    got = np.array(onnx_logits(GrowingRunner(session)))
+    half = np.array(reference_logits(weights, arch, kv_half=True))
+    full = np.array(reference_logits(weights, arch))
+    np.testing.assert_allclose(got, half, atol=1e-2, rtol=0)
+    assert np.abs(got - half).mean() < np.abs(got - full).mean()
 
 
 @pytest.mark.parametrize(
@@ -116,7 +137,8 @@ def test_native_quantized_paths_match_reference(tmp_path, arch, qtype, tied, bia
     them by at most half an 8-bit step per weight (tested in test_gguf_quant)."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, arch=arch, qtype=qtype, tied=tied, bias=bias)
-    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0, exact_offsets=exact_offsets)
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", accuracy_level=0,
+                        exact_offsets=exact_offsets)
     got = onnx_logits(GrowingRunner(open_session(dest)))
     want = reference_logits(nbits_weights(src, weights, exact_offsets), arch)
     for g, w in zip(got, want, strict=True):
@@ -134,7 +156,7 @@ def test_default_carries_q4_1_exactly(tmp_path):
     weights'."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=Q.Q4_1)
-    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0)
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", accuracy_level=0)
     conversion = json.loads((dest / "hearth-manifest.json").read_text())["conversion"]
     assert conversion["exact_offsets"] is True and conversion["offsets_form"] == 3
     assert conversion["weights"] == {"Q4_1->nbits4": LAYERS * 7 + 1}  # q k v o gate up down; head
@@ -169,7 +191,8 @@ def test_projections_are_fused(tmp_path, qtype, exact_offsets):
     (The GQA form, asked for: the default grouped form splits the packed rows itself.)"""
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=qtype)
-    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0, exact_offsets=exact_offsets,
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", accuracy_level=0,
+                        exact_offsets=exact_offsets,
                         attention="gqa")
     graph = _graph(dest)
     by_op: dict[str, list] = {}
@@ -194,7 +217,8 @@ def test_mixed_types_are_not_fused_and_stay_exact(tmp_path):
     src = tmp_path / "m.gguf"
     types = {"attn_v": Q.Q8_0, "ffn_up": Q.Q4_0}
     weights = write_tiny_gguf(src, qtype=Q.Q4_1, matrix_types=types)
-    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0, exact_offsets=True)
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", accuracy_level=0,
+                        exact_offsets=True)
     graph = _graph(dest)
     assert all(n.input[1] for n in graph.node if n.op_type == "GroupQueryAttention")
     assert not [n for n in graph.node if n.op_type == "Split"]
@@ -210,7 +234,7 @@ def test_default_accuracy_level_stays_close(tmp_path, qtype, exact_offsets):
     range and the greedy choice is unchanged on this model."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=qtype, seed=3)
-    dest = convert_gguf(src, tmp_path / "model", exact_offsets=exact_offsets)
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", exact_offsets=exact_offsets)
     got = onnx_logits(GrowingRunner(open_session(dest)))
     for g, w in zip(got, reference_logits(weights, "llama"), strict=True):
         span = float(w.max() - w.min())
@@ -224,7 +248,7 @@ def test_lossy_precisions_stay_close(tmp_path, precision):
     error ≤ absmax/16 per weight. Both keep logits near the fp32 reference."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=Q.F32, seed=1)
-    dest = convert_gguf(src, tmp_path / "model", precision=precision)
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", precision=precision)
     got = onnx_logits(GrowingRunner(open_session(dest)))
     tol = 1e-2 if precision == "fp16" else 0.25
     for g, w in zip(got, reference_logits(weights, "llama"), strict=True):
@@ -238,7 +262,7 @@ def test_shared_buffer_matches_growing_cache(tmp_path):
     """Past and present bound to one max-length buffer give the same logits."""
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=Q.Q4_0)
-    dest = convert_gguf(src, tmp_path / "model")
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
     session = open_session(dest)
     grow = onnx_logits(GrowingRunner(session))
     shared_runner = SharedBufferRunner(session, max_length=64)
@@ -253,7 +277,7 @@ def test_shared_buffer_matches_growing_cache(tmp_path):
 def test_folder_layout_and_metadata(tmp_path):
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=Q.Q8_0)
-    dest = convert_gguf(src, tmp_path / "model", name="Tiny")
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", name="Tiny")
     names = sorted(p.name for p in dest.iterdir())
     assert names == [
         "chat_template.jinja",
@@ -309,7 +333,7 @@ def test_estimate_is_close_to_real_size(tmp_path):
     write_tiny_gguf(src, qtype=Q.Q4_1)
     g = GGUFFile(src)
     est = estimate_output_bytes(g, WeightSource(g, "native"))
-    dest = convert_gguf(src, tmp_path / "model")
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
     real = (dest / "model.onnx.data").stat().st_size
     assert 0.9 * real <= est <= 1.2 * real
     assert matrix_shape(g.tensor("blk.0.ffn_down.weight")) == (256, 512)
@@ -365,7 +389,8 @@ def test_progress_names_each_layer_and_phase_in_order(tmp_path):
     src = tmp_path / "tiny.gguf"
     write_tiny_gguf(src)
     reports: list[tuple[float, str]] = []
-    convert_gguf(src, tmp_path / "model", progress=lambda f, m: reports.append((f, m)))
+    convert_gguf(src, tmp_path / "model", kv_cache="float32", progress=lambda f,
+                 m: reports.append((f, m)))
     messages = [m for _f, m in reports]
     assert messages == [
         "Reading tiny.gguf",
@@ -392,7 +417,7 @@ def test_a_known_source_hash_is_not_computed_again(tmp_path, monkeypatch):
 
     monkeypatch.setattr(convert_mod, "sha256_file", no_hashing)
     messages: list[str] = []
-    dest = convert_gguf(src, tmp_path / "model", source_sha256="ab" * 32,
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", source_sha256="ab" * 32,
                         progress=lambda f, m: messages.append(m))
     assert Manifest.read(dest).source["sha256"] == "ab" * 32
     assert "Hashing tiny.gguf" not in messages
@@ -406,7 +431,7 @@ def test_a_conversion_suggests_sampled_replies_not_greedy_ones(tmp_path):
 
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=Q.Q8_0)
-    dest = convert_gguf(src, tmp_path / "model", name="Tiny")
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", name="Tiny")
     sampling = GenerationSettings.from_model(read_model_folder(dest).generation_defaults).sampling
     assert sampling == SamplingSettings(temperature=0.8, top_k=40, top_p=0.95,
                                         repetition_penalty=1.1)
@@ -422,7 +447,8 @@ def test_activation_block_16_keeps_the_weights(tmp_path, qtype, tied):
     its logits) and the manifest says so."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=qtype, tied=tied, seed=4)
-    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0, activation_block=16)
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", accuracy_level=0,
+                        activation_block=16)
     graph = _graph(dest)
     blocks = {(n.op_type, a.i) for n in graph.node for a in n.attribute
               if n.op_type in ("MatMulNBits", "GatherBlockQuantized") and a.name == "block_size"}
@@ -444,7 +470,8 @@ def test_activation_groups_cut_only_their_matrices(tmp_path, groups):
 
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=Q.Q4_0, tied=True, seed=4)
-    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0, activation_block=16,
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", accuracy_level=0,
+                        activation_block=16,
                         activation_groups=groups)
     graph = _graph(dest)
     blocks: dict[str, set[int]] = {}
@@ -471,7 +498,7 @@ def test_float_groups_take_float_activations_only_there(tmp_path, groups):
 
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=Q.Q4_1, tied=True, seed=4)
-    dest = convert_gguf(src, tmp_path / "model", float_groups=groups)
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", float_groups=groups)
     levels: dict[str, set[int]] = {}
     for n in _graph(dest).node:
         if n.op_type == "MatMulNBits":
@@ -488,7 +515,7 @@ def test_float_activations_on_every_group_give_the_gguf_logits(tmp_path):
     the GGUF's own within float rounding (int8 activations miss them by far more)."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=Q.Q4_1, tied=True, seed=4)
-    dest = convert_gguf(src, tmp_path / "model", accuracy_level=4,
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", accuracy_level=4,
                         float_groups=("qkv", "o", "gate_up", "down", "output"))
     for g, w in zip(onnx_logits(GrowingRunner(open_session(dest))),
                     reference_logits(weights, "llama"), strict=True):  # fmt: skip
@@ -499,7 +526,7 @@ def test_an_unknown_float_group_is_refused_in_a_sentence(tmp_path):
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=Q.Q4_0)
     with pytest.raises(ConversionError, match="Unknown matrix group ffn; choose from qkv"):
-        convert_gguf(src, tmp_path / "model", float_groups=["ffn"])
+        convert_gguf(src, tmp_path / "model", kv_cache="float32", float_groups=["ffn"])
     assert not (tmp_path / "model").exists()
 
 
@@ -507,7 +534,8 @@ def test_an_unknown_matrix_group_is_refused_in_a_sentence(tmp_path):
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=Q.Q4_0)
     with pytest.raises(ConversionError, match="Unknown matrix group mlp; choose from qkv"):
-        convert_gguf(src, tmp_path / "model", activation_block=16, activation_groups=["mlp"])
+        convert_gguf(src, tmp_path / "model", kv_cache="float32", activation_block=16,
+                     activation_groups=["mlp"])
     assert not (tmp_path / "model").exists()
 
 
@@ -515,5 +543,5 @@ def test_an_unknown_activation_block_is_refused_in_a_sentence(tmp_path):
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=Q.Q4_0)
     with pytest.raises(ConversionError, match="activation block 8"):
-        convert_gguf(src, tmp_path / "model", activation_block=8)
+        convert_gguf(src, tmp_path / "model", kv_cache="float32", activation_block=8)
     assert not (tmp_path / "model").exists()

@@ -39,7 +39,7 @@ def test_quantized_lookup_matches_the_gguf_weights(tmp_path, embd_type, qtype, t
     looked-up rows are exactly the file's; a tied head reads the very same blocks."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=qtype, embd_type=embd_type, tied=tied)
-    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0)
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", accuracy_level=0)
     graph = _graph(dest)
     embed = _node(graph, "embed")
     assert embed.op_type == "GatherBlockQuantized"
@@ -55,7 +55,7 @@ def test_quantized_lookup_matches_the_gguf_weights(tmp_path, embd_type, qtype, t
 def test_other_tables_fall_back_to_a_float_gather(tmp_path, embd_type, precision):
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=Q.F32, embd_type=embd_type, tied=False)
-    dest = convert_gguf(src, tmp_path / "model", precision=precision)
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", precision=precision)
     graph = _graph(dest)
     assert _node(graph, "embed").op_type == "Gather"
     got = onnx_logits(GrowingRunner(open_session(dest)))
@@ -71,10 +71,10 @@ def test_quantized_table_shrinks_the_folder(tmp_path, monkeypatch):
     vocab = weights["token_embd.weight"].shape[0]
     g = GGUFFile(src)
     quantized_estimate = estimate_output_bytes(g, WeightSource(g, "native"))
-    small = convert_gguf(src, tmp_path / "quantized")
+    small = convert_gguf(src, tmp_path / "quantized", kv_cache="float32")
     monkeypatch.setattr(quant, "GATHER_TYPES", ())  # the float table, as before
     float_estimate = estimate_output_bytes(g, WeightSource(g, "native"))
-    large = convert_gguf(src, tmp_path / "float")
+    large = convert_gguf(src, tmp_path / "float", kv_cache="float32")
     assert _node(_graph(large), "embed").op_type == "Gather"
     saved = (large / "model.onnx.data").stat().st_size - (small / "model.onnx.data").stat().st_size
     assert saved >= vocab * HIDDEN * 4 - 1024

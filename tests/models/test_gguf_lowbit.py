@@ -93,7 +93,7 @@ def test_a_scale_read_wrong_is_caught():
 def test_fp32_conversion_equals_gguf_dequantization(tmp_path, qtype):
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=qtype, tied=False)
-    dest = convert_gguf(src, tmp_path / "model", precision="fp32")
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", precision="fp32")
     got = onnx_logits(GrowingRunner(open_session(dest)))
     for g, w in zip(got, reference_logits(weights, "llama"), strict=True):
         np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
@@ -106,7 +106,7 @@ def test_native_form_is_exact(tmp_path, qtype):
     GGUF's own weights as closely as the fp32 conversion does."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=qtype, tied=True)
-    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0)
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", accuracy_level=0)
     graph = onnx.load(str(dest / "model.onnx"), load_external_data=False).graph
     kinds = {n.name: n.op_type for n in graph.node}
     assert kinds["embed"] == ("Gather" if FORMS[qtype][2] else "GatherBlockQuantized")
@@ -128,7 +128,7 @@ def test_q3_k_mixes(tmp_path, mix):
     All three are exact (Q5_K as 8-bit codes with zero points and block offsets)."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=Q.Q3_K, tied=True, matrix_types=mix)
-    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0)
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", accuracy_level=0)
     got = onnx_logits(GrowingRunner(open_session(dest)))
     for g, w in zip(got, reference_logits(nbits_weights(src, weights), "llama"), strict=True):
         np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
@@ -142,7 +142,7 @@ def test_default_accuracy_level_errs_like_q4_0_and_q8_0(tmp_path, qtype):
     difference ~0.4% of the largest logit for those; 0.1–0.7% for the low-bit types)."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=qtype, tied=True)
-    dest = convert_gguf(src, tmp_path / "model")
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
     want = reference_logits(weights, "llama")
     got = onnx_logits(GrowingRunner(open_session(dest)))
     peak = max(float(np.abs(w).max()) for w in want)
@@ -177,7 +177,7 @@ def test_q2_k_with_int8_activations_stays_close(tmp_path):
     file 4x llama.cpp's error, where the centred form errs ~0.6x as much as llama.cpp)."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=Q.Q2_K, tied=True)
-    dest = convert_gguf(src, tmp_path / "model")
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
     graph = onnx.load(str(dest / "model.onnx"), load_external_data=False).graph
     levels = {a.i for n in graph.node if n.op_type == "MatMulNBits"
               for a in n.attribute if a.name == "accuracy_level"}

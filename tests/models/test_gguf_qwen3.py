@@ -70,7 +70,7 @@ def test_the_norms_matter(tmp_path):
 def test_float_paths_match_reference(tmp_path, qtype, tied, precision):
     src = tmp_path / "q.gguf"
     weights = write(src, qtype=qtype, tied=tied)
-    dest = convert_gguf(src, tmp_path / "model", precision=precision)
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", precision=precision)
     got = onnx_run(GrowingRunner(open_session(dest)))
     assert_close(got, run_steps(weights, CFG, PROMPT, STEPS))
 
@@ -89,7 +89,8 @@ def test_native_quantized_paths_match_reference(tmp_path, qtype, tied, exact_off
     """Float activations (accuracy_level 0): the graph computes the mapped weights."""
     src = tmp_path / "q.gguf"
     weights = write(src, qtype=qtype, tied=tied, matrix_types=matrix_types)
-    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0, exact_offsets=exact_offsets)
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", accuracy_level=0,
+                        exact_offsets=exact_offsets)
     got = onnx_run(GrowingRunner(open_session(dest)))
     assert_close(got, run_steps(nbits_weights(src, weights, exact_offsets), CFG, PROMPT, STEPS))
 
@@ -98,7 +99,7 @@ def test_greedy_tokens_equal_reference_with_shared_buffer(tmp_path):
     """Token for token, at the default accuracy level, over the engine's shared KV buffer."""
     src = tmp_path / "q.gguf"
     weights = write(src, qtype=Q.Q8_0, seed=2)
-    dest = convert_gguf(src, tmp_path / "model")
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
     got = onnx_greedy(SharedBufferRunner(open_session(dest), 64), PROMPT, 12)
     assert got == greedy(weights, CFG, PROMPT, 12)
 
@@ -115,7 +116,8 @@ def test_q8_0_forks_only_by_int8_activation_rounding(tmp_path, seed):
     src = tmp_path / "q.gguf"
     weights = write(src, qtype=Q.Q8_0, seed=seed, tied=False)
     for precision in ("fp32", "native"):
-        dest = convert_gguf(src, tmp_path / precision, precision=precision, accuracy_level=0)
+        dest = convert_gguf(src, tmp_path / precision, kv_cache="float32", precision=precision,
+                            accuracy_level=0)
         for prompt in PROMPTS:
             got = onnx_greedy(SharedBufferRunner(open_session(dest), 64), prompt, 8)
             assert got == greedy(weights, CFG, prompt, 8)

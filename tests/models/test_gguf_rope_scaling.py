@@ -85,7 +85,7 @@ def test_llama3_frequency_factors(tmp_path):
     weights = write_tiny_gguf(plain, seed=4)
     rewrite_gguf(plain, src, tensors={"rope_freqs.weight": factors})
     np.testing.assert_array_equal(GGUFFile(src).rope_freq_factors(), factors)
-    dest = convert_gguf(src, tmp_path / "model")
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
     compare(weights, dest, ref_config(freq_factors=factors), prompt(60))
 
 
@@ -111,7 +111,7 @@ def test_linear_scaling(tmp_path, metadata):
     weights = write_tiny_gguf(plain, seed=5)
     rewrite_gguf(plain, src, add_metadata=metadata)
     assert GGUFFile(src).params.rope_scale_linear == 2.0
-    dest = convert_gguf(src, tmp_path / "model")
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
     compare(weights, dest, ref_config(rope_scale_linear=2.0), prompt(140))
 
 

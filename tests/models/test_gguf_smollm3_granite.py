@@ -77,7 +77,7 @@ def test_each_twist_matters(tmp_path, arch, ref):
 def test_float_paths_match_reference(tmp_path, arch, ref, qtype, precision):
     src = tmp_path / "m.gguf"
     weights = write(src, arch, qtype=qtype)
-    dest = convert_gguf(src, tmp_path / "model", precision=precision)
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", precision=precision)
     assert_close(onnx_run(GrowingRunner(open_session(dest))), run_steps(weights, ref, PROMPT,
                                                                         STEPS))
 
@@ -87,7 +87,7 @@ def test_float_paths_match_reference(tmp_path, arch, ref, qtype, precision):
 def test_native_paths_match_reference(tmp_path, arch, ref, qtype):
     src = tmp_path / "m.gguf"
     weights = write(src, arch, qtype=qtype, tied=False)
-    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0)
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", accuracy_level=0)
     got = onnx_run(GrowingRunner(open_session(dest)))
     assert_close(got, run_steps(nbits_weights(src, weights), ref, PROMPT, STEPS))
 
@@ -96,7 +96,7 @@ def test_native_paths_match_reference(tmp_path, arch, ref, qtype):
 def test_greedy_tokens_over_the_shared_buffer(tmp_path, arch, ref):
     src = tmp_path / "m.gguf"
     weights = write(src, arch, seed=3, tied=False)
-    dest = convert_gguf(src, tmp_path / "model")
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
     got = onnx_greedy(SharedBufferRunner(open_session(dest), 64), PROMPT, 12)
     assert got == greedy(weights, ref, PROMPT, 12)
 
@@ -107,6 +107,6 @@ def test_granite_without_multipliers_is_plain_llama(tmp_path):
     weights = write_tiny_gguf(src, arch="granite", layers=LAYERS)
     p = GGUFFile(src).params
     assert (p.embed_scale, p.residual_scale, p.attn_scale, p.logit_scale) == (1.0, 1.0, 0.0, 1.0)
-    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0)
+    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", accuracy_level=0)
     got = onnx_run(GrowingRunner(open_session(dest)))
     assert_close(got, run_steps(weights, cfg("granite"), PROMPT, STEPS))

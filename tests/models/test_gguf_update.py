@@ -80,7 +80,8 @@ def test_an_old_form_import_is_updated_in_place_and_replies_the_same(tmp_path):
     assert state.status == update.UPDATABLE and state.gains == ("attention",)
     assert state.sentence.startswith(
         "This model can be updated for faster replies (an older Hearth converted it): faster "
-        "replies at long context (grouped attention). Update converts tiny-2048.gguf again")
+        "replies and half the memory at long context (grouped attention). Update converts "
+        "tiny-2048.gguf again")
     new = update.update_model(library, old)
 
     assert (new.id, new.path, new.name) == (old.id, old.path, "Tiny")
@@ -134,7 +135,7 @@ def test_a_missing_source_keeps_the_old_package_and_says_so(tmp_path):
     assert state.sentence == (
         f"This model was converted by an older Hearth from {src.name}, which is no longer "
         f"where it was imported from; it keeps working as it is. Re-import {src.name} to get "
-        "faster replies at long context (grouped attention).")
+        "faster replies and half the memory at long context (grouped attention).")
     with pytest.raises(HearthError) as info:
         update.update_model(library, old)
     assert str(info.value) == state.sentence

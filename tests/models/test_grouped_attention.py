@@ -97,6 +97,25 @@ def test_its_fp32_logits_match_the_group_query_attention_form(folders):
     np.testing.assert_allclose(logits["grouped"], logits["gqa"], rtol=0, atol=1e-4)
 
 
+def test_its_kv_buffers_hold_float16_the_group_query_attention_forms_kv_rounded_once(folders):
+    """Half the bytes a decode step reads and half the memory: the grouped graph keeps what
+    the GQA form keeps in float32, rounded to float16 as it is written."""
+    kv = {}
+    for form in ("gqa", "grouped"):
+        decoder = _load(folders[form]).decoder
+        cache = decoder.new_cache()
+        decoder.feed(cache, IDS[:280])
+        assert {layer.dtype for layer in decoder.graph.kv_layers} == (
+            {"float16"} if form == "grouped" else {"float32"})
+        kv[form] = [t.numpy()[:, :, :280] for t in cache.tensors]
+    assert all(t.dtype == np.float16 for t in kv["grouped"])
+    layer0 = zip(kv["grouped"][:2], kv["gqa"][:2], strict=True)  # key.0, value.0: from ids
+    for half, full in layer0:  # alone, so the same values, rounded once
+        np.testing.assert_allclose(half.astype(np.float32), full, rtol=2**-11, atol=1e-7)
+    for half, full in zip(kv["grouped"][2:], kv["gqa"][2:], strict=True):  # the rounding
+        np.testing.assert_allclose(half.astype(np.float32), full, atol=1e-3)  # carried on
+
+
 def test_an_unknown_form_is_refused_with_a_sentence(tmp_path):
     with pytest.raises(ConversionError, match="Unknown attention form 'flash'"):
         convert_gguf(tiny_gguf(tmp_path), tmp_path / "out", attention="flash")

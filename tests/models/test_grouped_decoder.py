@@ -41,7 +41,8 @@ def test_the_apps_grouped_conversion_runs_in_the_bench_as_the_rewrite_does(tmp_p
     gguf = tmp_path / "tiny.gguf"
     bench_sizes.write_gguf(gguf, TINY, bench_sizes.QTYPES["q4_0"])
     convert_gguf(gguf, tmp_path / "gqa", attention="gqa")
-    convert_gguf(gguf, tmp_path / "grouped", attention="grouped")  # the app's builder
+    # the app's builder, float32 buffers as the rewrite keeps (the default rounds to float16)
+    convert_gguf(gguf, tmp_path / "grouped", attention="grouped", kv_cache="float32")
     layers = [(TINY.kv_heads, TINY.head_dim)] * TINY.layers
     rewritten = grouped_decoder.with_probe(
         grouped_decoder.rewrite(onnx.load(str(tmp_path / "gqa" / "model.onnx"))))

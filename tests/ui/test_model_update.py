@@ -43,8 +43,8 @@ def test_the_installed_tab_offers_the_update_and_it_runs_as_a_job(make_app, tmp_
     assert panel.update_note.isVisible() and panel.update_button.isVisible()
     assert panel.update_note.text().startswith(
         "This model can be updated for faster replies (an older Hearth converted it): faster "
-        "replies at long context (grouped attention). Update converts tiny-2048.gguf again in "
-        "the background")
+        "replies and half the memory at long context (grouped attention). Update converts "
+        "tiny-2048.gguf again in the background")
     panel.resize(800, 600)
     app.qtbot.wait(50)
     panel.grab().save(str(tmp_path / "update-offered.png"))
@@ -71,7 +71,8 @@ def test_a_missing_file_is_said_without_a_button(make_app, tmp_path):
     assert panel.update_note.isVisible() and not panel.update_button.isVisible()
     assert panel.update_note.text().endswith(
         "which is no longer where it was imported from; it keeps working as it is. Re-import "
-        "tiny-2048.gguf to get faster replies at long context (grouped attention).")
+        "tiny-2048.gguf to get faster replies and half the memory at long context (grouped "
+        "attention).")
     assert "Traceback" not in panel.update_note.text()
     panel.resize(800, 600)
     app.qtbot.wait(50)

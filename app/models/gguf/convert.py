@@ -19,7 +19,10 @@ from app.models.gguf import ATTENTION_FORM, EXACT_OFFSETS_FORM, SAMPLING_FORM
 from app.models.gguf.graph_builder import MATRIX_GROUPS, ExternalData, GraphBuilder
 from app.models.gguf.grouped_attention import (
     ATTENTION_FORMS,
+    DEFAULT_KV_CACHE,
+    KV_CACHES,
     default_attention,
+    kv_cache_of,
     unsupported_reason,
 )
 from app.models.gguf.naming import readable_name
@@ -91,6 +94,7 @@ def convert_gguf(
     check: Check | None = None,
     source_sha256: str | None = None,
     attention: str | None = None,
+    kv_cache: str = DEFAULT_KV_CACHE,
 ) -> Path:
     """Convert ``src`` (a .gguf file) into a complete model folder at ``dest``.
 
@@ -133,6 +137,10 @@ def convert_gguf(
             allows). Recorded in the manifest's ``conversion.attention`` (and, for grouped,
             ``attention_form``); what was asked for as ``attention_requested`` (None: the
             default), so an update keeps an explicit choice (``gguf.update``).
+        kv_cache: the grouped form's KV buffers, "float16" (the default, as llama.cpp's F16
+            cache: half the bytes a long-context decode step reads) or "float32" (tests
+            that check the weights to 1e-4); the GQA form keeps float32. Recorded in the
+            manifest's ``conversion.kv_cache``.
 
     Progress messages name the phase: "Reading <file>", "Converting layer 3 of 30",
     "Converting the output layer", "Writing model.onnx", "Hashing the converted files",
@@ -174,6 +182,10 @@ def convert_gguf(
         raise ConversionError(
             f"Unknown attention form {attention!r}; choose one of {', '.join(ATTENTION_FORMS)}."
         )
+    if kv_cache not in KV_CACHES:
+        raise ConversionError(
+            f"Unknown KV cache type {kv_cache!r}; choose one of {', '.join(KV_CACHES)}."
+        )
     if attention == "grouped" and (reason := unsupported_reason(g.params)):
         raise ConversionError(
             f"{src.name} cannot be converted with grouped attention: it has {reason}."
@@ -202,7 +214,8 @@ def convert_gguf(
     tmp.mkdir()
     try:
         _write_folder(g, weights, tmp, tokenizer, tok_config, accuracy_level, report,
-                      checkpoint, attention, activation_block=activation_block,
+                      checkpoint, attention, kv_cache=kv_cache_of(attention, kv_cache),
+                      activation_block=activation_block,
                       activation_groups=groups, float_groups=floats)
         checkpoint()
         if source_sha256 is None:
@@ -224,6 +237,7 @@ def convert_gguf(
             "attention": attention,
             "attention_form": ATTENTION_FORM if attention == "grouped" else None,
             "attention_requested": requested,
+            "kv_cache": kv_cache_of(attention, kv_cache),
         }
         doc = manifest(
             tmp,
@@ -274,6 +288,7 @@ def _write_folder(
     activation_block: int | None = None,
     activation_groups: frozenset[str] | None = None,
     float_groups: frozenset[str] = frozenset(),
+    kv_cache: str = DEFAULT_KV_CACHE,
 ) -> None:
     def layer_done(fraction: float, message: str) -> None:
         checkpoint()  # between layers: a cancel stops here
@@ -291,6 +306,7 @@ def _write_folder(
             float_groups=float_groups,
             progress=layer_done,
             attention=attention,
+            kv_cache=kv_cache,
         )
         model = builder.build()
     finally:

@@ -4,7 +4,8 @@ Gemma 3, Granite, gpt-oss); the decoder blocks themselves are built in ``layers`
 Contract (the engine relies on it; it matches onnxruntime-genai's builder):
 
 * inputs ``input_ids`` int64 [batch, seq], ``attention_mask`` int64 [batch, total_seq],
-  ``past_key_values.{i}.key|value`` float32 [batch, kv_heads, past_seq, head_dim];
+  ``past_key_values.{i}.key|value`` [batch, kv_heads, past_seq, head_dim], float32 (the
+  grouped form: float16 unless ``kv_cache`` says float32, ``grouped_attention.KV_CACHES``);
 * input ``num_logits_to_keep`` int64 [1] (how many last positions get logits: 1 for prefill and
   decode, K for a speculative verify step; ``verify_logits=False`` builds the graph without
   it, fixed to the last position);
@@ -44,8 +45,11 @@ from onnx import TensorProto, helper, numpy_helper
 from app.engine.loaded_context import LOADED_CONTEXT
 from app.models.gguf.grouped_attention import (
     ATTENTION_FORMS,
+    DEFAULT_KV_CACHE,
     GROUPED_OPSET,
+    KV_CACHES,
     GroupedAttentionBuilder,
+    kv_cache_of,
     unsupported_reason,
 )
 from app.models.gguf.layers import LayerBuilder
@@ -178,6 +182,7 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
         progress: Callable[[float, str], None] | None = None,
         verify_logits: bool = True,
         attention: str = "gqa",
+        kv_cache: str = DEFAULT_KV_CACHE,
         activation_block: int | None = None,
         activation_groups: frozenset[str] | None = None,
         float_groups: frozenset[str] = frozenset(),
@@ -194,7 +199,11 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
             raise ValueError(f"unknown attention form {attention!r}")
         if attention == "grouped" and (reason := unsupported_reason(params)):
             raise ValueError(f"grouped attention does not support {reason} yet")
+        if kv_cache not in KV_CACHES:
+            raise ValueError(f"unknown KV cache type {kv_cache!r}")
         self.attention = attention
+        #: the ONNX element type of the KV buffers
+        self.kv_elem = KV_CACHES[kv_cache_of(attention, kv_cache)]
         self.p = params
         self.verify_logits = verify_logits
         self.w = weights
@@ -433,17 +442,16 @@ class GraphBuilder(GroupedAttentionBuilder, LayerBuilder):
         ]
         kv_shape = ["batch_size", p.n_kv_heads, "past_sequence_length", p.head_dim]
         present_shape = ["batch_size", p.n_kv_heads, "total_sequence_length", p.head_dim]
+        kv_elem = self.kv_elem
         for i in range(p.n_layers):
             for kind in ("key", "value"):
                 inputs.append(
                     helper.make_tensor_value_info(
-                        f"past_key_values.{i}.{kind}", TensorProto.FLOAT, kv_shape
+                        f"past_key_values.{i}.{kind}", kv_elem, kv_shape
                     )
                 )
                 outputs.append(
-                    helper.make_tensor_value_info(
-                        f"present.{i}.{kind}", TensorProto.FLOAT, present_shape
-                    )
+                    helper.make_tensor_value_info(f"present.{i}.{kind}", kv_elem, present_shape)
                 )
 
         self._attention_inputs()

@@ -17,6 +17,15 @@ total length, ``past_key_values.*`` / ``present.*`` of the buffer's capacity), s
 feeds it as it feeds the shared-buffer path; what differs is that the MatMuls read every
 position of the capacity, so spare positions must hold finite values (zeros: 0 × NaN is NaN).
 
+The buffers hold float16 by default (``KV_CACHES``), as llama.cpp's default F16 cache does:
+the step's k and v rows are rounded once as they are written, and each layer's read is one
+``Cast`` of its buffer back to float32 before the MatMuls (ORT 1.32 has no float16 GEMM on
+x86). Past ~1k positions a decode step is bound by the bytes of KV it reads, so half the
+bytes is ~8% more tokens per second at 1k and ~20% at 4k on the starter, and half the
+memory at every length (docs/ARCHITECTURE.md, "Grouped attention": float16 buffers). Every
+step size reads the same rounded values through the same Cast, so a position's logits stay
+the same bits in every step size.
+
 Exact across step sizes: a row's output is one Softmax and one GEMM reduction over the
 capacity in position order, later positions at -inf (probability 0), and M = group·S ≥ 2.
 """
@@ -33,6 +42,15 @@ GROUPED_OPSET = 24
 #: CLI switch gives them (``hearth import-gguf --attention grouped|classic``).
 ATTENTION_FORMS = ("gqa", "grouped")
 ATTENTION_NAMES = {"grouped": "grouped", "classic": "gqa", "gqa": "gqa"}
+#: The conversion option ``kv_cache``: the element type of a grouped graph's KV buffers
+#: (``past_key_values.*`` / ``present.*``), float16 the default; the GQA form keeps float32.
+KV_CACHES = {"float16": TensorProto.FLOAT16, "float32": TensorProto.FLOAT}
+DEFAULT_KV_CACHE = "float16"
+
+
+def kv_cache_of(attention: str, kv_cache: str = DEFAULT_KV_CACHE) -> str:
+    """The KV buffers' type an ``attention`` graph gets when ``kv_cache`` is asked for."""
+    return kv_cache if attention == "grouped" else "float32"
 
 
 def unsupported_reason(params) -> str | None:
@@ -149,11 +167,18 @@ class GroupedAttentionBuilder:
                                f"{rows}/4d")
             (rt,) = self._node("Transpose", [r4], [f"{rows}/heads"], f"{rows}/heads",
                                perm=[0, 2, 1, 3])
+            if self.kv_elem != TensorProto.FLOAT:  # rounded once, as it is stored
+                (rt,) = self._node("Cast", [rt], [f"{rows}/half"], f"{rows}/half",
+                                   to=self.kv_elem)
             present = f"present.{i}.{kind}"
             self._node("TensorScatter",
                        [f"past_key_values.{i}.{kind}", rt, "grouped/write_at"], [present],
                        f"{name}.attn/write_{kind}", axis=2)
-            (read[kind],) = self._node("Reshape", [present, shapes["grouped"]],
+            wide = present
+            if self.kv_elem != TensorProto.FLOAT:
+                (wide,) = self._node("Cast", [present], [f"{name}.attn/{kind}_f32"],
+                                     f"{name}.attn/{kind}_f32", to=TensorProto.FLOAT)
+            (read[kind],) = self._node("Reshape", [wide, shapes["grouped"]],
                                        [f"{name}.attn/{kind}3"], f"{name}.attn/{kind}3")
         (q4,) = self._node("Reshape", [q, shapes["q_rows"]], [f"{name}.attn/q4"],
                            f"{name}.attn/q4")

@@ -41,7 +41,7 @@ class Swapper(Protocol):
 CURRENT, UPDATABLE, SOURCE_GONE, SOURCE_CHANGED = "current", "updatable", "gone", "changed"
 #: what a new conversion brings, per outdated form (the panel's sentence joins them)
 GAINS = {
-    "attention": "faster replies at long context (grouped attention)",
+    "attention": "faster replies and half the memory at long context (grouped attention)",
     "offsets": "weights closer to the file's",
     "sampling": "sampled replies by default (greedy ones loop)",
 }
