@@ -107,7 +107,8 @@ def prefill_logits(folder: Path, ids: list[int], threads: int) -> np.ndarray:
                                     "attention_mask": np.ones((1, len(ids)), np.int64)}
     for name, inp in inputs.items():
         if name.startswith("past_key_values."):
-            feeds[name] = np.zeros((1, int(inp.shape[1]), 0, int(inp.shape[3])), np.float32)
+            dtype = np.float16 if inp.type == "tensor(float16)" else np.float32
+            feeds[name] = np.zeros((1, int(inp.shape[1]), 0, int(inp.shape[3])), dtype)
     if "num_logits_to_keep" in inputs:
         feeds["num_logits_to_keep"] = np.array([len(ids)], np.int64)
     if "position_ids" in inputs:

@@ -113,8 +113,9 @@ class Decoder:
                  prompt_sess: ort.InferenceSession | None = None) -> None:
         pasts = [i for i in sess.get_inputs() if i.name.startswith("past_key_values.")]
         heads, head_dim = int(pasts[0].shape[1]), int(pasts[0].shape[3])
+        dtype = np.float16 if pasts[0].type == "tensor(float16)" else np.float32
         buffers = [ort.OrtValue.ortvalue_from_numpy(
-            np.zeros((1, heads, max_len, head_dim), np.float32)) for _ in pasts]
+            np.zeros((1, heads, max_len, head_dim), dtype)) for _ in pasts]
         self._keep = np.ones(1, np.int64)  # logits for the last position only
         self.bound = [self._bind(s, pasts, buffers) for s in (sess, prompt_sess) if s]
         self.length = 0
