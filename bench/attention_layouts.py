@@ -21,6 +21,12 @@ length T (the past plus the step's rows); the figure is microseconds per layer p
 * ``grouped-cap``: the same over the GQA layout [1, kv, capacity, D] bound whole, the mask
   hiding positions from T on (reads the capacity, not T; here capacity = T, the best bucket,
   and a step just past a doubling reads 2T).
+* ``grouped-f16``: ``grouped-cap`` over float16 buffers, the app's default conversion
+  (app/models/gguf/grouped_attention.py): the step's rows Cast to float16 before
+  TensorScatter, each layer's buffer Cast to float32 before the MatMuls. Here the 8 layers'
+  float32 pasts up to 4k fit this kind of CPU's L3, which flatters the float32 forms: on the
+  whole starter graph (30 layers, past any cache) this form decodes +20-27% at 4k
+  (docs/ARCHITECTURE.md, "Float16 buffers").
 * ``gqa-int8``: GroupQueryAttention as ``gqa`` with ORT's quantized KV cache (int8 buffers,
   ``k_quant_type`` / ``v_quant_type`` PER_TENSOR, ``kv_cache_bit_width`` 8, one static scale
   each: ``INT8_SCALE`` for this bench's unit-normal K/V): a quarter of the fp32 bytes read
@@ -73,7 +79,11 @@ class Shape:
 
 
 SHAPES = (Shape("starter (9q/3kv/64)", 9, 3, 64), Shape("7B-like (32q/8kv/128)", 32, 8, 128))
-FORMS = ("gqa", "gqa-int8", "grouped", "grouped-cap", "onnx-attn")
+FORMS = ("gqa", "gqa-int8", "grouped", "grouped-cap", "grouped-f16", "onnx-attn")
+#: The forms over the GQA layout [1, kv, capacity, D] with TensorScatter (opset 24).
+CAPACITY_FORMS = ("grouped-cap", "grouped-f16")
+#: Each form's KV buffer type.
+CACHE_TYPES = {"gqa-int8": TensorProto.INT8, "grouped-f16": TensorProto.FLOAT16}
 INT8_SCALE = 4.5 / 127  # K and V are unit normal here: ±4.5 σ fill the int8 range
 PREFILL_CHUNK = 512
 
@@ -90,14 +100,14 @@ def build(form: str, shape: Shape, rows: int, layers: int) -> bytes:
     inputs += [helper.make_tensor_value_info("query", F32, [1, s, hq * d]),
                helper.make_tensor_value_info("key", F32, [1, s, hkv * d]),
                helper.make_tensor_value_info("value", F32, [1, s, hkv * d])]
-    cache = TensorProto.INT8 if form == "gqa-int8" else F32
+    cache = CACHE_TYPES.get(form, F32)
     if form in ("gqa", "gqa-int8"):
         inputs += [helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [1]),
                    helper.make_tensor_value_info("total_seq_len", TensorProto.INT32, [])]
     if form == "gqa-int8":
         inputs += [helper.make_tensor_value_info("k_scale", F32, [1]),
                    helper.make_tensor_value_info("v_scale", F32, [1])]
-    elif form in ("grouped", "grouped-cap"):
+    elif form in ("grouped", *CAPACITY_FORMS):
         inputs += [helper.make_tensor_value_info("write_at", TensorProto.INT64, [1]),
                    helper.make_tensor_value_info("mask", F32, [1, 1, s, "T"])]
         inits += [_const("q_rows", [s, hkv, g, d]), _const("q_grouped", [hkv, g * s, d]),
@@ -118,7 +128,7 @@ def build(form: str, shape: Shape, rows: int, layers: int) -> bytes:
         pk, pv = f"present_key.{i}", f"present_value.{i}"
         kv_dims = {"gqa": [1, hkv, "C", d], "gqa-int8": [1, hkv, "C", d],
                    "grouped": [1, "T", hkv, d], "grouped-cap": [1, hkv, "C", d],
-                   "onnx-attn": [1, hkv, "P", d]}[form]
+                   "grouped-f16": [1, hkv, "C", d], "onnx-attn": [1, hkv, "P", d]}[form]
         inputs += [helper.make_tensor_value_info(k, cache, kv_dims),
                    helper.make_tensor_value_info(v, cache, kv_dims)]
         outputs += [helper.make_tensor_value_info(out, F32, None),
@@ -152,12 +162,20 @@ def build(form: str, shape: Shape, rows: int, layers: int) -> bytes:
             else:
                 nodes += [helper.make_node("Reshape", [src, "kv_rows"], [new + "4"]),
                           helper.make_node("Transpose", [new + "4"], [new], perm=[0, 2, 1, 3])]
+            if cache != F32:  # rounded once, as it is stored
+                nodes.append(helper.make_node("Cast", [new], [new + "/half"], to=cache))
+                new += "/half"
             nodes.append(helper.make_node("TensorScatter", [past, new, "write_at"], [present],
                                           axis=axis))
         trans_batch = 1 if form == "grouped" else 0
+        read_k, read_v = pk, pv
+        if cache != F32:  # each layer's buffer read back as float32
+            read_k, read_v = f"{pk}/f32", f"{pv}/f32"
+            nodes += [helper.make_node("Cast", [pk], [read_k], to=F32),
+                      helper.make_node("Cast", [pv], [read_v], to=F32)]
         nodes += [
-            helper.make_node("Reshape", [pk, "past3"], [f"k3.{i}"]),
-            helper.make_node("Reshape", [pv, "past3"], [f"v3.{i}"]),
+            helper.make_node("Reshape", [read_k, "past3"], [f"k3.{i}"]),
+            helper.make_node("Reshape", [read_v, "past3"], [f"v3.{i}"]),
             helper.make_node("FusedMatMul", ["qg", f"k3.{i}"], [f"scores.{i}"], domain=MS,
                              alpha=scale, transB=1, transBatchB=trans_batch),
             helper.make_node("Reshape", [f"scores.{i}", "scores4"], [f"s4.{i}"]),
@@ -170,7 +188,7 @@ def build(form: str, shape: Shape, rows: int, layers: int) -> bytes:
             helper.make_node("Transpose", [f"o4.{i}"], [f"ot.{i}"], perm=[2, 0, 1, 3]),
             helper.make_node("Reshape", [f"ot.{i}", "out3"], [out]),
         ]
-    opset = 24 if form in ("grouped", "grouped-cap") else 23
+    opset = 24 if form in ("grouped", *CAPACITY_FORMS) else 23
     graph = helper.make_graph(nodes, form, inputs, outputs, initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
                                                     helper.make_opsetid(MS, 1)])
@@ -208,7 +226,7 @@ class Step:
         if form == "gqa-int8":
             io.bind_cpu_input("k_scale", np.array([INT8_SCALE], np.float32))
             io.bind_cpu_input("v_scale", np.array([INT8_SCALE], np.float32))
-        elif form in ("grouped", "grouped-cap"):
+        elif form in ("grouped", *CAPACITY_FORMS):
             io.bind_cpu_input("write_at", np.array([total - rows], np.int64))
             io.bind_cpu_input("mask", mask)
         else:
@@ -220,10 +238,12 @@ class Step:
                     io.bind_cpu_input(f"past_{name}.{i}", buf)
                     io.bind_output(f"present_{name}.{i}", "cpu", 0, np.float32, buf.shape,
                                    buf.ctypes.data)
-                elif form in ("gqa", "gqa-int8", "grouped-cap"):
+                elif form in ("gqa", "gqa-int8", *CAPACITY_FORMS):
                     buf = np.ascontiguousarray(seq.transpose(1, 0, 2)[None])
                     if form == "gqa-int8":
                         buf = np.clip(np.rint(buf / INT8_SCALE), -128, 127).astype(np.int8)
+                    elif form == "grouped-f16":
+                        buf = buf.astype(np.float16)
                     io.bind_cpu_input(f"past_{name}.{i}", buf)
                     io.bind_output(f"present_{name}.{i}", "cpu", 0, buf.dtype, buf.shape,
                                    buf.ctypes.data)

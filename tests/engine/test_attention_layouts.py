@@ -28,7 +28,7 @@ def reference(keys, values, queries, rows):
     return np.stack(out)
 
 
-FLOAT_FORMS = [form for form in layouts.FORMS if form != "gqa-int8"]
+FLOAT_FORMS = [form for form in layouts.FORMS if form not in layouts.CACHE_TYPES]
 
 
 @pytest.mark.parametrize("form", FLOAT_FORMS)
@@ -53,6 +53,17 @@ def test_the_int8_cache_form_is_attention_over_the_int8_values():
                                atol=1e-5)
     assert step._keep[0].dtype == np.int8  # the cache is a quarter of the fp32 bytes
 
+
+
+def test_the_float16_form_is_attention_over_the_float16_values():
+    """The app's default conversion: K and V as its float16 buffers hold them (the past
+    bound as float16, the step's own rows rounded as written), read back as float32."""
+    keys, values, queries = layouts._sequence(SHAPE, 40)
+    step = layouts.Step("grouped-f16", SHAPE, 3, 2, 1, keys, values, queries)
+    half = [x.astype(np.float16).astype(np.float32) for x in (keys, values)]
+    np.testing.assert_allclose(step.run(), reference(*half, queries, 3), atol=1e-5)
+    assert step._keep[0].dtype == np.float16  # half the fp32 bytes
+    assert step._keep[0][0, :, 37:].any()  # the step's rows were written into the buffer
 
 
 def test_the_grouped_form_writes_the_new_rows_in_place():
