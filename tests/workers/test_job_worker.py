@@ -60,7 +60,9 @@ def test_a_user_error_fails_with_its_sentence_and_a_bug_also_reports_a_crash(qtb
 
     runner.submit(Job("u", "Import", user_error))
     runner.submit(Job("b", "Import", bug))
-    qtbot.waitUntil(lambda: events.kinds().count("failed") == 2, timeout=5000)
+    # the bug's crash report is emitted just after its failure: wait for both deliveries
+    qtbot.waitUntil(lambda: events.kinds().count("failed") == 2
+                    and "crashed" in events.kinds(), timeout=5000)
     failed = [e for e in events.items if e[0] == "failed"]
     assert failed[0][1] == "u" and failed[0][2].startswith("The disk is full.")
     assert "Traceback" not in failed[0][2] and "Traceback" not in failed[1][2]
