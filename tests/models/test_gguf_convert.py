@@ -191,8 +191,7 @@ def test_projections_are_fused(tmp_path, qtype, exact_offsets):
     (The GQA form, asked for: the default grouped form splits the packed rows itself.)"""
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=qtype)
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", accuracy_level=0,
-                        exact_offsets=exact_offsets,
+    dest = convert_gguf(src, tmp_path / "model", accuracy_level=0, exact_offsets=exact_offsets,
                         attention="gqa")
     graph = _graph(dest)
     by_op: dict[str, list] = {}
@@ -234,7 +233,7 @@ def test_default_accuracy_level_stays_close(tmp_path, qtype, exact_offsets):
     range and the greedy choice is unchanged on this model."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=qtype, seed=3)
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", exact_offsets=exact_offsets)
+    dest = convert_gguf(src, tmp_path / "model", exact_offsets=exact_offsets)
     got = onnx_logits(GrowingRunner(open_session(dest)))
     for g, w in zip(got, reference_logits(weights, "llama"), strict=True):
         span = float(w.max() - w.min())
@@ -248,7 +247,7 @@ def test_lossy_precisions_stay_close(tmp_path, precision):
     error ≤ absmax/16 per weight. Both keep logits near the fp32 reference."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=Q.F32, seed=1)
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", precision=precision)
+    dest = convert_gguf(src, tmp_path / "model", precision=precision)
     got = onnx_logits(GrowingRunner(open_session(dest)))
     tol = 1e-2 if precision == "fp16" else 0.25
     for g, w in zip(got, reference_logits(weights, "llama"), strict=True):
@@ -262,7 +261,7 @@ def test_shared_buffer_matches_growing_cache(tmp_path):
     """Past and present bound to one max-length buffer give the same logits."""
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=Q.Q4_0)
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
+    dest = convert_gguf(src, tmp_path / "model")
     session = open_session(dest)
     grow = onnx_logits(GrowingRunner(session))
     shared_runner = SharedBufferRunner(session, max_length=64)
@@ -277,7 +276,7 @@ def test_shared_buffer_matches_growing_cache(tmp_path):
 def test_folder_layout_and_metadata(tmp_path):
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=Q.Q8_0)
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", name="Tiny")
+    dest = convert_gguf(src, tmp_path / "model", name="Tiny")
     names = sorted(p.name for p in dest.iterdir())
     assert names == [
         "chat_template.jinja",
@@ -333,7 +332,7 @@ def test_estimate_is_close_to_real_size(tmp_path):
     write_tiny_gguf(src, qtype=Q.Q4_1)
     g = GGUFFile(src)
     est = estimate_output_bytes(g, WeightSource(g, "native"))
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
+    dest = convert_gguf(src, tmp_path / "model")
     real = (dest / "model.onnx.data").stat().st_size
     assert 0.9 * real <= est <= 1.2 * real
     assert matrix_shape(g.tensor("blk.0.ffn_down.weight")) == (256, 512)
@@ -389,8 +388,7 @@ def test_progress_names_each_layer_and_phase_in_order(tmp_path):
     src = tmp_path / "tiny.gguf"
     write_tiny_gguf(src)
     reports: list[tuple[float, str]] = []
-    convert_gguf(src, tmp_path / "model", kv_cache="float32", progress=lambda f,
-                 m: reports.append((f, m)))
+    convert_gguf(src, tmp_path / "model", progress=lambda f, m: reports.append((f, m)))
     messages = [m for _f, m in reports]
     assert messages == [
         "Reading tiny.gguf",
@@ -417,7 +415,7 @@ def test_a_known_source_hash_is_not_computed_again(tmp_path, monkeypatch):
 
     monkeypatch.setattr(convert_mod, "sha256_file", no_hashing)
     messages: list[str] = []
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", source_sha256="ab" * 32,
+    dest = convert_gguf(src, tmp_path / "model", source_sha256="ab" * 32,
                         progress=lambda f, m: messages.append(m))
     assert Manifest.read(dest).source["sha256"] == "ab" * 32
     assert "Hashing tiny.gguf" not in messages
@@ -431,7 +429,7 @@ def test_a_conversion_suggests_sampled_replies_not_greedy_ones(tmp_path):
 
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=Q.Q8_0)
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", name="Tiny")
+    dest = convert_gguf(src, tmp_path / "model", name="Tiny")
     sampling = GenerationSettings.from_model(read_model_folder(dest).generation_defaults).sampling
     assert sampling == SamplingSettings(temperature=0.8, top_k=40, top_p=0.95,
                                         repetition_penalty=1.1)
@@ -498,7 +496,7 @@ def test_float_groups_take_float_activations_only_there(tmp_path, groups):
 
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=Q.Q4_1, tied=True, seed=4)
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32", float_groups=groups)
+    dest = convert_gguf(src, tmp_path / "model", float_groups=groups)
     levels: dict[str, set[int]] = {}
     for n in _graph(dest).node:
         if n.op_type == "MatMulNBits":
@@ -526,7 +524,7 @@ def test_an_unknown_float_group_is_refused_in_a_sentence(tmp_path):
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=Q.Q4_0)
     with pytest.raises(ConversionError, match="Unknown matrix group ffn; choose from qkv"):
-        convert_gguf(src, tmp_path / "model", kv_cache="float32", float_groups=["ffn"])
+        convert_gguf(src, tmp_path / "model", float_groups=["ffn"])
     assert not (tmp_path / "model").exists()
 
 
@@ -534,8 +532,7 @@ def test_an_unknown_matrix_group_is_refused_in_a_sentence(tmp_path):
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=Q.Q4_0)
     with pytest.raises(ConversionError, match="Unknown matrix group mlp; choose from qkv"):
-        convert_gguf(src, tmp_path / "model", kv_cache="float32", activation_block=16,
-                     activation_groups=["mlp"])
+        convert_gguf(src, tmp_path / "model", activation_block=16, activation_groups=["mlp"])
     assert not (tmp_path / "model").exists()
 
 
@@ -543,5 +540,5 @@ def test_an_unknown_activation_block_is_refused_in_a_sentence(tmp_path):
     src = tmp_path / "m.gguf"
     write_tiny_gguf(src, qtype=Q.Q4_0)
     with pytest.raises(ConversionError, match="activation block 8"):
-        convert_gguf(src, tmp_path / "model", kv_cache="float32", activation_block=8)
+        convert_gguf(src, tmp_path / "model", activation_block=8)
     assert not (tmp_path / "model").exists()

@@ -71,10 +71,10 @@ def test_quantized_table_shrinks_the_folder(tmp_path, monkeypatch):
     vocab = weights["token_embd.weight"].shape[0]
     g = GGUFFile(src)
     quantized_estimate = estimate_output_bytes(g, WeightSource(g, "native"))
-    small = convert_gguf(src, tmp_path / "quantized", kv_cache="float32")
+    small = convert_gguf(src, tmp_path / "quantized")
     monkeypatch.setattr(quant, "GATHER_TYPES", ())  # the float table, as before
     float_estimate = estimate_output_bytes(g, WeightSource(g, "native"))
-    large = convert_gguf(src, tmp_path / "float", kv_cache="float32")
+    large = convert_gguf(src, tmp_path / "float")
     assert _node(_graph(large), "embed").op_type == "Gather"
     saved = (large / "model.onnx.data").stat().st_size - (small / "model.onnx.data").stat().st_size
     assert saved >= vocab * HIDDEN * 4 - 1024

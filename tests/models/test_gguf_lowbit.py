@@ -142,7 +142,7 @@ def test_default_accuracy_level_errs_like_q4_0_and_q8_0(tmp_path, qtype):
     difference ~0.4% of the largest logit for those; 0.1–0.7% for the low-bit types)."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=qtype, tied=True)
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
+    dest = convert_gguf(src, tmp_path / "model")
     want = reference_logits(weights, "llama")
     got = onnx_logits(GrowingRunner(open_session(dest)))
     peak = max(float(np.abs(w).max()) for w in want)
@@ -177,7 +177,7 @@ def test_q2_k_with_int8_activations_stays_close(tmp_path):
     file 4x llama.cpp's error, where the centred form errs ~0.6x as much as llama.cpp)."""
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, qtype=Q.Q2_K, tied=True)
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
+    dest = convert_gguf(src, tmp_path / "model")
     graph = onnx.load(str(dest / "model.onnx"), load_external_data=False).graph
     levels = {a.i for n in graph.node if n.op_type == "MatMulNBits"
               for a in n.attribute if a.name == "accuracy_level"}

@@ -69,7 +69,7 @@ def test_llama_layout_matches_reference(tmp_path, qtype, tied, exact_offsets):
 def test_sliding_window_matches_reference(tmp_path, runner):
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, arch="mistral", metadata=windowed, seed=4)
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
+    dest = convert_gguf(src, tmp_path / "model")
     graph = onnx.load(str(dest / "model.onnx"), load_external_data=False).graph
     windows = [
         a.i
@@ -97,6 +97,6 @@ def test_window_as_long_as_the_context_is_no_window(tmp_path):
 def test_greedy_tokens_equal_reference(tmp_path):
     src = tmp_path / "m.gguf"
     weights = write_tiny_gguf(src, arch="mistral", qtype=Q.Q8_0, metadata=windowed, seed=6)
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
+    dest = convert_gguf(src, tmp_path / "model")
     got = onnx_greedy(SharedBufferRunner(open_session(dest), 64), LONG_PROMPT, 12)
     assert got == greedy(weights, dataclasses.replace(CFG, sliding_window=WINDOW), LONG_PROMPT, 12)

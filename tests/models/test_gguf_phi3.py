@@ -183,7 +183,7 @@ def test_longrope_quantized_greedy_tokens_equal_reference(tmp_path):
     it."""
     src = tmp_path / "p.gguf"
     weights = write_longrope(src, qtype=Q.Q8_0, seed=3)
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
+    dest = convert_gguf(src, tmp_path / "model")
     prompt = (LONG_PROMPT + CROSSING)[:56]
     got = onnx_greedy(SharedBufferRunner(open_session(dest), 128), prompt, 16)
     assert len(prompt) < ORIGINAL < len(prompt) + 16  # crosses the original context
@@ -209,7 +209,7 @@ def test_sliding_window(tmp_path):
         src, arch="phi3", fused=True, metadata=lambda w: w.add_sliding_window(window)
     )
     assert GGUFFile(src).params.local_layers == tuple(range(LAYERS))
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
+    dest = convert_gguf(src, tmp_path / "model")
     cfg = dataclasses.replace(CFG, sliding_window=window)
     got = onnx_run(GrowingRunner(open_session(dest)), LONG_PROMPT[:20], [[7], [9, 33, 44], [5]])
     want = run_steps(weights, cfg, LONG_PROMPT[:20], [[7], [9, 33, 44], [5]])
@@ -222,7 +222,7 @@ def test_chat_ends_at_the_end_of_turn_token(tmp_path):
     """Phi-3 GGUFs name <|endoftext|> as eos; replies end with <|end|> (the eot id)."""
     src = tmp_path / "p.gguf"
     write_tiny_gguf(src, arch="phi3", fused=True, metadata=lambda w: w.add_eot_token_id(1))
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
+    dest = convert_gguf(src, tmp_path / "model")
     cfg = json.loads((dest / "genai_config.json").read_text())["model"]
     assert cfg["type"] == "phi3" and cfg["eos_token_id"] == [2, 1]
 
@@ -252,7 +252,7 @@ def test_engine_generates_the_reference_tokens_of_its_loaded_context(tmp_path):
     them equal the short factors' reference (as before the factors were chosen by context)."""
     src = tmp_path / "p.gguf"
     weights = write_longrope(src, qtype=Q.F32, seed=1)
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
+    dest = convert_gguf(src, tmp_path / "model")
     prompt = (LONG_PROMPT + CROSSING)[:56]
     want = greedy(weights, longrope_cfg(), prompt, 16)
     assert _generate(_engine(dest), prompt) == want
@@ -274,7 +274,7 @@ def test_a_reply_never_depends_on_what_was_cached(tmp_path, context):
     seeded) equals the first reply."""
     src = tmp_path / "p.gguf"
     write_longrope(src, qtype=Q.Q4_0)
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
+    dest = convert_gguf(src, tmp_path / "model")
     if context != CONTEXT:
         loaded_at(dest, context)
     engine, cold = _engine(dest), _engine(dest)

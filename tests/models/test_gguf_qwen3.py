@@ -99,7 +99,7 @@ def test_greedy_tokens_equal_reference_with_shared_buffer(tmp_path):
     """Token for token, at the default accuracy level, over the engine's shared KV buffer."""
     src = tmp_path / "q.gguf"
     weights = write(src, qtype=Q.Q8_0, seed=2)
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
+    dest = convert_gguf(src, tmp_path / "model")
     got = onnx_greedy(SharedBufferRunner(open_session(dest), 64), PROMPT, 12)
     assert got == greedy(weights, CFG, PROMPT, 12)
 
@@ -116,8 +116,7 @@ def test_q8_0_forks_only_by_int8_activation_rounding(tmp_path, seed):
     src = tmp_path / "q.gguf"
     weights = write(src, qtype=Q.Q8_0, seed=seed, tied=False)
     for precision in ("fp32", "native"):
-        dest = convert_gguf(src, tmp_path / precision, kv_cache="float32", precision=precision,
-                            accuracy_level=0)
+        dest = convert_gguf(src, tmp_path / precision, precision=precision, accuracy_level=0)
         for prompt in PROMPTS:
             got = onnx_greedy(SharedBufferRunner(open_session(dest), 64), prompt, 8)
             assert got == greedy(weights, CFG, prompt, 8)

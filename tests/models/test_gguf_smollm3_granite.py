@@ -96,7 +96,7 @@ def test_native_paths_match_reference(tmp_path, arch, ref, qtype):
 def test_greedy_tokens_over_the_shared_buffer(tmp_path, arch, ref):
     src = tmp_path / "m.gguf"
     weights = write(src, arch, seed=3, tied=False)
-    dest = convert_gguf(src, tmp_path / "model", kv_cache="float32")
+    dest = convert_gguf(src, tmp_path / "model")
     got = onnx_greedy(SharedBufferRunner(open_session(dest), 64), PROMPT, 12)
     assert got == greedy(weights, ref, PROMPT, 12)
 

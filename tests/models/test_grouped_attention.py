@@ -5,6 +5,7 @@ manifest, and computes what the GroupQueryAttention form computes."""
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 
 import numpy as np
@@ -43,6 +44,8 @@ def test_the_grouped_form_has_no_group_query_attention_and_is_recorded(folders):
     assert manifest["conversion"]["attention_form"] == ATTENTION_FORM
     gqa = json.loads((folders["gqa"] / "hearth-manifest.json").read_text())
     assert gqa["conversion"]["attention"] == "gqa" and gqa["conversion"]["attention_form"] is None
+    assert manifest["conversion"]["kv_cache"] == "float16"  # the default's buffers
+    assert gqa["conversion"]["kv_cache"] == "float32"  # GroupQueryAttention keeps float32
 
     engine = _load(folders["grouped"])
     assert engine.graph.grouped_attention and engine.graph.decode_path == "shared"
@@ -114,6 +117,26 @@ def test_its_kv_buffers_hold_float16_the_group_query_attention_forms_kv_rounded_
         np.testing.assert_allclose(half.astype(np.float32), full, rtol=2**-11, atol=1e-7)
     for half, full in zip(kv["grouped"][2:], kv["gqa"][2:], strict=True):  # the rounding
         np.testing.assert_allclose(half.astype(np.float32), full, atol=1e-3)  # carried on
+
+
+def test_k_and_v_past_float16s_range_saturate_instead_of_turning_logits_to_nan(folders,
+                                                                               tmp_path):
+    """A broken or hostile file whose k and v exceed 65,504 (here layer 0's qkv weights ×
+    1e6): the float16 buffers hold the largest finite value, so the logits stay finite
+    (inf there would make every score of the layer NaN)."""
+    folder = tmp_path / "loud"
+    shutil.copytree(folders["grouped"], folder)
+    model = onnx.load(str(folder / "model.onnx"))  # its external data too
+    qkv = next(t for t in model.graph.initializer if t.name == "layers.0.attn.qkv_proj.weight")
+    qkv.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(qkv) * 1e6, qkv.name))
+    onnx.save(model, str(folder / "model.onnx"), save_as_external_data=True,
+              location="model.onnx.data")
+    decoder = _load(folder).decoder
+    cache = decoder.new_cache()
+    decoder.feed(cache, IDS[:40])
+    k0 = cache.tensors[0].numpy()[:, :, :40]
+    assert np.abs(k0).max() == np.finfo(np.float16).max  # saturated, not inf
+    assert np.isfinite(decoder.verify(cache, IDS[40:44])).all()
 
 
 def test_an_unknown_form_is_refused_with_a_sentence(tmp_path):

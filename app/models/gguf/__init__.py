@@ -22,8 +22,9 @@ SAMPLING_FORM = 1
 
 #: The grouped-attention graph the converter writes (``grouped_attention``), recorded as the
 #: manifest's ``conversion.attention_form`` beside ``conversion.attention``: 3 = the KV
-#: buffers in float16 (``grouped_attention.KV_CACHES``), the default for every architecture the
-#: form supports; 2 = float32 buffers, the causal mask added to the stripe of scores from the
+#: buffers of the type ``conversion.kv_cache`` records (float16 unless asked otherwise,
+#: ``grouped_attention.KV_CACHES``), the default for every architecture the form supports;
+#: 2 = float32 buffers, the causal mask added to the stripe of scores from the
 #: step's first position only (TensorScatter in place), as 3 does; 1 (or no record) = the
 #: whole capacity masked, an opt-in; conversions without ``attention`` are GQA graphs. The
 #: starter converts again once when its record differs (``starter.is_current``); other

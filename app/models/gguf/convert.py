@@ -190,6 +190,7 @@ def convert_gguf(
         raise ConversionError(
             f"{src.name} cannot be converted with grouped attention: it has {reason}."
         )
+    kv_cache = kv_cache_of(attention, kv_cache)  # what the graph gets: GQA keeps float32
     weights = WeightSource(g, precision, exact_offsets=exact_offsets, check=checkpoint)
     tokenizer = build_tokenizer_json(g)  # fails early on missing tokenizer metadata
     tok_config = build_tokenizer_config(g, g.params.context_length)
@@ -214,7 +215,7 @@ def convert_gguf(
     tmp.mkdir()
     try:
         _write_folder(g, weights, tmp, tokenizer, tok_config, accuracy_level, report,
-                      checkpoint, attention, kv_cache=kv_cache_of(attention, kv_cache),
+                      checkpoint, attention, kv_cache=kv_cache,
                       activation_block=activation_block,
                       activation_groups=groups, float_groups=floats)
         checkpoint()
@@ -237,7 +238,7 @@ def convert_gguf(
             "attention": attention,
             "attention_form": ATTENTION_FORM if attention == "grouped" else None,
             "attention_requested": requested,
-            "kv_cache": kv_cache_of(attention, kv_cache),
+            "kv_cache": kv_cache,
         }
         doc = manifest(
             tmp,

@@ -91,6 +91,10 @@ class GroupedAttentionBuilder:
                 ("tiles", [group, 1]), ("kv_heads", [p.n_kv_heads]),
             )
         }
+        if self.kv_elem == TensorProto.FLOAT16:  # the range the buffers hold (_stored)
+            half_max = float(np.finfo(np.float16).max)
+            self._const("grouped.half_min", np.array(-half_max, np.float32))
+            self._const("grouped.half_max", np.array(half_max, np.float32))
         f0 = self._const("grouped.f0", np.array(0.0, np.float32))
         finf = self._const("grouped.minus_inf", np.array(-np.inf, np.float32))
         self._node("Gather", ["ids/shape", c["one"]], ["grouped/rows"], "grouped/rows", axis=0)
@@ -126,6 +130,17 @@ class GroupedAttentionBuilder:
                    "grouped/stripe_at")
         self._node("Unsqueeze", ["grouped/capacity", c["axis0"]], ["grouped/capacity1"],
                    "grouped/capacity1")
+
+    def _stored(self, rows: str) -> str:
+        """The step's k or v ``rows`` as a float16 buffer holds them: rounded once, and
+        saturated at float16's largest magnitude (65,504) rather than turned to inf, which
+        would make every later score of the layer NaN; values that large only come from a
+        broken or hostile file, never from a model float16 runs as llama.cpp does."""
+        (clipped,) = self._node("Clip", [rows, "grouped.half_min", "grouped.half_max"],
+                                [f"{rows}/in_range"], f"{rows}/in_range")
+        (half,) = self._node("Cast", [clipped], [f"{rows}/half"], f"{rows}/half",
+                             to=TensorProto.FLOAT16)
+        return half
 
     def _grouped_attention(
         self, q_k_v: list[str], i: int, name: str, *, rope_suffix: str, scale: float,
@@ -167,15 +182,14 @@ class GroupedAttentionBuilder:
                                f"{rows}/4d")
             (rt,) = self._node("Transpose", [r4], [f"{rows}/heads"], f"{rows}/heads",
                                perm=[0, 2, 1, 3])
-            if self.kv_elem != TensorProto.FLOAT:  # rounded once, as it is stored
-                (rt,) = self._node("Cast", [rt], [f"{rows}/half"], f"{rows}/half",
-                                   to=self.kv_elem)
+            if self.kv_elem == TensorProto.FLOAT16:
+                rt = self._stored(rt)
             present = f"present.{i}.{kind}"
             self._node("TensorScatter",
                        [f"past_key_values.{i}.{kind}", rt, "grouped/write_at"], [present],
                        f"{name}.attn/write_{kind}", axis=2)
             wide = present
-            if self.kv_elem != TensorProto.FLOAT:
+            if self.kv_elem == TensorProto.FLOAT16:
                 (wide,) = self._node("Cast", [present], [f"{name}.attn/{kind}_f32"],
                                      f"{name}.attn/{kind}_f32", to=TensorProto.FLOAT)
             (read[kind],) = self._node("Reshape", [wide, shapes["grouped"]],
