@@ -200,8 +200,11 @@ class Runner:
 
 def same_logits(graph: bytes, layers, threads: int, total: int = 1000) -> bool:
     """Whether position ``total - 1`` gets the same logits bits as the last row of a 2-row
-    step and as the middle row of a 3-row step over the same past."""
+    step and as the middle row of a 3-row step over the same past. Both steps keep two rows
+    of logits, as the app's two-row steps do: the output layer's MatMulNBits then runs on
+    two rows in both (on AVX2 its one-row int8 kernel rounds otherwise)."""
     two = Runner(graph, threads, layers, total, 2)
+    two.io.bind_cpu_input("num_logits_to_keep", np.array([2], np.int64))
     two.run()
     three = Runner(graph, threads, layers, total + 1, 2)
     three.io.bind_cpu_input("input_ids", np.array([[17, 42, 99]], np.int64))
