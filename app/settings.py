@@ -130,8 +130,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("exact_replies", bool, True, "Same question, same answer (exact replies)",
             section="hardware",
             help="Off: 4-bit models read long prompts on faster kernels that round otherwise, "
-                 "so a reply can change with what the cache held. Takes effect when a model "
-                 "is loaded."),
+                 "and on CPUs whose one-row kernels round otherwise (AVX2) reply tokens run "
+                 "as one row instead of two, so a reply can change with what the cache held. "
+                 "Takes effect when a model is loaded."),
     Setting("offline", bool, False, "Offline mode (block every network connection)",
             section="privacy",
             help="Downloads, Hub search and remote engines are refused; chats work as usual."),

@@ -326,8 +326,16 @@ class Decoder:
         for bit where one-row steps agree only within the tolerance (``calibrate``), and
         either the decoder is ``exact`` (every reply: the cache then never changes one) or
         ``pairs`` is asked for (a reply that speculates or will likely quote); else one."""
-        pays = self.pairs_agree and (not self.one_row_agrees or self._pairs_exact)
-        self.step_rows = 2 if (pairs or self.exact) and pays else 1
+        self.step_rows = 2 if (pairs or self.exact) and self.pairs_fix_rounding else 1
+
+    @property
+    def pairs_fix_rounding(self) -> bool:
+        """Whether two-row steps make several-row runs agree where one-row steps do not, or
+        equal them bit for bit where one-row steps agree only within the tolerance
+        (``calibrate``; False until calibrated). An ``exact`` decoder's every reply then
+        steps in pairs, which costs each step a second row (app/engine/engine.py
+        ``STEP_PAIRS_NOTE``)."""
+        return bool(self.pairs_agree and (not self.one_row_agrees or self._pairs_exact))
 
     @property
     def verify_agrees(self) -> bool:

@@ -71,6 +71,12 @@ from app.memory import available_ram_bytes
 from app.options import CACHE_BUDGET_BYTES
 
 _DEVICES = {"cuda": "cuda", "dml": "dml"}
+#: what the model's details say where exact replies step in pairs (``Decoder.pairs_fix_rounding``):
+#: the CPU's one-row kernels round otherwise than its several-row ones (AVX2's MatMulNBits;
+#: on an AVX2 EPYC 17% of the starter's decode rate, 28% of a 1.5B's: docs/ARCHITECTURE.md)
+STEP_PAIRS_NOTE = ("Exact replies: on this CPU each reply token runs as two rows, because its "
+                   "one-row kernels round otherwise than the prompt's; turning exact replies "
+                   "off (Settings ▸ Hardware) decodes faster.")
 ATTENTION_SINKS = 4
 
 
@@ -324,6 +330,8 @@ class Engine:
             name=self.spec.name, provider=report.chosen, provider_summary=report.summary(),
             context_length=self.context_length, thinking_control=self.thinking_control,
             draft=self.draft_name, prompt_note=plan.note if plan.worth_telling else None,
+            steps_note=(STEP_PAIRS_NOTE if self.decoder.exact and self.decoder.pairs_fix_rounding
+                        else None),
             notes=tuple(n for n in (self.spec.context_note, *self.spec.notes) if n),
             provider_reasons=dict(report.reasons),
             generation_defaults=dict(self.spec.generation_defaults))

@@ -296,6 +296,7 @@ class BackendInfo:
     thinking_control: str | None = None  # "enable_thinking" / "flags"; None: no switch
     draft: str | None = None  # the draft model's name, None without one
     prompt_note: str | None = None  # how it reads long prompts, when worth telling
+    steps_note: str | None = None  # what exact replies cost its decode steps, where they do
     notes: tuple[str, ...] = ()
     #: why each other provider was not used (``ProviderReport.reasons``)
     provider_reasons: dict[str, str] = field(default_factory=dict)

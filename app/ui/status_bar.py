@@ -199,6 +199,8 @@ class ChatStatusBar(QStatusBar):
         tip = f"Running on {info.provider_summary}."
         if info.prompt_kernels:
             tip += f"\n{info.prompt_kernels}"
+        if info.steps_note:
+            tip += f"\n{info.steps_note}"
         if reasons:
             tip += "\nNot used:\n" + reasons
         self.provider_label.setToolTip(tip)

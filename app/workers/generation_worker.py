@@ -74,6 +74,8 @@ class ModelInfo:
     # how it reads long prompts, where that differs from its replies or could (the fp32
     # prompt session, app/engine/prompt_session.py); None: nothing to tell
     prompt_kernels: str | None = None
+    # what exact replies cost its one-token steps on this CPU (two rows each), None: nothing
+    steps_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -382,6 +384,7 @@ def _model_info(engine: Backend, path: str, seconds: float) -> ModelInfo:
         thinking_control=info.thinking_control,
         notes=info.notes,
         prompt_kernels=info.prompt_note,
+        steps_note=info.steps_note,
         draft=info.draft,
     )
 

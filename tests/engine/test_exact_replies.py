@@ -155,6 +155,26 @@ def test_the_inexact_mode_is_opt_in_and_named(gqa_int4_model_dir, avx2_kernel_ch
     assert len(reply) == 4
 
 
+def test_the_model_details_say_where_exact_replies_step_in_pairs(
+        int4_one_row_differs_long_dir):
+    """Where the CPU's one-row kernels round otherwise (as AVX2's MatMulNBits does), exact
+    replies step in pairs, and the model's details say so and how to trade it for speed."""
+    from app.engine.engine import STEP_PAIRS_NOTE
+    from tests.fixtures.quantized import load_with_kernels
+
+    differs = load_with_kernels(int4_one_row_differs_long_dir, "one_row_differs")
+    differs.decoder.choose_rows(pairs=False)  # a plain reply
+    assert differs.decoder.step_rows == 2
+    assert differs.describe().steps_note == STEP_PAIRS_NOTE
+    assert "Settings ▸ Hardware" in STEP_PAIRS_NOTE
+    fast = load_with_kernels(int4_one_row_differs_long_dir, "one_row_differs", exact=False)
+    fast.decoder.choose_rows(pairs=False)
+    assert fast.decoder.step_rows == 1 and fast.describe().steps_note is None
+    alike = load_with_kernels(int4_one_row_differs_long_dir, "one_row_alike")
+    alike.decoder.choose_rows(pairs=False)
+    assert alike.decoder.step_rows == 1 and alike.describe().steps_note is None
+
+
 def test_the_calibration_is_part_of_the_load_not_of_the_first_reply(gqa_int4_model_dir,
                                                                      monkeypatch):
     from app.engine.decoder import Decoder

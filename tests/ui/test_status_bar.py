@@ -103,6 +103,9 @@ def test_the_provider_tip_says_how_long_prompts_are_read(qtbot):
     assert bar.provider_label.accessibleDescription() == tip
     bar.set_model(replace(info, prompt_kernels=None), "m")
     assert bar.provider_label.toolTip() == "Running on CPU.\nNot used:\ncuda: no NVIDIA GPU"
+    bar.set_model(replace(info, prompt_kernels=None, steps_note="Exact replies: two rows."), "m")
+    assert bar.provider_label.toolTip() == ("Running on CPU.\nExact replies: two rows.\n"
+                                            "Not used:\ncuda: no NVIDIA GPU")
 
 
 def test_at_800_px_the_load_message_fits_beside_a_long_model_name(make_app):
