@@ -15,7 +15,10 @@ import sys
 from pathlib import Path
 
 #: From the most to the least capable; ``cpu_kind`` returns the first that applies.
-KINDS = ("amx", "avx512_vnni", "avx512", "avx2", "x86", "neon", "other")
+#: ``avx_vnni``: AVX2 with the 256-bit VNNI dot products (Intel Alder Lake and later client
+#: chips, AMD Zen 5 without AVX-512 enabled), for which MLAS has its own int8 kernels; only
+#: Linux's flags name it (numpy's dispatch list does not), elsewhere such a CPU reads "avx2".
+KINDS = ("amx", "avx512_vnni", "avx512", "avx_vnni", "avx2", "x86", "neon", "other")
 
 
 def _linux_flags(cpuinfo: str) -> set[str]:
@@ -52,6 +55,8 @@ def kind_from_flags(flags: set[str], machine: str) -> str:
         return "avx512_vnni"
     if "avx512f" in flags:
         return "avx512"
+    if "avx_vnni" in flags and "avx2" in flags:
+        return "avx_vnni"
     if "avx2" in flags:
         return "avx2"
     return "x86"
@@ -59,7 +64,8 @@ def kind_from_flags(flags: set[str], machine: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def cpu_kind() -> str:
-    """``amx`` / ``avx512_vnni`` / ``avx512`` / ``avx2`` / ``x86`` / ``neon`` / ``other``."""
+    """One of :data:`KINDS`: ``amx`` / ``avx512_vnni`` / ``avx512`` / ``avx_vnni`` / ``avx2`` /
+    ``x86`` / ``neon`` / ``other``."""
     flags: set[str] = set()
     if sys.platform.startswith("linux"):
         try:

@@ -12,7 +12,8 @@ from app.cpu import KINDS, cpu_kind, describe_machine, kind_from_flags
     ({"avx2", "avx512f", "avx512_vnni"}, "x86_64", "avx512_vnni"),  # AMD EPYC Zen 4
     ({"avx2", "avx512f", "avx512vnni"}, "AMD64", "avx512_vnni"),  # numpy's spelling
     ({"avx2", "avx512f"}, "x86_64", "avx512"),
-    ({"avx2", "fma"}, "x86_64", "avx2"),
+    ({"avx2", "fma", "avx_vnni"}, "x86_64", "avx_vnni"),  # Intel Alder Lake and later
+    ({"avx2", "fma"}, "x86_64", "avx2"),  # AMD EPYC Zen 2/3
     ({"sse4_2"}, "x86_64", "x86"),
     ({"asimd", "asimddp"}, "aarch64", "neon"),  # Snapdragon X, Graviton
     (set(), "arm64", "neon"),  # Apple M-series
