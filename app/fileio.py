@@ -11,10 +11,11 @@ from pathlib import Path
 
 
 def read_json(path: Path) -> dict:
-    """The JSON object in ``path``, or ``{}`` when it is missing, unreadable or not an object."""
+    """The JSON object in ``path``, or ``{}`` when it is missing, unreadable or not an object
+    (nested past the parser's recursion limit included: a hostile file)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 

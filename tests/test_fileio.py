@@ -27,3 +27,5 @@ def test_unreadable_or_non_object_json_reads_as_empty(tmp_path):
     assert fileio.read_json(tmp_path / "broken.json") == {}
     assert fileio.read_json(tmp_path / "list.json") == {}
     assert fileio.read_json(tmp_path / "missing.json") == {}
+    (tmp_path / "deep.json").write_text("[" * 100_000)  # RecursionError in json, not ValueError
+    assert fileio.read_json(tmp_path / "deep.json") == {}

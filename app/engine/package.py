@@ -58,6 +58,7 @@ from app.engine.package_optimum import choose_variant, optimum_candidates, read_
 from app.engine.types import ModelSpec
 from app.errors import ModelLoadError, ProviderError
 from app.machine import PROVIDERS
+from app.manifest import Manifest
 from app.units import format_bytes
 
 __all__ = [
@@ -118,6 +119,9 @@ def read_model_folder(
 
 MAX_CONTEXT_TOKENS = 2**24  # 16.8M: beyond any model's trained context (Llama 4 claims 10M)
 _KV_BYTES_PER_ELEMENT = 4  # the worst case: float32 KV, as CPU builds keep it
+#: what Hearth's own GGUF conversion records of its KV buffers (hearth-manifest.json's
+#: ``conversion.kv_cache``; app/models/gguf/grouped_attention.py), in bytes per element
+_RECORDED_KV_BYTES = {"float16": 2, "float32": 4}
 _LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 
 
@@ -127,9 +131,9 @@ def bounded_context(spec: ModelSpec, *, ram_bytes: int | None = None) -> ModelSp
     Called once the context length has been chosen from the folder's metadata. Above
     :data:`MAX_CONTEXT_TOKENS` the metadata is wrong (or hostile): ``ModelLoadError`` names the
     file and field. Otherwise, when the KV cache of the full context (2 × layers × KV heads ×
-    head size × 4 bytes per token) would not fit in the machine's memory (``ram_bytes``,
-    physical RAM by default), the context is cut to what fits and ``ModelSpec.context_note``
-    says so.
+    head size × 4 bytes per token; 2 where Hearth's conversion recorded float16 buffers) would
+    not fit in the machine's memory (``ram_bytes``, physical RAM by default), the context is
+    cut to what fits and ``ModelSpec.context_note`` says so.
     """
     config_path = spec.root / (GENAI_CONFIG if spec.layout == "genai" else HF_CONFIG)
     config = optional_json(config_path)
@@ -157,7 +161,7 @@ def bounded_context(spec: ModelSpec, *, ram_bytes: int | None = None) -> ModelSp
     if spec.kv_geometry is None or layers is None:
         return spec
     kv_heads, head_dim = spec.kv_geometry
-    per_token = 2 * layers * kv_heads * head_dim * _KV_BYTES_PER_ELEMENT
+    per_token = 2 * layers * kv_heads * head_dim * _kv_bytes_per_element(spec.root)
     if ram_bytes is None:
         from app.memory import total_ram_bytes
 
@@ -177,6 +181,17 @@ def bounded_context(spec: ModelSpec, *, ram_bytes: int | None = None) -> ModelSp
             f"{format_bytes(ram_bytes)} of memory")
     return replace(spec, context_length=fits, context_note=note,
                    sliding_window=min(spec.sliding_window, fits) if spec.sliding_window else None)
+
+
+def _kv_bytes_per_element(root: Path) -> int:
+    """Bytes per KV element of the model in ``root``: what Hearth's conversion recorded
+    (float16 buffers: 2), else the worst case, float32 (other exporters' graphs say it only
+    once loaded)."""
+    manifest = Manifest.read(root)
+    conversion = manifest.extra.get("conversion") if manifest is not None else None
+    recorded = conversion.get("kv_cache") if isinstance(conversion, dict) else None
+    return _RECORDED_KV_BYTES.get(recorded, _KV_BYTES_PER_ELEMENT) \
+        if isinstance(recorded, str) else _KV_BYTES_PER_ELEMENT
 
 
 def unknown_layout(root: Path) -> ModelLoadError:

@@ -719,6 +719,25 @@ def test_context_the_machine_cannot_hold_is_clamped_with_a_note(plain_model_dir,
         bounded_context(spec, ram_bytes=per_token * 100)
 
 
+def test_float16_buffers_a_conversion_recorded_hold_twice_the_context(plain_model_dir,
+                                                                       tmp_path):
+    """Hearth's grouped conversion keeps float16 KV (its manifest says so): the same memory
+    holds twice the tokens of the float32 worst case; an unknown record counts as float32."""
+    from app.engine.package import bounded_context
+    from app.manifest import Manifest
+
+    folder = _copy(plain_model_dir, tmp_path / "m")
+    _edit_json(folder / "config.json", max_position_embeddings=1_000_000)
+    spec = read_model_folder(folder)
+    kv_heads, head_dim = spec.kv_geometry
+    layers = json.loads((folder / "config.json").read_text())["num_hidden_layers"]
+    per_token_fp32 = 2 * layers * kv_heads * head_dim * 4
+    for recorded, fits in (("float16", 10_000), ("float32", 5000), ("bfloat12", 5000)):
+        Manifest.path_in(folder).write_text(json.dumps(
+            {"id": "m", "name": "m", "conversion": {"kv_cache": recorded}}), encoding="utf-8")
+        assert bounded_context(spec, ram_bytes=per_token_fp32 * 5000).context_length == fits
+
+
 def test_huge_context_costs_no_preallocated_memory_and_still_chats(plain_model_dir, gqa_model_dir,
                                                                     tmp_path):
     """A 16M-token context (allowed) once cost 2 × 128 MB of mask / position buffers in the
