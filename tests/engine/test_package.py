@@ -701,15 +701,21 @@ def test_absurd_max_position_embeddings_is_refused(plain_model_dir, tmp_path):
         read_model_folder(folder)
 
 
-def test_context_the_machine_cannot_hold_is_clamped_with_a_note(plain_model_dir, tmp_path):
-    from app.engine.package import bounded_context
-
+def _million_token_model(plain_model_dir, tmp_path):
+    """A copy of the plain model claiming a 1M-token context: (folder, its spec, the bytes of
+    one token's float32 KV)."""
     folder = _copy(plain_model_dir, tmp_path / "m")
     _edit_json(folder / "config.json", max_position_embeddings=1_000_000)
     spec = read_model_folder(folder)
     kv_heads, head_dim = spec.kv_geometry
     layers = json.loads((folder / "config.json").read_text())["num_hidden_layers"]
-    per_token = 2 * layers * kv_heads * head_dim * 4
+    return folder, spec, 2 * layers * kv_heads * head_dim * 4
+
+
+def test_context_the_machine_cannot_hold_is_clamped_with_a_note(plain_model_dir, tmp_path):
+    from app.engine.package import bounded_context
+
+    _, spec, per_token = _million_token_model(plain_model_dir, tmp_path)
     clamped = bounded_context(spec, ram_bytes=per_token * 5000)
     assert clamped.context_length == 5000
     assert "1,000,000" in clamped.context_note and "max_position_embeddings" in \
@@ -726,12 +732,7 @@ def test_float16_buffers_a_conversion_recorded_hold_twice_the_context(plain_mode
     from app.engine.package import bounded_context
     from app.manifest import Manifest
 
-    folder = _copy(plain_model_dir, tmp_path / "m")
-    _edit_json(folder / "config.json", max_position_embeddings=1_000_000)
-    spec = read_model_folder(folder)
-    kv_heads, head_dim = spec.kv_geometry
-    layers = json.loads((folder / "config.json").read_text())["num_hidden_layers"]
-    per_token_fp32 = 2 * layers * kv_heads * head_dim * 4
+    folder, spec, per_token_fp32 = _million_token_model(plain_model_dir, tmp_path)
     for recorded, fits in (("float16", 10_000), ("float32", 5000), ("bfloat12", 5000)):
         Manifest.path_in(folder).write_text(json.dumps(
             {"id": "m", "name": "m", "conversion": {"kv_cache": recorded}}), encoding="utf-8")
