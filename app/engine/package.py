@@ -189,9 +189,9 @@ def _kv_bytes_per_element(root: Path) -> int:
     once loaded)."""
     manifest = Manifest.read(root)
     conversion = manifest.extra.get("conversion") if manifest is not None else None
-    recorded = conversion.get("kv_cache") if isinstance(conversion, dict) else None
-    return _RECORDED_KV_BYTES.get(recorded, _KV_BYTES_PER_ELEMENT) \
-        if isinstance(recorded, str) else _KV_BYTES_PER_ELEMENT
+    if isinstance(conversion, dict) and isinstance(conversion.get("kv_cache"), str):
+        return _RECORDED_KV_BYTES.get(conversion["kv_cache"], _KV_BYTES_PER_ELEMENT)
+    return _KV_BYTES_PER_ELEMENT
 
 
 def unknown_layout(root: Path) -> ModelLoadError:

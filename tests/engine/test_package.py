@@ -733,7 +733,8 @@ def test_float16_buffers_a_conversion_recorded_hold_twice_the_context(plain_mode
     from app.manifest import Manifest
 
     folder, spec, per_token_fp32 = _million_token_model(plain_model_dir, tmp_path)
-    for recorded, fits in (("float16", 10_000), ("float32", 5000), ("bfloat12", 5000)):
+    for recorded, fits in (("float16", 10_000), ("float32", 5000), ("bfloat12", 5000),
+                           (["float16"], 5000)):  # a hostile record: the worst case
         Manifest.path_in(folder).write_text(json.dumps(
             {"id": "m", "name": "m", "conversion": {"kv_cache": recorded}}), encoding="utf-8")
         assert bounded_context(spec, ram_bytes=per_token_fp32 * 5000).context_length == fits

@@ -91,7 +91,7 @@ class GroupedAttentionBuilder:
                 ("tiles", [group, 1]), ("kv_heads", [p.n_kv_heads]),
             )
         }
-        if self.kv_elem == TensorProto.FLOAT16:  # the range the buffers hold (_stored)
+        if self._half_buffers:  # the range the buffers hold (_stored)
             half_max = float(np.finfo(np.float16).max)
             self._const("grouped.half_min", np.array(-half_max, np.float32))
             self._const("grouped.half_max", np.array(half_max, np.float32))
@@ -130,6 +130,11 @@ class GroupedAttentionBuilder:
                    "grouped/stripe_at")
         self._node("Unsqueeze", ["grouped/capacity", c["axis0"]], ["grouped/capacity1"],
                    "grouped/capacity1")
+
+    @property
+    def _half_buffers(self) -> bool:
+        """Whether the KV buffers hold float16 (``GraphBuilder.kv_elem``)."""
+        return self.kv_elem == TensorProto.FLOAT16
 
     def _stored(self, rows: str) -> str:
         """The step's k or v ``rows`` as a float16 buffer holds them: rounded once, and
@@ -182,14 +187,14 @@ class GroupedAttentionBuilder:
                                f"{rows}/4d")
             (rt,) = self._node("Transpose", [r4], [f"{rows}/heads"], f"{rows}/heads",
                                perm=[0, 2, 1, 3])
-            if self.kv_elem == TensorProto.FLOAT16:
+            if self._half_buffers:
                 rt = self._stored(rt)
             present = f"present.{i}.{kind}"
             self._node("TensorScatter",
                        [f"past_key_values.{i}.{kind}", rt, "grouped/write_at"], [present],
                        f"{name}.attn/write_{kind}", axis=2)
             wide = present
-            if self.kv_elem == TensorProto.FLOAT16:
+            if self._half_buffers:
                 (wide,) = self._node("Cast", [present], [f"{name}.attn/{kind}_f32"],
                                      f"{name}.attn/{kind}_f32", to=TensorProto.FLOAT)
             (read[kind],) = self._node("Reshape", [wide, shapes["grouped"]],
