@@ -9,7 +9,8 @@ Q4_0 (or Q4_1) blocks, so writing 1.5B takes seconds —, converted by Hearth
 (``convert_gguf``, precision native: the same 4-bit weights) and timed in both engines on the
 same prompt ids: TTFT for ``--prompt`` tokens, then ``--decode`` greedy steps. Hearth runs as
 the app does (``Engine.load``: exact, calibrated at load, which no TTFT counts), then in the
-opt-in inexact mode (one-row steps wherever they are faster). llama.cpp
+opt-in inexact mode (one-row steps wherever they are faster; the fp32 prompt session
+where the kernel measurement says so, its sentence printed). llama.cpp
 runs when ``llama_cpp`` is importable, in a child process (bench/llama_peer.py); otherwise,
 or when it fails, Hearth's figures are printed with the reason.
 
@@ -182,7 +183,7 @@ def copy_bandwidth(gib: float = 1.0, tries: int = 3) -> float:
 
 
 def time_hearth(folder: Path, ids: list[int], decode: int, threads: int, exact: bool = True):
-    """(load s, TTFT ms, decode tok/s, rows per one-token step)."""
+    """(load s, TTFT ms, decode tok/s, rows per one-token step, what the prompt plan says)."""
     t = time.perf_counter()
     engine = Engine.load(folder, threads=threads, exact=exact)
     load = time.perf_counter() - t
@@ -195,7 +196,8 @@ def time_hearth(folder: Path, ids: list[int], decode: int, threads: int, exact: 
     t1 = time.perf_counter()
     for _ in range(decode):
         tok = int(np.argmax(decoder.step(cache, tok)))
-    return load, ttft * 1000, decode / (time.perf_counter() - t1), decoder.step_rows
+    return (load, ttft * 1000, decode / (time.perf_counter() - t1), decoder.step_rows,
+            engine.prompt_plan.note)
 
 
 def matmul_groups(model_path: Path) -> dict[str, tuple[str, int]]:
@@ -286,8 +288,8 @@ def main() -> int:
                   f"model.onnx.data {onnx_bytes / 2**20:.0f} MiB ({load_average()})", flush=True)
             ids = [int(x) for x in np.random.default_rng(1).integers(3, 259, args.prompt)]
             for label, exact in (("hearth", True), ("inexact", False)):
-                load, ttft, rate, rows = time_hearth(folder, ids, args.decode, args.threads,
-                                                     exact)
+                load, ttft, rate, rows, prompts = time_hearth(folder, ids, args.decode,
+                                                              args.threads, exact)
                 if exact:
                     ours = (ttft, rate)
                 bound = onnx_bytes * rate / 1e9
@@ -295,6 +297,8 @@ def main() -> int:
                       f"tok/s (steps as {rows} row(s))  weights read {bound:5.1f} GB/s = "
                       f"{bound / bandwidth:.0%} of the bound ({bandwidth * 1e9 / onnx_bytes:.1f} "
                       f"tok/s)  ({load_average()})", flush=True)
+                if not exact:  # the kernel measurement's choice (app/engine/kernel_timing.py)
+                    print(f"            {prompts}", flush=True)
             if args.profile:
                 engine = Engine.load(folder, threads=args.threads)
                 print_profile(*profile_decode(engine, ids, args.decode, args.threads),

@@ -187,9 +187,9 @@ def starter_model(starter_gguf, tmp_path_factory):
 
 @pytest.fixture
 def avx2_kernel_choice(monkeypatch):
-    """Plan the prompt session as on an x86 AVX2 CPU, where it pays (on ARM, and on AVX-512
-    VNNI without AMX where the int8 kernels are faster, none is opened): its own tests then
-    run on every machine (tests/fixtures/kernel_choice.py)."""
+    """Plan the prompt session as on an x86 CPU whose fp32 kernels measure faster, where it
+    pays (on ARM, and where the int8 kernels measure faster, none is opened): its own tests
+    then run on every machine (tests/fixtures/kernel_choice.py)."""
     from tests.fixtures.kernel_choice import plan_as_on_avx2
 
     plan_as_on_avx2(monkeypatch)

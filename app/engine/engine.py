@@ -26,6 +26,7 @@ from app.engine.embedder import Embedder
 from app.engine.generation import PrefillProgress, stream_generate
 from app.engine.graph_info import describe_session
 from app.engine.huge_pages import HugePageReport, back_with_huge_pages
+from app.engine.kernel_timing import prompt_kernel_timing
 from app.engine.kv_cache import KVCache
 from app.engine.kv_snapshot import SnapshotStore, model_fingerprint
 from app.engine.package import read_model_folder
@@ -200,9 +201,9 @@ class Engine:
         engine.huge_pages = pages
         engine._threads = threads
         if embed_session is None:
-            engine.prompt_plan = plan_prompt_session(spec, report.chosen,
-                                                     available_bytes=available_ram_bytes(),
-                                                     exact=exact)
+            engine.prompt_plan = plan_prompt_session(
+                spec, report.chosen, available_bytes=available_ram_bytes(), exact=exact,
+                timing=lambda: prompt_kernel_timing(spec, threads=threads))
         if prompt_session:
             engine.open_prompt_session()
         if calibrate:

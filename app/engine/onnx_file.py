@@ -33,6 +33,9 @@ class OnnxSummary:
     #: com.microsoft MatMulNBits nodes by (bits, block_size, accuracy_level), the attributes
     #: that decide which ORT kernel runs them (app/engine/prompt_session.py)
     matmul_nbits: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    #: the same nodes by (bits, block_size, accuracy_level, K, N): the shapes a measurement
+    #: of their kernels runs (app/engine/kernel_timing.py)
+    matmul_nbits_shapes: dict[tuple[int, int, int, int, int], int] = field(default_factory=dict)
 
 
 class _WireError(Exception):
@@ -95,6 +98,7 @@ class _OnnxWalker:
         self.depth = 0  # subgraph nesting level of the graph being walked
         self.subgraphs = 0
         self.matmul_nbits: dict[tuple[int, int, int], int] = {}
+        self.matmul_nbits_shapes: dict[tuple[int, int, int, int, int], int] = {}
 
     def model(self) -> OnnxSummary:
         ir_version, opsets, graphs = None, {}, 0
@@ -120,7 +124,7 @@ class _OnnxWalker:
             raise _WireError("it has no ONNX model header (IR version, graph, opset)")
         return OnnxSummary(
             ir_version, opsets, frozenset(self.ops), self.external, self.nodes, self.initializers,
-            self.matmul_nbits,
+            self.matmul_nbits, self.matmul_nbits_shapes,
         )
 
     def graph(self, span: tuple[int, int]) -> None:
@@ -158,6 +162,8 @@ class _OnnxWalker:
         if (domain, op_type) == ("com.microsoft", "MatMulNBits"):
             key = (ints.get("bits", 4), ints.get("block_size", 0), ints.get("accuracy_level", 0))
             self.matmul_nbits[key] = self.matmul_nbits.get(key, 0) + 1
+            shape = (*key, ints.get("K", 0), ints.get("N", 0))
+            self.matmul_nbits_shapes[shape] = self.matmul_nbits_shapes.get(shape, 0) + 1
 
     def attribute(self, span: tuple[int, int]) -> tuple[str, int | None]:
         """Walk an attribute's tensors and graphs; return its name and integer value (i)."""

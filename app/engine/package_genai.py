@@ -109,6 +109,7 @@ def read_genai(root: Path, variant: str | None, *, shared: Path | None = None) -
     heads, head_size = decoder.get("num_key_value_heads"), decoder.get("head_size")
     return ModelSpec(
         matmul_nbits=graph.matmul_nbits,
+        matmul_nbits_shapes=graph.matmul_nbits_shapes,
         model_bytes=graph_bytes(model_path, graph),
         root=root,
         layout="genai",

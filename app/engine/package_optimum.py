@@ -147,6 +147,7 @@ def read_optimum(root: Path, variant: str | None, provider: str) -> ModelSpec:
     pad = generation.get("pad_token_id", config.get("pad_token_id"))
     return ModelSpec(
         matmul_nbits=graph.matmul_nbits,
+        matmul_nbits_shapes=graph.matmul_nbits_shapes,
         model_bytes=graph_bytes(model_path, graph),
         root=root,
         layout="optimum",

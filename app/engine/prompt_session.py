@@ -23,18 +23,22 @@ The cost is memory: the prompt session packs its own copy of the weights, about 
 model's files at its peak (+183 MB peak RSS on the 112 MB starter, bench/bench_prefill.py).
 It is opened only on the CPU provider, for a
 graph with such nodes, on x86, when that much memory is free with :data:`RESERVE_BYTES` to
-spare (:func:`plan_prompt_session` decides; ``Engine.load`` asks it).
+spare, and where the fp32 kernels measure faster on this machine for this model's matmuls
+(app/engine/kernel_timing.py: not on AVX-512 VNNI, where integer dot products win, nor for
+a 1.5B model's large matrices on AVX2). :func:`plan_prompt_session` decides;
+``Engine.load`` asks it.
 """
 
 from __future__ import annotations
 
 import platform
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import onnxruntime as ort
 
 from app.cpu import cpu_kind
-from app.engine.types import ModelSpec
+from app.engine.types import KernelTiming, ModelSpec
 from app.units import format_bytes
 
 #: the session option that moves eligible MatMulNBits nodes onto fp32 kernels
@@ -51,13 +55,9 @@ COST_PER_FILE_BYTE = 1.6
 #: memory left free after the prompt session is opened
 RESERVE_BYTES = 1 << 30
 _X86 = frozenset({"x86_64", "amd64", "x64", "i386", "i686"})
-#: CPU kinds (app/cpu.py) whose int8 dot products read a 4-bit model's prompt faster than
-#: fp32 SGEMM: AVX-512 VNNI without AMX (AMD EPYC: 1.73 s against 1.96 s with the prompt
-#: session at 1,024 tokens on the starter, FACTS.md). Not AMX: on an AMX Xeon the prompt
-#: session read 1,024 tokens in 3.17 s against 3.49 s without (bench/bench_gguf.py), as on
-#: AVX2, where the fp32 kernels are 15-18% faster. AVX-VNNI (``avx_vnni``) is not measured yet
-#: and goes as AVX2 does.
-INT8_FASTER = frozenset({"avx512_vnni"})
+#: the fp32 kernels must be this much faster to be worth their memory (and the measurement's
+#: noise on a busy machine is a few per cent)
+MARGIN = 0.05
 
 
 @dataclass(frozen=True)
@@ -80,22 +80,24 @@ def plan_prompt_session(
     provider: str,
     *,
     available_bytes: int | None,
+    timing: Callable[[], KernelTiming | None] | None,
     machine: str | None = None,
     ort_version: str | None = None,
     exact: bool = True,
-    cpu: str | None = None,
 ) -> PromptSessionPlan:
     """Decide whether the model ``spec`` describes (already loaded on ``provider``) gets a
     prompt session, from what the folder check read of its graph (``spec.matmul_nbits``,
-    ``spec.model_bytes``).
+    ``spec.model_bytes``) and, last, what its kernels measure on this machine.
 
     ``available_bytes``: memory free now (None: unknown, then no session is opened: the
-    cost cannot be checked). ``machine`` / ``ort_version`` default to this machine's.
-    ``cpu``: the CPU kind (default: this machine's, ``app.cpu.cpu_kind``): where int8
-    kernels are the faster ones (AVX-512 VNNI without AMX) there is nothing to gain.
-    ``exact``: replies must not depend on the cache (``Decoder(exact=True)``, the default),
-    which rules the prompt session out: its kernels round otherwise than the decode
-    session's, and a cached prompt's tail is read on the decode session."""
+    cost cannot be checked). ``timing``: asked only when everything else allows a session,
+    for how fast each kernel family reads this model's prompt chunks here
+    (app/engine/kernel_timing.py ``prompt_kernel_timing``, measured once per machine and
+    model, then kept); the fp32 kernels must be :data:`MARGIN` faster. None, or a timing
+    that returns None, opens no session. ``machine`` / ``ort_version`` default to this
+    machine's. ``exact``: replies must not depend on the cache (``Decoder(exact=True)``,
+    the default), which rules the prompt session out: its kernels round otherwise than the
+    decode session's, and a cached prompt's tail is read on the decode session."""
     if provider != "cpu":
         return PromptSessionPlan(False, f"Prompts run on {provider.upper()} like replies.")
     version = _version(ort_version or ort.__version__)
@@ -105,20 +107,16 @@ def plan_prompt_session(
     if (machine or platform.machine()).lower() not in _X86:
         return PromptSessionPlan(False, "Prompts run on the same kernels as replies "
                                         "(fp32 prompt kernels are for x86 CPUs).")
-    kind = cpu or cpu_kind()
-    if kind in INT8_FASTER:
-        return PromptSessionPlan(False, f"Prompts run on the int8 kernels: on this CPU "
-                                        f"({kind}) they read prompts faster than fp32 ones.")
     if not spec.matmul_nbits.get(ELIGIBLE_NBITS):
         return PromptSessionPlan(False, "Prompts run on the same kernels as replies (the "
                                         "model has no 4-bit int8-activation matmuls).")
-    cost = int(spec.model_bytes * COST_PER_FILE_BYTE)
     if exact:
         return PromptSessionPlan(
             False,
             "Prompts run on the same kernels as replies, so a reply never depends on what "
             "the cache held (fp32 prompt kernels are the faster, inexact mode).",
         )
+    cost = int(spec.model_bytes * COST_PER_FILE_BYTE)
     if available_bytes is None or available_bytes < cost + RESERVE_BYTES:
         free = ("free memory is unknown" if available_bytes is None
                 else f"{format_bytes(available_bytes)} is free")
@@ -129,10 +127,19 @@ def plan_prompt_session(
             f"{format_bytes(RESERVE_BYTES)} spare).",
             cost,
         )
+    measured = timing() if timing is not None else None
+    if measured is None:
+        return PromptSessionPlan(False, "Prompts run on the int8 kernels (how fast the fp32 "
+                                        "ones are here could not be measured).")
+    figures = (f"{measured.fp32_ms:.1f} ms on fp32 kernels and {measured.int8_ms:.1f} ms on "
+               f"int8 ones for a {measured.rows}-token chunk of this model's matmuls on this "
+               f"CPU ({cpu_kind()})")
+    if measured.fp32_ms > measured.int8_ms * (1.0 - MARGIN):
+        return PromptSessionPlan(False, f"Prompts run on the int8 kernels: {figures}.")
     return PromptSessionPlan(
         True,
         f"Prompts of {MIN_ROWS}+ tokens run on fp32 kernels (a second session, "
-        f"{format_bytes(cost)}).",
+        f"{format_bytes(cost)}): {figures}.",
         cost,
     )
 

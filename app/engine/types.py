@@ -397,10 +397,23 @@ class ModelSpec:
     #: of it and its external data, as the folder check read them (``OnnxSummary``): what
     #: app/engine/prompt_session.py decides from, without reading the file again
     matmul_nbits: dict = field(default_factory=dict)
+    #: the same by (bits, block_size, accuracy_level, K, N) (app/engine/kernel_timing.py)
+    matmul_nbits_shapes: dict = field(default_factory=dict)
     model_bytes: int = 0
     #: genai_config's ``search.past_present_share_buffer`` (None: not said). False keeps a
     #: GroupQueryAttention graph's past and present apart (the rebind path).
     share_buffer: bool | None = None
+
+
+@dataclass(frozen=True)
+class KernelTiming:
+    """How long a model's 4-bit matmuls take to read one prompt chunk of ``rows`` tokens on
+    each of ORT's CPU kernel families on this machine (app/engine/kernel_timing.py)."""
+
+    int8_ms: float  # the decode session's kernels (int8 activations)
+    fp32_ms: float  # the prompt session's (``mlas.qnbit.force_fp32``)
+    rows: int
+    measured_now: bool = False  # False: read from the per-machine record
 
 
 @dataclass(frozen=True)

@@ -14,17 +14,20 @@ import numpy as np
 import onnx
 import pytest
 
+from app.cpu import cpu_kind
 from app.engine.decoder import Decoder
 from app.engine.engine import Engine
 from app.engine.onnx_file import inspect_onnx
 from app.engine.package import read_model_folder
 from app.engine.prompt_session import (
     COST_PER_FILE_BYTE,
+    MARGIN,
     MIN_ROWS,
     RESERVE_BYTES,
     plan_prompt_session,
 )
 from app.engine.providers import create_prompt_session
+from app.engine.types import KernelTiming
 
 LONG = [(5 + 7 * i) % 90 + 3 for i in range(MIN_ROWS + 37)]  # one chunk of >= MIN_ROWS
 SHORT = LONG[: MIN_ROWS - 1]
@@ -139,23 +142,54 @@ def test_a_draft_model_never_gets_one(gqa_int4_model_dir, gqa_model_dir):
 
 
 def test_the_plan_opens_it_only_where_it_pays_and_fits(gqa_int4_model_dir, gqa_model_dir):
+    from tests.fixtures.kernel_choice import FP32_FASTER
+
     model = read_model_folder(gqa_int4_model_dir)
     assert model.model_bytes == (gqa_int4_model_dir / "model.onnx").stat().st_size  # one file
     cost = int(model.model_bytes * COST_PER_FILE_BYTE)
-    x86 = {"machine": "x86_64", "ort_version": "1.32.0", "exact": False, "cpu": "avx2"}
+    asked = []
 
-    assert plan_prompt_session(model, "cpu", available_bytes=PLENTY, **x86).use
+    def measured(timing):
+        def ask():
+            asked.append(timing)
+            return timing
+        return ask
+
+    x86 = {"machine": "x86_64", "ort_version": "1.32.0", "exact": False,
+           "timing": measured(FP32_FASTER)}
+
+    opened = plan_prompt_session(model, "cpu", available_bytes=PLENTY, **x86)
+    assert opened.use and opened.cost_bytes == cost
+    assert opened.note.endswith("370.9 ms on fp32 kernels and 418.2 ms on int8 ones for a "
+                                f"256-token chunk of this model's matmuls on this CPU "
+                                f"({cpu_kind()}).")
     assert plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="AMD64",
                                ort_version="1.31.1", exact=False,
-                               cpu="avx2").use  # Windows spells it so
-    # int8 dot products without AMX (EPYC): the decode kernels read prompts faster
-    vnni = plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="x86_64",
-                               ort_version="1.32.0", exact=False, cpu="avx512_vnni")
-    assert not vnni.use and "(avx512_vnni)" in vnni.note
+                               timing=measured(FP32_FASTER)).use  # Windows spells it so
+    # where the int8 kernels measure faster (AVX-512 VNNI; a 1.5B model on AVX2), or the
+    # fp32 ones not MARGIN faster, there is nothing to gain
+    for int8_ms in (6.0, 6.1 / (1 - MARGIN) - 0.01):
+        slower = plan_prompt_session(
+            model, "cpu", available_bytes=PLENTY, machine="x86_64", ort_version="1.32.0",
+            exact=False, timing=measured(KernelTiming(int8_ms, 6.1, 128)))
+        assert not slower.use and slower.note.startswith("Prompts run on the int8 kernels: 6.1 ms")
+        assert not slower.worth_telling
     assert plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="x86_64",
-                               ort_version="1.32.0", exact=False, cpu="amx").use  # measured
+                               ort_version="1.32.0", exact=False,
+                               timing=measured(KernelTiming(6.1 / (1 - MARGIN) + 0.01, 6.1,
+                                                            128))).use
+    unmeasured = plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="x86_64",
+                                     ort_version="1.32.0", exact=False,
+                                     timing=measured(None))
+    assert not unmeasured.use and "could not be measured" in unmeasured.note
+    assert not plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="x86_64",
+                                   ort_version="1.32.0", exact=False, timing=None).use
+    measurements = len(asked)
+
+    # everything else is decided before the measurement, which is never taken then
     exact = plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="x86_64",
-                                ort_version="1.32.0", cpu="avx2")  # default: exact replies
+                                ort_version="1.32.0",
+                                timing=measured(FP32_FASTER))  # default: exact replies
     assert not exact.use and "never depends on what the cache held" in exact.note
 
     short = plan_prompt_session(model, "cpu", available_bytes=cost + RESERVE_BYTES - 1, **x86)
@@ -168,14 +202,15 @@ def test_the_plan_opens_it_only_where_it_pays_and_fits(gqa_int4_model_dir, gqa_m
     for provider in ("cuda", "dml", "coreml"):
         assert not plan_prompt_session(model, provider, available_bytes=PLENTY, **x86).use
     old = plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="x86_64",
-                              ort_version="1.30.0", exact=False)
+                              ort_version="1.30.0", exact=False, timing=measured(FP32_FASTER))
     assert not old.use and "1.31 or newer" in old.note
     arm = plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="arm64",
-                              ort_version="1.32.0", exact=False)
+                              ort_version="1.32.0", exact=False, timing=measured(FP32_FASTER))
     assert not arm.use and "x86" in arm.note
     float_graph = plan_prompt_session(read_model_folder(gqa_model_dir), "cpu",
                                       available_bytes=PLENTY, **x86)
     assert not float_graph.use and float_graph.cost_bytes == 0
+    assert len(asked) == measurements == 6
 
 
 def test_the_file_summary_counts_matmulnbits_by_kernel_attributes(gqa_int4_model_dir, tmp_path):
