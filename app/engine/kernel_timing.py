@@ -13,7 +13,9 @@ each, on the session options the model's sessions get, weighted by how many of t
 nodes have that shape. ~0.15 s for the starter, ~0.5 s for a 0.5B model, ~1.5 s for a
 1.5B one on 2 cores, once: the figures are kept per machine (CPU name and kind, logical
 cores, ORT version, threads) and model shapes in :func:`record_path`, and only the inexact
-mode (``exact=False``) ever asks (exact replies never open the session).
+mode (``exact=False``) ever asks (exact replies never open the session). A measurement
+taken while something else was busy (its rounds more than :data:`MAX_SPREAD` apart) is
+neither chosen by nor kept: it would fix a busy minute's verdict for good.
 """
 
 from __future__ import annotations
@@ -48,8 +50,13 @@ MAX_WEIGHTS = 1 << 27
 MAX_RECORDS = 64
 #: a record file larger than this is not read (it is Hearth's own small JSON)
 MAX_RECORD_BYTES = 1 << 20
+#: a measurement whose timed rounds (every shape, weighted) differ more than this within
+#: one family is unsteady: not chosen by, not kept, taken again at the next load. On a
+#: 2-core AVX2 EPYC shared with other machines, quiet measurements' rounds lay 4-14% apart
+#: (one of ten: 28%) and all ten taken beside a busy core 22-66%
+MAX_SPREAD = 0.15
 #: bump when the measurement changes: older figures are measured again
-MEASUREMENT = 1
+MEASUREMENT = 2
 
 
 def record_path() -> Path:
@@ -92,9 +99,12 @@ def prompt_kernel_timing(spec: ModelSpec, *, threads: int | None = None,
     if kept is not None:
         return KernelTiming(kept["int8_ms"], kept["fp32_ms"], ROWS, measured_now=False)
     try:
-        int8_ms, fp32_ms = _measure(shapes, spec, threads)
+        int8_ms, fp32_ms, spread = _measure(shapes, spec, threads)
     except Exception:  # ORT raises its own Exception subclasses (as on a model's sessions)
         return None
+    if spread > MAX_SPREAD:
+        return KernelTiming(int8_ms, fp32_ms, ROWS, measured_now=True, spread=spread,
+                            steady=False)
     records.pop(key, None)
     records[key] = {"int8_ms": round(int8_ms, 4), "fp32_ms": round(fp32_ms, 4),
                     "measured": time.strftime("%Y-%m-%d")}
@@ -103,7 +113,7 @@ def prompt_kernel_timing(spec: ModelSpec, *, threads: int | None = None,
         write_json_atomic(path, {"records": dict(list(records.items())[-MAX_RECORDS:])})
     except OSError:
         pass  # measured again next time
-    return KernelTiming(int8_ms, fp32_ms, ROWS, measured_now=True)
+    return KernelTiming(int8_ms, fp32_ms, ROWS, measured_now=True, spread=spread)
 
 
 def machine_key(shapes: dict[tuple[int, int], int], threads: int) -> str:
@@ -133,10 +143,13 @@ def _read_records(path: Path) -> dict[str, dict]:
 
 
 def _measure(shapes: dict[tuple[int, int], int], spec: ModelSpec,
-             threads: int | None) -> tuple[float, float]:
-    """(int8, fp32) milliseconds for one chunk through every shape, weighted by count. The
-    two families' runs alternate, so a neighbour's load on a shared machine weighs on both."""
+             threads: int | None) -> tuple[float, float, float]:
+    """(int8, fp32) milliseconds for one chunk through every shape, weighted by count (each
+    shape's quickest run), and how far apart one family's rounds lay (the widest gap between
+    two rounds' weighted totals, as a share of the quicker). The two families' runs
+    alternate, so a neighbour's load on a shared machine weighs on both."""
     int8_ms = fp32_ms = 0.0
+    rounds = {"int8": [0.0] * REPEATS, "fp32": [0.0] * REPEATS}
     rng = np.random.default_rng(0)
     for (k, n), count in shapes.items():
         model = _one_matmul(k, n, rng)
@@ -148,9 +161,13 @@ def _measure(shapes: dict[tuple[int, int], int], spec: ModelSpec,
             int8_run, fp32_run = _timed_run(int8, rows), _timed_run(fp32, rows)
             if repeat:
                 best_int8, best_fp32 = min(best_int8, int8_run), min(best_fp32, fp32_run)
+                rounds["int8"][repeat - 1] += int8_run * count
+                rounds["fp32"][repeat - 1] += fp32_run * count
         int8_ms += best_int8 * count
         fp32_ms += best_fp32 * count
-    return int8_ms, fp32_ms
+    spread = max(max(totals) / min(totals) - 1.0 if min(totals) > 0 else float("inf")
+                 for totals in rounds.values())
+    return int8_ms, fp32_ms, spread
 
 
 def _session(model: bytes, options: ort.SessionOptions) -> ort.InferenceSession:

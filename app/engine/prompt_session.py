@@ -93,11 +93,12 @@ def plan_prompt_session(
     cost cannot be checked). ``timing``: asked only when everything else allows a session,
     for how fast each kernel family reads this model's prompt chunks here
     (app/engine/kernel_timing.py ``prompt_kernel_timing``, measured once per machine and
-    model, then kept); the fp32 kernels must be :data:`MARGIN` faster. None, or a timing
-    that returns None, opens no session. ``machine`` / ``ort_version`` default to this
-    machine's. ``exact``: replies must not depend on the cache (``Decoder(exact=True)``,
-    the default), which rules the prompt session out: its kernels round otherwise than the
-    decode session's, and a cached prompt's tail is read on the decode session."""
+    model, then kept); the fp32 kernels must be :data:`MARGIN` faster, on a steady
+    measurement. None, a timing that returns None, or an unsteady one opens no session.
+    ``machine`` / ``ort_version`` default to this machine's. ``exact``: replies must not
+    depend on the cache (``Decoder(exact=True)``, the default), which rules the prompt
+    session out: its kernels round otherwise than the decode session's, and a cached
+    prompt's tail is read on the decode session."""
     if provider != "cpu":
         return PromptSessionPlan(False, f"Prompts run on {provider.upper()} like replies.")
     version = _version(ort_version or ort.__version__)
@@ -134,6 +135,11 @@ def plan_prompt_session(
     figures = (f"{measured.fp32_ms:.1f} ms on fp32 kernels and {measured.int8_ms:.1f} ms on "
                f"int8 ones for a {measured.rows}-token chunk of this model's matmuls on this "
                f"CPU ({cpu_kind()})")
+    if not measured.steady:
+        return PromptSessionPlan(False, f"Prompts run on the int8 kernels: the CPU was too busy "
+                                        f"to compare them with fp32 ones (timed rounds "
+                                        f"{measured.spread:.0%} apart; {figures}); measured "
+                                        f"again at the next load.")
     if measured.fp32_ms > measured.int8_ms * (1.0 - MARGIN):
         return PromptSessionPlan(False, f"Prompts run on the int8 kernels: {figures}.")
     return PromptSessionPlan(

@@ -414,6 +414,10 @@ class KernelTiming:
     fp32_ms: float  # the prompt session's (``mlas.qnbit.force_fp32``)
     rows: int
     measured_now: bool = False  # False: read from the per-machine record
+    #: the widest gap between one family's timed rounds, as a share of its quickest: a
+    #: neighbour's load shows here (kernel_timing.MAX_SPREAD decides what is steady)
+    spread: float = 0.0
+    steady: bool = True  # False: too noisy to choose by, and not kept
 
 
 @dataclass(frozen=True)

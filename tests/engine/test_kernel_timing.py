@@ -22,7 +22,9 @@ import app.engine.prompt_session as prompt_session
 from app.engine.engine import Engine
 from app.engine.kernel_timing import (
     MAX_SHAPES,
+    MAX_SPREAD,
     MAX_WEIGHTS,
+    REPEATS,
     ROWS,
     measured_shapes,
     prompt_kernel_timing,
@@ -49,6 +51,29 @@ def on_fp32(options: ort.SessionOptions) -> bool:
         return options.get_session_config_entry(FORCE_FP32) == "1"
     except Exception:
         return False
+
+
+@pytest.fixture(autouse=True)
+def any_spread(monkeypatch):
+    """The test graphs' matmuls run in microseconds, where one scheduler tick sets rounds far
+    apart on any machine: these tests take every measurement as steady, except the ones on
+    the steadiness rule itself (which set ``MAX_SPREAD`` back and time runs themselves)."""
+    monkeypatch.setattr(kernel_timing, "MAX_SPREAD", float("inf"))
+
+
+def rounds_timed(monkeypatch, int8: list[float], fp32: list[float]) -> None:
+    """Each family's runs take these milliseconds in turn, the warm-up first (every shape the
+    same), under the real steadiness rule."""
+    monkeypatch.setattr(kernel_timing, "MAX_SPREAD", MAX_SPREAD)
+    runs = {False: [], True: []}
+
+    def timed_run(session, rows):
+        family = on_fp32(session.get_session_options())
+        times = fp32 if family else int8
+        runs[family].append(None)
+        return times[(len(runs[family]) - 1) % len(times)]
+
+    monkeypatch.setattr(kernel_timing, "_timed_run", timed_run)
 
 
 @pytest.fixture
@@ -109,6 +134,30 @@ def test_the_figures_weigh_each_shape_by_how_many_nodes_have_it(model, monkeypat
     monkeypatch.setattr(kernel_timing, "_timed_run", timed_run)
     timing = prompt_kernel_timing(model, threads=1)
     assert (timing.int8_ms, timing.fp32_ms) == (64 * 4 + 32 * 2, 2 * (64 * 4 + 32 * 2))
+
+
+def test_a_measurement_beside_a_busy_core_is_neither_kept_nor_chosen_by(gqa_int4_model_dir,
+                                                                          model, monkeypatch):
+    assert REPEATS == 3
+    steady_fp32 = [9.0, 1.0, 1.0 + MAX_SPREAD - 0.01, 1.0]  # warm-up, then 3 timed rounds
+    rounds_timed(monkeypatch, int8=[9.0, 2.0, 2.0, 2.0], fp32=[9.0, 1.0, 1.0 + MAX_SPREAD + 0.01,
+                                                                1.0])
+    busy = prompt_kernel_timing(model, threads=1)
+    assert busy.measured_now and not busy.steady
+    assert busy.spread == pytest.approx(MAX_SPREAD + 0.01)
+    assert busy.fp32_ms < busy.int8_ms / 1.5  # fp32 far ahead, but not chosen by
+    assert not record_path().exists()
+    monkeypatch.setattr(prompt_session, "platform", SimpleNamespace(machine=lambda: "x86_64"))
+    engine = Engine.load(gqa_int4_model_dir, provider="cpu", threads=1, exact=False)
+    assert not engine.prompt_plan.use and not engine.decoder.has_prompt_session
+    assert "too busy" in engine.prompt_plan.note and "measured again" in engine.prompt_plan.note
+    assert not record_path().exists()
+
+    rounds_timed(monkeypatch, int8=[9.0, 2.0, 2.0, 2.0], fp32=steady_fp32)
+    steady = prompt_kernel_timing(model, threads=1)
+    assert steady.measured_now and steady.steady  # the busy ones were not kept
+    assert steady.spread == pytest.approx(MAX_SPREAD - 0.01)
+    assert not prompt_kernel_timing(model, threads=1).measured_now  # this one was
 
 
 def test_another_machine_or_thread_count_is_measured_again_and_the_record_stays_small(

@@ -182,6 +182,14 @@ def test_the_plan_opens_it_only_where_it_pays_and_fits(gqa_int4_model_dir, gqa_m
                                      ort_version="1.32.0", exact=False,
                                      timing=measured(None))
     assert not unmeasured.use and "could not be measured" in unmeasured.note
+    busy = plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="x86_64",
+                               ort_version="1.32.0", exact=False,
+                               timing=measured(KernelTiming(418.2, 200.0, 256, spread=0.31,
+                                                            steady=False)))
+    assert not busy.use  # fp32 twice as fast, but on a measurement beside a busy core
+    assert busy.note.startswith("Prompts run on the int8 kernels: the CPU was too busy to "
+                                "compare them with fp32 ones (timed rounds 31% apart; 200.0 ms")
+    assert busy.note.endswith("; measured again at the next load.")
     assert not plan_prompt_session(model, "cpu", available_bytes=PLENTY, machine="x86_64",
                                    ort_version="1.32.0", exact=False, timing=None).use
     measurements = len(asked)
@@ -210,7 +218,7 @@ def test_the_plan_opens_it_only_where_it_pays_and_fits(gqa_int4_model_dir, gqa_m
     float_graph = plan_prompt_session(read_model_folder(gqa_model_dir), "cpu",
                                       available_bytes=PLENTY, **x86)
     assert not float_graph.use and float_graph.cost_bytes == 0
-    assert len(asked) == measurements == 6
+    assert len(asked) == measurements == 7
 
 
 def test_the_file_summary_counts_matmulnbits_by_kernel_attributes(gqa_int4_model_dir, tmp_path):
