@@ -115,7 +115,8 @@ def plan_prompt_session(
         return PromptSessionPlan(
             False,
             "Prompts run on the same kernels as replies, so a reply never depends on what "
-            "the cache held (fp32 prompt kernels are the faster, inexact mode).",
+            "the cache held (the inexact mode reads them on fp32 kernels where those measure "
+            "faster here).",
         )
     cost = int(spec.model_bytes * COST_PER_FILE_BYTE)
     if available_bytes is None or available_bytes < cost + RESERVE_BYTES:
